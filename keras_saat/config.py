@@ -1,0 +1,232 @@
+"""Experiment configuration: frozen dataclasses, YAML files and key=value overrides.
+
+A config is an `ExperimentConfig` with four sections (`model`, `data`, `train`,
+`decode`). YAML files override the defaults; `--set section.key=value` on the
+command line overrides the file. Unknown sections or keys are errors that name
+the nearest valid key. The resolved config is written into the workdir.
+"""
+
+import dataclasses
+import typing
+from pathlib import Path
+
+import yaml
+
+from keras_saat.errors import KerasSaatError, did_you_mean
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    # Backbone registry name (see `keras_saat.encoders.available_backbones()`).
+    backbone: str = "shapes_cnn"
+    # Square input side in pixels; 0 means the backbone's default size.
+    image_size: int = 0
+    # "imagenet", null (random init), a local weights file, or "shapes": pre-train
+    # the Shapes CNN on the training split's scene attributes, then freeze it.
+    backbone_weights: str | None = None
+    # Number of the backbone's last weighted layers left trainable (0 = frozen, as in the paper).
+    trainable_backbone_layers: int = 0
+    # D: size of an annotation vector after the Dense(D, relu) squeeze.
+    feature_dim: int = 128
+    # m: word embedding size (also the deep output layer's width, Eq. 7).
+    embedding_dim: int = 64
+    # n: LSTM hidden and cell size.
+    lstm_units: int = 256
+    # Width of the attention MLP f_att (Eq. 4).
+    attention_units: int = 128
+    # "soft" (deterministic, Sec. 4.2) or "hard" (stochastic, Sec. 4.1).
+    attention: str = "soft"
+    # Gating scalar beta = sigmoid(f_beta(h_{t-1})) on the context vector (Sec. 4.2.1).
+    gating: bool = True
+    # Dropout rate before the output layer L_o.
+    dropout: float = 0.5
+    # lambda of the doubly stochastic regulariser sum_i (1 - sum_t alpha_ti)^2 (Eq. 14).
+    doubly_stochastic_lambda: float = 1.0
+    # Hard attention: probability of using the expected context instead of a sample (Sec. 4.1).
+    hard_soft_probability: float = 0.5
+    # Hard attention: lambda_r, weight of the REINFORCE term (Eq. 12).
+    reinforce_weight: float = 1.0
+    # Hard attention: lambda_e, weight of the attention entropy bonus (Eq. 12).
+    entropy_weight: float = 0.002
+    # Hard attention: decay of the moving-average baseline b <- decay*b + (1-decay)*log p(y|s,a).
+    baseline_decay: float = 0.9
+    # Seed for dropout, the hard-attention sampler and weight initialisation.
+    seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    # "shapes" (generated when missing) or "karpathy" (a Karpathy split JSON file).
+    dataset: str = "shapes"
+    # Dataset JSON file (Karpathy format); empty = <workdir>/data/dataset_shapes.json for Shapes.
+    path: str = ""
+    # Folder that images[].filepath/filename are relative to; empty = the JSON file's folder.
+    images_dir: str = ""
+    # Vocabulary size including the 4 special tokens (the top words by count are kept).
+    vocab_size: int = 10000
+    # Words seen fewer times than this in the training captions become <unk>.
+    min_count: int = 1
+    # Captions longer than this many words are truncated.
+    max_length: int = 20
+    # Shapes world: number of generated train / val / test images and the generator seed.
+    shapes_train: int = 2000
+    shapes_val: int = 200
+    shapes_test: int = 200
+    shapes_seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    # Passes over every (image, caption) pair of the training split.
+    epochs: int = 10
+    # Captions per step.
+    batch_size: int = 64
+    # "adam" or "rmsprop" (the paper used RMSProp on Flickr8k, Adam elsewhere).
+    optimizer: str = "adam"
+    # Learning rate of the optimiser.
+    learning_rate: float = 1e-3
+    # Global-norm gradient clipping (0 = off).
+    clipnorm: float = 5.0
+    # Compile the train step with XLA.
+    jit_compile: bool = True
+    # Epochs of Shapes CNN pre-training when model.backbone_weights is "shapes".
+    backbone_pretrain_epochs: int = 6
+    # Seed for shuffling.
+    seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeConfig:
+    # Maximum number of generated words (the <end> token not counted).
+    max_length: int = 20
+    # Images per decoding batch.
+    batch_size: int = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+    # A name for logs and the metadata of exported models.
+    name: str = "experiment"
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
+
+
+_SECTIONS = {f.name: f.type for f in dataclasses.fields(ExperimentConfig) if f.name != "name"}
+_CHOICES = {
+    ("model", "attention"): ("soft", "hard"),
+    ("data", "dataset"): ("shapes", "karpathy"),
+    ("train", "optimizer"): ("adam", "rmsprop"),
+}
+
+
+def _coerce(where, value, annotation):
+    """Checks `value` against a field's type annotation; returns the typed value."""
+    allowed = typing.get_args(annotation) or (annotation,)
+    if value is None:
+        if type(None) in allowed:
+            return None
+        raise KerasSaatError(f"config {where}: null is not allowed; expected {annotation.__name__}")
+    for kind in allowed:
+        if kind is bool and isinstance(value, bool):
+            return value
+        if kind is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if kind is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+    names = " or ".join(k.__name__ for k in allowed)
+    raise KerasSaatError(f"config {where}: {value!r} is not a valid {names}")
+
+
+def _section(name, cls, values, base):
+    if not isinstance(values, dict):
+        raise KerasSaatError(f"config section '{name}' must be a mapping of key: value")
+    hints = typing.get_type_hints(cls)
+    updates = {}
+    for key, value in values.items():
+        if key not in hints:
+            raise KerasSaatError(
+                f"unknown config key '{name}.{key}'{did_you_mean(key, hints)}; "
+                f"valid keys of '{name}': {', '.join(hints)}"
+            )
+        value = _coerce(f"{name}.{key}", value, hints[key])
+        choices = _CHOICES.get((name, key))
+        if choices and value not in choices:
+            raise KerasSaatError(
+                f"config {name}.{key}: {value!r} is not one of {', '.join(choices)}"
+                f"{did_you_mean(value, choices)}"
+            )
+        updates[key] = value
+    return dataclasses.replace(base, **updates)
+
+
+def from_dict(values, base=None):
+    """Builds an ExperimentConfig from a nested dict, overriding `base` (defaults if None)."""
+    config = base or ExperimentConfig()
+    if values is None:
+        return config
+    if not isinstance(values, dict):
+        raise KerasSaatError("a config must be a mapping with sections model, data, train, decode")
+    updates = {}
+    for key, value in values.items():
+        if key == "name":
+            updates["name"] = _coerce("name", value, str)
+        elif key in _SECTIONS:
+            updates[key] = _section(key, _SECTIONS[key], value, getattr(config, key))
+        else:
+            valid = ["name", *_SECTIONS]
+            raise KerasSaatError(
+                f"unknown config section '{key}'{did_you_mean(key, valid)}; "
+                f"valid top-level keys: {', '.join(valid)}"
+            )
+    return dataclasses.replace(config, **updates)
+
+
+def to_dict(config):
+    """The config as a plain nested dict (YAML-serialisable)."""
+    return dataclasses.asdict(config)
+
+
+def parse_override(text):
+    """Parses 'section.key=value' into a nested dict; the value is read as YAML."""
+    if "=" not in text:
+        raise KerasSaatError(f"--set {text!r}: expected section.key=value, e.g. train.epochs=5")
+    path, raw = text.split("=", 1)
+    parts = path.strip().split(".")
+    if not all(parts) or len(parts) > 2:
+        raise KerasSaatError(
+            f"--set {text!r}: expected section.key=value, e.g. model.attention=hard"
+        )
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise KerasSaatError(f"--set {text!r}: the value is not valid YAML ({err})") from None
+    return {parts[0]: value} if len(parts) == 1 else {parts[0]: {parts[1]: value}}
+
+
+def load_config(path=None, overrides=(), base=None):
+    """Loads a YAML config file (optional) and applies `section.key=value` overrides."""
+    config = base or ExperimentConfig()
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise KerasSaatError(f"config file not found: {path}")
+        try:
+            values = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as err:
+            raise KerasSaatError(f"config file {path} is not valid YAML: {err}") from None
+        try:
+            config = from_dict(values, config)
+        except KerasSaatError as err:
+            raise KerasSaatError(f"{path}: {err}") from None
+    for text in overrides:
+        config = from_dict(parse_override(text), config)
+    return config
+
+
+def save_config(config, path):
+    """Writes the resolved config as YAML."""
+    Path(path).write_text(yaml.safe_dump(to_dict(config), sort_keys=False))

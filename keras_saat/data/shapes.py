@@ -1,0 +1,190 @@
+"""The Shapes world (shared/SHAPES.md): a rendered captioning task with known answers.
+
+Each 128x128 image holds 1-3 coloured shapes in distinct cells of a 3x3 grid;
+its five reference captions name each object's colour, shape, size, position
+and relations in a closed 31-word vocabulary. Ground-truth boxes let attention
+be scored. `write_shapes_dataset` writes the Karpathy split format.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+IMAGE_SIZE = 128
+GRID = 3
+CELL = IMAGE_SIZE / GRID
+SHAPES = ("circle", "square", "triangle", "diamond")
+COLOURS = {
+    "red": (220, 50, 50),
+    "green": (60, 190, 80),
+    "blue": (60, 90, 230),
+    "yellow": (235, 215, 60),
+    "white": (235, 235, 235),
+    "purple": (160, 80, 210),
+}
+SIZES = {"small": 9, "large": 16}
+POSITIONS = {
+    (0, 0): "at the top left",
+    (0, 1): "at the top",
+    (0, 2): "at the top right",
+    (1, 0): "on the left",
+    (1, 1): "in the center",
+    (1, 2): "on the right",
+    (2, 0): "at the bottom left",
+    (2, 1): "at the bottom",
+    (2, 2): "at the bottom right",
+}
+PREFIXES = ("", "there is ", "an image of ", "a picture of ")
+NOISE_SIGMA = 8.0
+JITTER = 5.0
+BACKGROUND_MAX = 60
+
+
+def sample_objects(rng):
+    """Draws 1-3 objects in distinct cells, listed in reading order (row, then column)."""
+    count = int(rng.integers(1, 4))
+    cells = sorted(int(c) for c in rng.choice(GRID * GRID, size=count, replace=False))
+    objects = []
+    for cell in cells:
+        row, col = divmod(cell, GRID)
+        shape = SHAPES[int(rng.integers(len(SHAPES)))]
+        colour = list(COLOURS)[int(rng.integers(len(COLOURS)))]
+        size = list(SIZES)[int(rng.integers(len(SIZES)))]
+        jx, jy = rng.uniform(-JITTER, JITTER, size=2)
+        cx, cy = (col + 0.5) * CELL + jx, (row + 0.5) * CELL + jy
+        r = SIZES[size]
+        objects.append(
+            {
+                "shape": shape,
+                "colour": colour,
+                "size": size,
+                "cell": [row, col],
+                "box": [float(cx - r), float(cy - r), float(cx + r), float(cy + r)],
+            }
+        )
+    return objects
+
+
+def object_mask(obj, image_size=IMAGE_SIZE):
+    """Boolean (H, W) mask of an object's pixels (pixel centres at integer + 0.5)."""
+    x0, y0, x1, y1 = obj["box"]
+    cx, cy, r = (x0 + x1) / 2, (y0 + y1) / 2, (x1 - x0) / 2
+    coords = np.arange(image_size) + 0.5
+    dx = coords[None, :] - cx  # (1, W)
+    dy = coords[:, None] - cy  # (H, 1)
+    shape = obj["shape"]
+    if shape == "circle":
+        return dx**2 + dy**2 <= r**2
+    if shape == "square":
+        return (np.abs(dx) <= r) & (np.abs(dy) <= r)
+    if shape == "diamond":
+        return np.abs(dx) + np.abs(dy) <= r
+    if shape == "triangle":
+        # Apex (cx, cy - r), base corners (cx -/+ r, cy + r): below the apex, above the
+        # base, and inside both slanted edges |dx| <= (dy + r) / 2.
+        return (dy <= r) & (np.abs(dx) <= (dy + r) / 2)
+    raise ValueError(f"unknown shape {shape!r}")
+
+
+def render(objects, rng):
+    """Renders the objects on a noisy uniform background: (128, 128, 3) uint8."""
+    background = rng.integers(0, BACKGROUND_MAX + 1, size=3)
+    image = np.empty((IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.float64)
+    image[:] = background
+    for obj in objects:
+        image[object_mask(obj)] = COLOURS[obj["colour"]]
+    image += rng.normal(0.0, NOISE_SIGMA, size=image.shape)
+    return np.clip(np.rint(image), 0, 255).astype(np.uint8)
+
+
+def _object_phrase(obj, with_size):
+    words = (
+        ["a", obj["size"], obj["colour"], obj["shape"]]
+        if with_size
+        else ["a", obj["colour"], obj["shape"]]
+    )
+    return " ".join(words)
+
+
+def caption(objects, prefix="", with_size=False):
+    """One caption of a scene, following the grammar of shared/SHAPES.md."""
+    phrases = [_object_phrase(o, with_size) for o in objects]
+    if len(objects) == 1:
+        body = f"{phrases[0]} {POSITIONS[tuple(objects[0]['cell'])]}"
+    elif len(objects) == 2:
+        same_row = objects[0]["cell"][0] == objects[1]["cell"][0]
+        relation = "to the left of" if same_row else "above"
+        body = f"{phrases[0]} {relation} {phrases[1]}"
+    elif len(objects) == 3:
+        body = f"{phrases[0]} {phrases[1]} and {phrases[2]}"
+    else:
+        raise ValueError(f"a scene has 1-3 objects, got {len(objects)}")
+    return prefix + body
+
+
+def reference_captions(objects):
+    """The five references: prefix k mod 4, sizes named for odd k."""
+    return [caption(objects, PREFIXES[k % 4], with_size=k % 2 == 1) for k in range(5)]
+
+
+def vocabulary_words():
+    """The closed vocabulary of the Shapes world (31 words)."""
+    words = {"a", "and", "above", "to", "the", "left", "of"}
+    words.update(SHAPES, COLOURS, SIZES)
+    for phrase in (*POSITIONS.values(), *PREFIXES):
+        words.update(phrase.split())
+    return sorted(words)
+
+
+def write_shapes_dataset(out_dir, train=2000, val=200, test=200, seed=0, log=None):
+    """Generates a Shapes dataset in the Karpathy split format.
+
+    Writes `out_dir/dataset_shapes.json` and `out_dir/images/NNNNNN.png`. The
+    same seed and counts give byte-identical files.
+
+    Args:
+        out_dir: str or Path. Output folder (created).
+        train: int. Training images. Defaults to 2000.
+        val: int. Validation images. Defaults to 200.
+        test: int. Test images. Defaults to 200.
+        seed: int. Generator seed. Defaults to 0.
+        log: callable or None. Receives progress lines. Defaults to None.
+
+    Returns:
+        Path of the dataset JSON file.
+    """
+    out_dir = Path(out_dir)
+    image_dir = out_dir / "images"
+    image_dir.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    splits = ["train"] * train + ["val"] * val + ["test"] * test
+    images = []
+    sentid = 0
+    for imgid, split in enumerate(splits):
+        objects = sample_objects(rng)
+        pixels = render(objects, rng)
+        filename = f"{imgid:06d}.png"
+        Image.fromarray(pixels).save(image_dir / filename, format="PNG", compress_level=6)
+        sentences = []
+        for raw in reference_captions(objects):
+            sentences.append({"tokens": raw.split(), "raw": raw, "imgid": imgid, "sentid": sentid})
+            sentid += 1
+        images.append(
+            {
+                "filepath": "images",
+                "filename": filename,
+                "imgid": imgid,
+                "split": split,
+                "sentids": [s["sentid"] for s in sentences],
+                "sentences": sentences,
+                "objects": objects,
+            }
+        )
+        if log and (imgid + 1) % 500 == 0:
+            log(f"  rendered {imgid + 1}/{len(splits)} images")
+    path = out_dir / "dataset_shapes.json"
+    # filepath is relative to the JSON file's folder, as in Karpathy's COCO file.
+    path.write_text(json.dumps({"dataset": "shapes", "images": images}))
+    return path

@@ -1,0 +1,89 @@
+"""In-graph greedy decoding over a next-token function."""
+
+import tensorflow as tf
+
+
+def greedy_search(next_fn, initial_state, start_ids, end_id, max_length, pad_id=0, record=()):
+    """Decodes by taking the most probable token at every step.
+
+    Runs as a `tf.while_loop` with `maximum_iterations` and fixed-size
+    TensorArrays, so it works inside `tf.function(jit_compile=True)`. It stops
+    when every caption has produced `end_id`; captions that never do stop at
+    `max_length` tokens.
+
+    Args:
+        next_fn: callable(tokens (B,) int32, state) -> (logits (B, K), state). `state` is a
+            dict of tensors with a fixed shape.
+        initial_state: dict. The state before the first step; must hold every key in `record`.
+        start_ids: (B,) int32. The first input tokens.
+        end_id: int. The end token; decoding a caption stops after it.
+        max_length: int. Maximum number of generated tokens, `end_id` included.
+        pad_id: int. Written after a caption has ended. Defaults to 0.
+        record: tuple of str. State keys to collect at every step (e.g. "alpha"). Defaults to ().
+
+    Returns:
+        dict: tokens (B, max_length) int32 (the end token included, pad_id after it),
+        lengths (B,) int32 (tokens generated, end included), log_prob (B,) float32
+        (sum of the chosen tokens' log-probabilities), and each recorded key stacked
+        as (B, max_length, ...) with zeros after the caption's end.
+    """
+    start_ids = tf.convert_to_tensor(start_ids, tf.int32)
+    batch = tf.shape(start_ids)[0]
+    token_array = tf.TensorArray(tf.int32, size=max_length, element_shape=start_ids.shape)
+    arrays = {
+        key: tf.TensorArray(
+            initial_state[key].dtype, size=max_length, element_shape=initial_state[key].shape
+        )
+        for key in record
+    }
+
+    def cond(step, tokens, state, finished, log_prob, lengths, token_array, arrays):
+        return tf.logical_not(tf.reduce_all(finished))
+
+    def body(step, tokens, state, finished, log_prob, lengths, token_array, arrays):
+        logits, state = next_fn(tokens, state)
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # (B, K)
+        best = tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # (B,)
+        best_log_prob = tf.gather(log_probs, best, batch_dims=1)  # (B,)
+        tokens = tf.where(finished, pad_id, best)
+        alive = tf.logical_not(finished)
+        log_prob += tf.where(alive, best_log_prob, 0.0)
+        lengths += tf.cast(alive, tf.int32)
+        token_array = token_array.write(step, tokens)
+        arrays = {
+            key: array.write(
+                step, tf.where(_expand(alive, state[key]), state[key], tf.zeros_like(state[key]))
+            )
+            for key, array in arrays.items()
+        }
+        finished = tf.logical_or(finished, tf.equal(tokens, end_id))
+        return step + 1, tokens, state, finished, log_prob, lengths, token_array, arrays
+
+    loop_vars = (
+        tf.constant(0),
+        start_ids,
+        initial_state,
+        tf.zeros([batch], tf.bool),
+        tf.zeros([batch], tf.float32),
+        tf.zeros([batch], tf.int32),
+        token_array,
+        arrays,
+    )
+    _, _, _, _, log_prob, lengths, token_array, arrays = tf.while_loop(
+        cond, body, loop_vars, maximum_iterations=max_length
+    )
+    # Unwritten steps (all captions ended early) stack as zeros; make them pad_id.
+    steps = tf.range(max_length)[None, :]
+    tokens = tf.transpose(token_array.stack(), [1, 0])  # (B, T)
+    tokens = tf.where(steps < lengths[:, None], tokens, pad_id)
+    out = {"tokens": tokens, "lengths": lengths, "log_prob": log_prob}
+    for key, array in arrays.items():
+        stacked = array.stack()  # (T, B, ...)
+        perm = [1, 0, *range(2, len(stacked.shape))]
+        out[key] = tf.transpose(stacked, perm)
+    return out
+
+
+def _expand(mask, like):
+    """(B,) bool mask broadcastable against a (B, ...) tensor."""
+    return tf.reshape(mask, [-1] + [1] * (len(like.shape) - 1))

@@ -1,0 +1,176 @@
+"""Backbone registry: name -> builder, feature layer, preprocessing, default size.
+
+Entries: VGG16/VGG19 (the paper's conv5_3 map before the last pooling:
+14x14x512 at 224), keras.applications EfficientNetB0-B7 and EfficientNetV2
+(their top_activation map), qubvel's `efficientnet` package when installed
+(`efficientnet_qubvel_b0` ... `_b7`), and `shapes_cnn` for 128x128 Shapes scenes.
+"""
+
+import dataclasses
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+
+import keras
+
+from keras_saat.encoders import shapes_cnn
+from keras_saat.errors import KerasSaatError, did_you_mean
+
+
+@dataclasses.dataclass(frozen=True)
+class BackboneSpec:
+    """How to build one backbone.
+
+    Args:
+        name: str. Registry name.
+        builder: callable(input_shape, weights) -> keras.Model. `weights` is "imagenet" or None.
+        feature_layer: str. Name of the layer whose output is the annotation map.
+        preprocessing: str. Key of `keras_saat.encoders.preprocessing.PREPROCESSING`.
+        default_image_size: int. Input side the backbone was designed for.
+        imagenet: bool. Whether "imagenet" weights exist for it.
+    """
+
+    name: str
+    builder: Callable
+    feature_layer: str
+    preprocessing: str
+    default_image_size: int
+    imagenet: bool = True
+
+
+_REGISTRY = {}
+
+
+def register_backbone(spec):
+    """Adds (or replaces) a backbone in the registry."""
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def _applications(constructor_name):
+    def build(input_shape, weights):
+        constructor = getattr(keras.applications, constructor_name)
+        return constructor(include_top=False, weights=weights, input_shape=input_shape)
+
+    return build
+
+
+def _qubvel(constructor_name):
+    def build(input_shape, weights):
+        import efficientnet.tfkeras as efn
+
+        return getattr(efn, constructor_name)(
+            include_top=False, weights=weights, input_shape=input_shape
+        )
+
+    return build
+
+
+def _shapes(input_shape, weights):
+    if weights == "imagenet":
+        raise KerasSaatError(
+            "shapes_cnn has no ImageNet weights; use backbone_weights: shapes (pre-train on the "
+            "Shapes training split), a local weights file, or null"
+        )
+    return shapes_cnn.build_shapes_cnn(input_shape)
+
+
+register_backbone(BackboneSpec("vgg16", _applications("VGG16"), "block5_conv3", "caffe", 224))
+register_backbone(BackboneSpec("vgg19", _applications("VGG19"), "block5_conv4", "caffe", 224))
+_EFFICIENTNET_SIZES = (224, 240, 260, 300, 380, 456, 528, 600)
+for _i, _size in enumerate(_EFFICIENTNET_SIZES):
+    register_backbone(
+        BackboneSpec(
+            f"efficientnetb{_i}",
+            _applications(f"EfficientNetB{_i}"),
+            "top_activation",
+            "raw",
+            _size,
+        )
+    )
+for _suffix, _size in (
+    ("b0", 224),
+    ("b1", 240),
+    ("b2", 260),
+    ("b3", 300),
+    ("s", 384),
+    ("m", 480),
+    ("l", 480),
+):
+    register_backbone(
+        BackboneSpec(
+            f"efficientnetv2{_suffix}",
+            _applications(f"EfficientNetV2{_suffix.upper()}"),
+            "top_activation",
+            "raw",
+            _size,
+        )
+    )
+if importlib.util.find_spec("efficientnet") is not None:
+    for _i, _size in enumerate(_EFFICIENTNET_SIZES):
+        register_backbone(
+            BackboneSpec(
+                f"efficientnet_qubvel_b{_i}",
+                _qubvel(f"EfficientNetB{_i}"),
+                "top_activation",
+                "torch",
+                _size,
+            )
+        )
+register_backbone(
+    BackboneSpec("shapes_cnn", _shapes, shapes_cnn.FEATURE_LAYER, "unit", 128, imagenet=False)
+)
+
+
+def available_backbones():
+    """Sorted names of the registered backbones."""
+    return sorted(_REGISTRY)
+
+
+def get_backbone_spec(name):
+    """The BackboneSpec for `name`; a KerasSaatError naming the nearest one if unknown."""
+    key = str(name).lower()
+    if key not in _REGISTRY:
+        hint = did_you_mean(key, _REGISTRY)
+        if key.startswith("efficientnet_qubvel"):
+            hint += "; the qubvel backbones need `pip install keras-saat[efficientnet]`"
+        raise KerasSaatError(
+            f"unknown backbone '{name}'{hint}. Available: {', '.join(available_backbones())}"
+        )
+    return _REGISTRY[key]
+
+
+def build_feature_model(name, image_size=None, weights=None):
+    """Builds a backbone cut at its feature layer: (B, S, S, 3) preprocessed -> (B, h, w, C).
+
+    Args:
+        name: str. Registry name.
+        image_size: int or None. Input side; None or 0 = the backbone's default.
+        weights: "imagenet", None, or the path of a weights file of the full backbone
+            (`.weights.h5`, as written by `model.save_weights`). Defaults to None.
+    """
+    spec = get_backbone_spec(name)
+    size = image_size or spec.default_image_size
+    local = None
+    if weights not in (None, "imagenet"):
+        local = Path(weights)
+        if not local.is_file():
+            raise KerasSaatError(f"backbone weights file not found: {local}")
+        weights = None
+    if weights == "imagenet" and not spec.imagenet:
+        raise KerasSaatError(f"backbone '{spec.name}' has no ImageNet weights")
+    full = spec.builder((size, size, 3), weights)
+    if local is not None:
+        try:
+            full.load_weights(str(local))
+        except Exception as err:  # h5py and Keras raise many kinds here
+            raise KerasSaatError(
+                f"cannot load backbone weights {local} into '{spec.name}' at {size}x{size}: {err}"
+            ) from None
+    try:
+        feature = full.get_layer(spec.feature_layer).output
+    except ValueError:
+        raise KerasSaatError(
+            f"backbone '{spec.name}' has no layer '{spec.feature_layer}'"
+        ) from None
+    return keras.Model(full.input, feature, name=f"{spec.name}_features")

@@ -1,0 +1,129 @@
+"""A small CNN for 128x128 Shapes scenes, and its attribute pre-training.
+
+A randomly initialised backbone carries no colour or shape information about
+Shapes scenes (shared/DESIGN.md), so the Shapes default pre-trains this CNN on
+the training split's per-location scene attributes (shape, colour, size and
+grid cell of the object under each feature location), then freezes it: the
+same role ImageNet pre-training plays for VGG in the paper.
+"""
+
+import keras
+import numpy as np
+
+from keras_saat.data.shapes import COLOURS, GRID, SHAPES, SIZES, object_mask
+from keras_saat.encoders.add_coords import AddCoords
+
+FEATURE_LAYER = "features"
+# Heads of the pre-training task: number of classes, class 0 = no object.
+ATTRIBUTE_HEADS = {
+    "shape": 1 + len(SHAPES),
+    "colour": 1 + len(COLOURS),
+    "size": 1 + len(SIZES),
+    "row": 1 + GRID,
+    "col": 1 + GRID,
+}
+
+
+def build_shapes_cnn(input_shape=(128, 128, 3), width=32):
+    """Five 3x3 convolutions, four of them stride 2: (128, 128, 3) -> (8, 8, 4 * width).
+
+    The receptive field is 63 px, enough for the largest object (32 px).
+
+    Args:
+        input_shape: tuple. Preprocessed input (pixels scaled to [0, 1]). Defaults to (128, 128, 3).
+        width: int. Channels of the first convolution. Defaults to 32.
+    """
+    inputs = keras.Input(input_shape, name="pixels")
+    x = AddCoords(name="add_coords")(inputs)
+    for i, (mult, stride) in enumerate([(1, 2), (2, 2), (3, 2), (4, 2)]):
+        x = keras.layers.Conv2D(
+            width * mult, 3, strides=stride, padding="same", activation="relu", name=f"conv{i + 1}"
+        )(x)
+    x = keras.layers.Conv2D(4 * width, 3, padding="same", activation="relu", name=FEATURE_LAYER)(x)
+    return keras.Model(inputs, x, name="shapes_cnn")
+
+
+def attribute_targets(objects_per_image, grid_shape, image_size=128, min_fraction=0.125):
+    """Per-location class targets of the pre-training task.
+
+    A feature location gets the attributes of the object that covers most of
+    its pixel block, when that object covers at least `min_fraction` of it;
+    otherwise class 0 (background) in every head.
+
+    Returns:
+        dict head -> (N, h, w) int32 array.
+    """
+    h, w = grid_shape
+    out = {k: np.zeros((len(objects_per_image), h, w), np.int32) for k in ATTRIBUTE_HEADS}
+    shapes, colours, sizes = list(SHAPES), list(COLOURS), list(SIZES)
+    block_h, block_w = image_size // h, image_size // w
+    for n, objects in enumerate(objects_per_image):
+        best = np.zeros((h, w))
+        for obj in objects:
+            mask = object_mask(obj, image_size)[: h * block_h, : w * block_w]
+            cover = mask.reshape(h, block_h, w, block_w).mean(axis=(1, 3))
+            take = (cover >= min_fraction) & (cover > best)
+            best = np.where(take, cover, best)
+            out["shape"][n][take] = 1 + shapes.index(obj["shape"])
+            out["colour"][n][take] = 1 + colours.index(obj["colour"])
+            out["size"][n][take] = 1 + sizes.index(obj["size"])
+            out["row"][n][take] = 1 + obj["cell"][0]
+            out["col"][n][take] = 1 + obj["cell"][1]
+    return out
+
+
+def pretrain_shapes_cnn(
+    images, objects, val_images=None, val_objects=None, epochs=6, batch_size=32, seed=0, log=print
+):
+    """Trains the Shapes CNN on per-location attributes; returns (model, val accuracy per head).
+
+    Args:
+        images: (N, 128, 128, 3) uint8. Training scenes.
+        objects: list of N lists of object dicts (the dataset's `objects` field).
+        val_images: array or None. Held-out scenes for the reported accuracy. Defaults to None.
+        val_objects: list or None. Their objects. Defaults to None.
+        epochs: int. Defaults to 6.
+        batch_size: int. Defaults to 32.
+        seed: int. Initialisation and shuffling seed. Defaults to 0.
+        log: callable. Receives progress lines. Defaults to print.
+
+    Returns:
+        (backbone keras.Model, dict head -> accuracy on object locations of the val set).
+    """
+    keras.utils.set_random_seed(seed)
+    backbone = build_shapes_cnn(images.shape[1:])
+    grid = tuple(backbone.output.shape[1:3])
+    heads = {
+        name: keras.layers.Conv2D(classes, 1, name=name)(backbone.output)
+        for name, classes in ATTRIBUTE_HEADS.items()
+    }
+    trainer = keras.Model(backbone.input, heads)
+    trainer.compile(
+        optimizer=keras.optimizers.Adam(2e-3),
+        loss={k: keras.losses.SparseCategoricalCrossentropy(from_logits=True) for k in heads},
+    )
+    scale = np.float32(1 / 255)
+    targets = attribute_targets(objects, grid, images.shape[1])
+
+    class _Progress(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            log(f"  backbone pre-training epoch {epoch + 1}/{epochs}: loss {logs['loss']:.4f}")
+
+    trainer.fit(
+        images.astype(np.float32) * scale,
+        targets,
+        batch_size=batch_size,
+        epochs=epochs,
+        shuffle=True,
+        verbose=0,
+        callbacks=[_Progress()],
+    )
+    accuracy = {}
+    if val_images is not None:
+        val_targets = attribute_targets(val_objects, grid, val_images.shape[1])
+        predictions = trainer.predict(val_images.astype(np.float32) * scale, verbose=0)
+        on_object = val_targets["shape"] > 0
+        for name in heads:
+            predicted = predictions[name].argmax(-1)
+            accuracy[name] = float((predicted == val_targets[name])[on_object].mean())
+    return backbone, accuracy

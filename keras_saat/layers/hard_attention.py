@@ -1,0 +1,68 @@
+"""HardAttention: stochastic attention trained with REINFORCE (Eq. 8-12)."""
+
+import keras
+from keras import ops
+
+from keras_saat.layers.soft_attention import SoftAttention
+
+
+@keras.saving.register_keras_serializable(package="keras_saat")
+class HardAttention(SoftAttention):
+    """s_t ~ Multinoulli_L(alpha_t), z_t = a_{s_t} (Eq. 8-9).
+
+    In training, each location is drawn with a stateless sampler seeded by a
+    SeedGenerator (reproducible, compiles under XLA, checkpointed with the
+    layer). Rows with `use_expectation` true use the soft context instead, the
+    paper's variance reduction (Sec. 4.1). At inference the expected context is
+    used. The gating scalar multiplies whichever context is used, as in the
+    authors' arctic-captions code.
+
+    Args:
+        units: int. Width of the attention MLP. Defaults to 128.
+        gating: bool. Use the gating scalar beta. Defaults to True.
+        seed: int or None. Sampler seed. Defaults to None.
+    """
+
+    def __init__(self, units=128, gating=True, seed=None, **kwargs):
+        super().__init__(units=units, gating=gating, **kwargs)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def call(self, annotations, projected, hidden, training=False, use_expectation=None):
+        """Returns dict(z, alpha, beta, sample (B,) int32, log_p_sample (B,), entropy (B,))."""
+        alpha = self.attend(projected, hidden)  # (B, L)
+        beta = self.gate_value(hidden)  # (B, 1)
+        log_alpha = ops.log(ops.maximum(alpha, 1e-12))
+        entropy = -ops.sum(alpha * log_alpha, axis=-1)  # (B,)
+        expected = ops.einsum("bl,bld->bd", alpha, annotations)  # (B, D)
+        if not training:
+            sample = ops.cast(ops.argmax(alpha, axis=-1), "int32")
+            return {
+                "z": beta * expected,
+                "alpha": alpha,
+                "beta": beta,
+                "sample": sample,
+                "log_p_sample": ops.take_along_axis(log_alpha, sample[:, None], 1)[:, 0],
+                "entropy": entropy,
+            }
+        sample = ops.cast(
+            keras.random.categorical(log_alpha, 1, seed=self.seed_generator)[:, 0], "int32"
+        )  # (B,)
+        one_hot = ops.one_hot(sample, ops.shape(alpha)[-1], dtype=alpha.dtype)  # (B, L)
+        sampled = ops.einsum("bl,bld->bd", one_hot, annotations)  # a_{s_t}: (B, D)
+        if use_expectation is not None:
+            sampled = ops.where(use_expectation[:, None], expected, sampled)
+        log_p_sample = ops.sum(one_hot * log_alpha, axis=-1)  # (B,)
+        return {
+            "z": beta * sampled,
+            "alpha": alpha,
+            "beta": beta,
+            "sample": sample,
+            "log_p_sample": log_p_sample,
+            "entropy": entropy,
+        }
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(seed=self.seed)
+        return config

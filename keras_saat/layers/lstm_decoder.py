@@ -1,0 +1,205 @@
+"""LSTMDecoder: the attention LSTM with the deep output layer (Eq. 1-3, 7)."""
+
+import keras
+from keras import ops
+
+from keras_saat.layers.hard_attention import HardAttention
+from keras_saat.layers.soft_attention import SoftAttention
+
+
+def _forget_bias_one(shape, dtype=None):
+    units = shape[0] // 4
+    return ops.concatenate(
+        [ops.zeros((units,), dtype), ops.ones((units,), dtype), ops.zeros((2 * units,), dtype)]
+    )
+
+
+@keras.saving.register_keras_serializable(package="keras_saat")
+class LSTMDecoder(keras.layers.Layer):
+    """Generates a caption word by word while attending over the annotations.
+
+    For t = 1..T, with h_0, c_0 = f_init_h(mean_i a_i), f_init_c(mean_i a_i) (Sec. 3.1.2):
+        z_t      = attention(a, h_{t-1})                          (Eq. 4-6 or 8-9, 13)
+        i, f, g, o = sigmoid/tanh(W [E y_{t-1}, z_t] + U h_{t-1} + b)   (Eq. 1, gates in Keras order)
+        c_t = f * c_{t-1} + i * g;  h_t = o * tanh(c_t)            (Eq. 2-3)
+        logits_t = L_o(dropout(E y_{t-1} + L_h h_t + L_z z_t))     (Eq. 7, the deep output layer)
+
+    Teacher forcing (`call`) unrolls over the static caption length; `step`
+    advances one word for the decoders in `keras_saat.decoding`.
+
+    Args:
+        vocab_size: int. K, number of tokens.
+        embedding_dim: int. m, word embedding size. Defaults to 64.
+        lstm_units: int. n, LSTM size. Defaults to 256.
+        attention_units: int. Width of the attention MLP. Defaults to 128.
+        attention: str. "soft" or "hard". Defaults to "soft".
+        gating: bool. Use the gating scalar beta. Defaults to True.
+        dropout: float. Dropout rate before L_o. Defaults to 0.5.
+        hard_soft_probability: float. Hard attention: probability that a caption uses
+            the expected context instead of samples (Sec. 4.1). Defaults to 0.5.
+        seed: int or None. Seed for dropout and sampling. Defaults to None.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        embedding_dim=64,
+        lstm_units=256,
+        attention_units=128,
+        attention="soft",
+        gating=True,
+        dropout=0.5,
+        hard_soft_probability=0.5,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if attention not in ("soft", "hard"):
+            raise ValueError(f"attention must be 'soft' or 'hard', got {attention!r}")
+        self.vocab_size = int(vocab_size)
+        self.embedding_dim = int(embedding_dim)
+        self.lstm_units = int(lstm_units)
+        self.attention_units = int(attention_units)
+        self.attention_type = attention
+        self.gating = bool(gating)
+        self.dropout = float(dropout)
+        self.hard_soft_probability = float(hard_soft_probability)
+        self.seed = seed
+        self.embedding = keras.layers.Embedding(self.vocab_size, self.embedding_dim, name="E")
+        if attention == "hard":
+            self.attention = HardAttention(attention_units, gating, seed=seed, name="attention")
+            self.seed_generator = keras.random.SeedGenerator(None if seed is None else seed + 1)
+        else:
+            self.attention = SoftAttention(attention_units, gating, name="attention")
+        self.init_h = keras.layers.Dense(self.lstm_units, activation="tanh", name="f_init_h")
+        self.init_c = keras.layers.Dense(self.lstm_units, activation="tanh", name="f_init_c")
+        self.output_hidden = keras.layers.Dense(self.embedding_dim, name="L_h")
+        self.output_context = keras.layers.Dense(self.embedding_dim, use_bias=False, name="L_z")
+        self.output_logits = keras.layers.Dense(self.vocab_size, name="L_o")
+        self.output_dropout = keras.layers.Dropout(self.dropout, seed=seed)
+
+    def build(self, annotation_dim):
+        n, m = self.lstm_units, self.embedding_dim
+        self.annotation_dim = int(annotation_dim)
+        self.embedding.build((None,))
+        self.attention.build(annotation_dim, n)
+        self.init_h.build((None, annotation_dim))
+        self.init_c.build((None, annotation_dim))
+        # W of Eq. 1 split by input: the embedding part is applied to all steps at once.
+        self.lstm_embedding_kernel = self.add_weight(
+            shape=(m, 4 * n), initializer="glorot_uniform", name="lstm_embedding_kernel"
+        )
+        self.lstm_context_kernel = self.add_weight(
+            shape=(annotation_dim, 4 * n), initializer="glorot_uniform", name="lstm_context_kernel"
+        )
+        self.lstm_recurrent_kernel = self.add_weight(
+            shape=(n, 4 * n), initializer="orthogonal", name="lstm_recurrent_kernel"
+        )
+        self.lstm_bias = self.add_weight(
+            shape=(4 * n,), initializer=_forget_bias_one, name="lstm_bias"
+        )
+        self.output_hidden.build((None, n))
+        self.output_context.build((None, annotation_dim))
+        self.output_logits.build((None, m))
+        self.built = True
+
+    def initial_state(self, annotations):
+        """h_0, c_0 from the mean annotation (Sec. 3.1.2): each (batch, n)."""
+        mean = ops.mean(annotations, axis=1)  # (B, D)
+        return self.init_h(mean), self.init_c(mean)
+
+    def lstm(self, embedding_gates, z, h, c):
+        """One LSTM update (Eq. 1-3). `embedding_gates` is E y_{t-1} @ W_e: (batch, 4n)."""
+        gates = (
+            embedding_gates
+            + ops.matmul(z, self.lstm_context_kernel)
+            + ops.matmul(h, self.lstm_recurrent_kernel)
+            + self.lstm_bias
+        )  # (B, 4n)
+        i, f, g, o = ops.split(gates, 4, axis=-1)
+        c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
+        h = ops.sigmoid(o) * ops.tanh(c)
+        return h, c
+
+    def deep_output(self, embedded, h, z, training=False):
+        """Eq. 7 logits for any leading shape: (..., m), (..., n), (..., D) -> (..., K)."""
+        out = embedded + self.output_hidden(h) + self.output_context(z)
+        return self.output_logits(self.output_dropout(out, training=training))
+
+    def _attend(self, annotations, projected, h, training, use_expectation):
+        if self.attention_type == "hard":
+            return self.attention(
+                annotations, projected, h, training=training, use_expectation=use_expectation
+            )
+        return self.attention(annotations, projected, h, training=training)
+
+    def call(self, annotations, input_ids, training=False):
+        """Teacher forcing over a static length T.
+
+        Args:
+            annotations: (batch, L, D) float.
+            input_ids: (batch, T) int. `<start> w_1 .. w_{T-1}`, the previous word at each step.
+            training: bool. Dropout, and hard attention samples, only when True.
+
+        Returns:
+            dict: logits (B, T, K), alphas (B, T, L), betas (B, T); for hard attention also
+            samples (B, T), log_p_samples (B, T), entropies (B, T) and use_expectation (B,).
+        """
+        steps = input_ids.shape[1]
+        embedded = self.embedding(input_ids)  # (B, T, m)
+        embedding_gates = ops.matmul(embedded, self.lstm_embedding_kernel)  # (B, T, 4n)
+        projected = self.attention.project(annotations)  # (B, L, units), once per image
+        h, c = self.initial_state(annotations)
+        use_expectation = None
+        if self.attention_type == "hard" and training:
+            draw = keras.random.uniform((ops.shape(annotations)[0],), seed=self.seed_generator)
+            use_expectation = draw < self.hard_soft_probability  # (B,)
+        collected = {}
+        for t in range(steps):
+            att = self._attend(annotations, projected, h, training, use_expectation)
+            h, c = self.lstm(embedding_gates[:, t], att["z"], h, c)
+            for key, value in (("h", h), *att.items()):
+                collected.setdefault(key, []).append(value)
+        stacked = {k: ops.stack(v, axis=1) for k, v in collected.items()}  # (B, T, ...)
+        logits = self.deep_output(embedded, stacked["h"], stacked["z"], training)  # (B, T, K)
+        out = {"logits": logits, "alphas": stacked["alpha"], "betas": stacked["beta"][..., 0]}
+        if self.attention_type == "hard":
+            out.update(
+                samples=stacked["sample"],
+                log_p_samples=stacked["log_p_sample"],
+                entropies=stacked["entropy"],
+                use_expectation=(
+                    use_expectation
+                    if use_expectation is not None
+                    else ops.ones((ops.shape(annotations)[0],), "bool")
+                ),
+            )
+        return out
+
+    def step(self, input_ids, state, annotations, projected):
+        """One inference step: (batch,) previous ids -> (logits (B, K), new state).
+
+        `state` holds h and c; the returned state adds the step's alpha (B, L).
+        """
+        embedded = self.embedding(input_ids)  # (B, m)
+        att = self._attend(annotations, projected, state["h"], False, None)
+        h, c = self.lstm(
+            ops.matmul(embedded, self.lstm_embedding_kernel), att["z"], state["h"], state["c"]
+        )
+        logits = self.deep_output(embedded, h, att["z"], training=False)
+        return logits, {"h": h, "c": c, "alpha": att["alpha"]}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            embedding_dim=self.embedding_dim,
+            lstm_units=self.lstm_units,
+            attention_units=self.attention_units,
+            attention=self.attention_type,
+            gating=self.gating,
+            dropout=self.dropout,
+            hard_soft_probability=self.hard_soft_probability,
+            seed=self.seed,
+        )
+        return config

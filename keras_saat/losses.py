@@ -1,0 +1,101 @@
+"""The training objective: masked NLL, the doubly stochastic regulariser, REINFORCE.
+
+`fit()` (through `Captioner.train_step`) and the custom training loop both
+call `caption_loss`, so they optimise and report the same numbers.
+
+Scale: per-caption sums over time averaged over the batch, as in the paper and
+its code, so `lambda` keeps its published meaning. The per-token NLL is
+reported beside it.
+"""
+
+from keras import ops
+
+from keras_saat.text.vocabulary import PAD_ID
+
+
+def sequence_log_likelihood(logits, targets, mask):
+    """log p(y | a) summed over the caption's words: (B, T, K), (B, T), (B, T) -> (B,)."""
+    nll = ops.sparse_categorical_crossentropy(targets, logits, from_logits=True)  # (B, T)
+    return -ops.sum(nll * mask, axis=1)
+
+
+def doubly_stochastic_penalty(alphas, mask):
+    """sum_i (1 - sum_t alpha_ti)^2 over the caption's steps (Eq. 14): (B, T, L), (B, T) -> (B,)."""
+    attention_total = ops.sum(alphas * mask[:, :, None], axis=1)  # (B, L)
+    return ops.sum(ops.square(1.0 - attention_total), axis=-1)
+
+
+def reinforce_surrogate(
+    log_p_y, log_p_samples, entropies, mask, hard_rows, baseline, reinforce_weight, entropy_weight
+):
+    """A loss whose gradient is minus the REINFORCE terms of Eq. 12, per caption (B,).
+
+    d/dW of the result = -[lambda_r (log p(y|s,a) - b) d log p(s|a)/dW + lambda_e dH[s]/dW]
+    on the rows that used sampled locations (`hard_rows`); the reward
+    log p(y|s,a) - b is a constant (stop-gradient).
+
+    Args:
+        log_p_y: (B,) float. log p(y | s, a) of each caption.
+        log_p_samples: (B, T) float. log alpha_{t, s_t} of the drawn locations.
+        entropies: (B, T) float. H[alpha_t].
+        mask: (B, T) float. 1 on the caption's steps.
+        hard_rows: (B,) float. 1 where the caption used samples, 0 where it used expectations.
+        baseline: scalar. The moving-average baseline b.
+        reinforce_weight: float. lambda_r.
+        entropy_weight: float. lambda_e.
+    """
+    reward = ops.stop_gradient(log_p_y - baseline)  # (B,)
+    log_p_s = ops.sum(log_p_samples * mask, axis=1)  # log p(s | a): (B,)
+    entropy = ops.sum(entropies * mask, axis=1)  # (B,)
+    return -hard_rows * (reinforce_weight * reward * log_p_s + entropy_weight * entropy)
+
+
+def caption_loss(
+    outputs,
+    tokens,
+    doubly_stochastic_lambda=1.0,
+    baseline=0.0,
+    reinforce_weight=1.0,
+    entropy_weight=0.0,
+):
+    """The objective for one batch.
+
+    Args:
+        outputs: dict. `LSTMDecoder` outputs (logits, alphas; hard attention adds
+            log_p_samples, entropies, use_expectation).
+        tokens: (B, T + 1) int. `<start> w_1 .. w_n <end> <pad>..`; the targets are tokens[:, 1:].
+        doubly_stochastic_lambda: float. lambda of Eq. 14. Defaults to 1.0.
+        baseline: scalar. Hard attention's moving-average baseline. Defaults to 0.0.
+        reinforce_weight: float. lambda_r. Defaults to 1.0.
+        entropy_weight: float. lambda_e. Defaults to 0.0.
+
+    Returns:
+        dict: loss (scalar to minimise; its value is the mean of -log p(y|a) + lambda *
+        penalty, and with hard attention its gradient also holds the REINFORCE terms), nll (per-token NLL), penalty (mean regulariser),
+        log_p_y (B,) per-caption log-likelihood (the REINFORCE reward before the baseline).
+    """
+    targets = tokens[:, 1:]
+    mask = ops.cast(ops.not_equal(targets, PAD_ID), outputs["logits"].dtype)  # (B, T)
+    log_p_y = sequence_log_likelihood(outputs["logits"], targets, mask)  # (B,)
+    penalty = doubly_stochastic_penalty(outputs["alphas"], mask)  # (B,)
+    per_caption = -log_p_y + doubly_stochastic_lambda * penalty
+    if "log_p_samples" in outputs:
+        hard_rows = 1.0 - ops.cast(outputs["use_expectation"], mask.dtype)
+        surrogate = reinforce_surrogate(
+            log_p_y,
+            outputs["log_p_samples"],
+            outputs["entropies"],
+            mask,
+            hard_rows,
+            baseline,
+            reinforce_weight,
+            entropy_weight,
+        )
+        # Adds the REINFORCE gradient while the reported loss stays the real objective.
+        per_caption = per_caption + (surrogate - ops.stop_gradient(surrogate))
+    return {
+        "loss": ops.mean(per_caption),
+        "nll": -ops.sum(log_p_y) / ops.maximum(ops.sum(mask), 1.0),
+        "penalty": ops.mean(penalty),
+        "log_p_y": log_p_y,
+    }

@@ -1,0 +1,353 @@
+"""Captioner: the whole Show, Attend and Tell model as one keras.Model."""
+
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from keras_saat.data.images import load_image
+from keras_saat.decoding.greedy import greedy_search
+from keras_saat.encoders.image_encoder import ImageEncoder
+from keras_saat.errors import KerasSaatError
+from keras_saat.layers.lstm_decoder import LSTMDecoder
+from keras_saat.losses import caption_loss
+from keras_saat.text.vocabulary import END_ID, START_ID, Vocabulary
+
+
+@keras.saving.register_keras_serializable(package="keras_saat")
+class Captioner(keras.Model):
+    """Image encoder, Dense(D, relu) squeeze, and the attention LSTM decoder.
+
+    `call` is teacher-forced and takes a dict with `tokens` (B, T + 1) and either
+    `images` (B, S, S, 3) pixels in [0, 255] or `features` (B, L, C), the
+    backbone output (a feature cache). `compile()` + `fit()` train it with
+    `caption_loss` (hard attention adds REINFORCE and updates the baseline);
+    `generate` captions images.
+
+    Args:
+        vocabulary: list of str. Tokens in id order (see `keras_saat.text.Vocabulary`).
+        backbone: str. Registry name. Defaults to "shapes_cnn".
+        image_size: int or None. Input side; None = the backbone's default. Defaults to None.
+        backbone_weights: "imagenet", None or a local file, used at construction. Defaults to None.
+        trainable_backbone_layers: int. Backbone layers left trainable. Defaults to 0 (frozen).
+        feature_dim: int. D, annotation size after the squeeze. Defaults to 128.
+        embedding_dim: int. m. Defaults to 64.
+        lstm_units: int. n. Defaults to 256.
+        attention_units: int. Attention MLP width. Defaults to 128.
+        attention: str. "soft" or "hard". Defaults to "soft".
+        gating: bool. Gating scalar beta. Defaults to True.
+        dropout: float. Dropout before L_o. Defaults to 0.5.
+        doubly_stochastic_lambda: float. lambda of Eq. 14. Defaults to 1.0.
+        hard_soft_probability: float. Hard attention's expectation probability. Defaults to 0.5.
+        reinforce_weight: float. lambda_r. Defaults to 1.0.
+        entropy_weight: float. lambda_e. Defaults to 0.002.
+        baseline_decay: float. b <- decay b + (1 - decay) log p(y|s,a). Defaults to 0.9.
+        max_length: int. Default maximum caption length in words for `generate`. Defaults to 20.
+        seed: int or None. Dropout and sampling seed. Defaults to None.
+    """
+
+    def __init__(
+        self,
+        vocabulary,
+        backbone="shapes_cnn",
+        image_size=None,
+        backbone_weights=None,
+        trainable_backbone_layers=0,
+        feature_dim=128,
+        embedding_dim=64,
+        lstm_units=256,
+        attention_units=128,
+        attention="soft",
+        gating=True,
+        dropout=0.5,
+        doubly_stochastic_lambda=1.0,
+        hard_soft_probability=0.5,
+        reinforce_weight=1.0,
+        entropy_weight=0.002,
+        baseline_decay=0.9,
+        max_length=20,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocabulary = Vocabulary(vocabulary)
+        self.feature_dim = int(feature_dim)
+        self.doubly_stochastic_lambda = float(doubly_stochastic_lambda)
+        self.reinforce_weight = float(reinforce_weight)
+        self.entropy_weight = float(entropy_weight)
+        self.baseline_decay = float(baseline_decay)
+        self.max_length = int(max_length)
+        self.seed = seed
+        self.encoder = ImageEncoder(
+            backbone, image_size, backbone_weights, trainable_backbone_layers, name="encoder"
+        )
+        self.squeeze = keras.layers.Dense(self.feature_dim, activation="relu", name="squeeze")
+        self.squeeze.build((None, None, self.encoder.feature_channels))
+        self.decoder = LSTMDecoder(
+            len(self.vocabulary),
+            embedding_dim=embedding_dim,
+            lstm_units=lstm_units,
+            attention_units=attention_units,
+            attention=attention,
+            gating=gating,
+            dropout=dropout,
+            hard_soft_probability=hard_soft_probability,
+            seed=seed,
+            name="decoder",
+        )
+        self.decoder.build(self.feature_dim)
+        self.baseline = self.add_weight(
+            shape=(), initializer="zeros", trainable=False, name="reinforce_baseline"
+        )
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.nll_tracker = keras.metrics.Mean(name="nll")
+        self.penalty_tracker = keras.metrics.Mean(name="attention_penalty")
+        self.decode_jit_compile = True
+        self._decode_fns = {}
+        self.built = True
+
+    # ----------------------------------------------------------------- shapes
+    @property
+    def attention(self):
+        return self.decoder.attention_type
+
+    @property
+    def grid_shape(self):
+        return self.encoder.grid_shape
+
+    @property
+    def image_size(self):
+        return self.encoder.image_size
+
+    # ------------------------------------------------------------- forward
+    def encode(self, images):
+        """Backbone features: (B, S, S, 3) pixels in [0, 255] -> (B, L, C)."""
+        return self.encoder(images)
+
+    def annotate(self, features):
+        """Annotation vectors a (Sec. 3.1.1): (B, L, C) -> (B, L, D)."""
+        return self.squeeze(features)
+
+    def _features(self, inputs):
+        if "features" in inputs:
+            return inputs["features"]
+        if "images" in inputs:
+            return self.encode(inputs["images"])
+        raise KerasSaatError("Captioner inputs need 'images' or 'features' beside 'tokens'")
+
+    def call(self, inputs, training=False):
+        """Teacher-forced outputs (see `LSTMDecoder.call`) for `inputs["tokens"]`."""
+        annotations = self.annotate(self._features(inputs))  # (B, L, D)
+        return self.decoder(annotations, inputs["tokens"][:, :-1], training=training)
+
+    def loss_terms(self, outputs, tokens):
+        """`keras_saat.losses.caption_loss` with this model's settings."""
+        return caption_loss(
+            outputs,
+            tokens,
+            doubly_stochastic_lambda=self.doubly_stochastic_lambda,
+            baseline=self.baseline,
+            reinforce_weight=self.reinforce_weight,
+            entropy_weight=self.entropy_weight,
+        )
+
+    def update_baseline(self, log_p_y):
+        """b <- decay b + (1 - decay) mean(log p(y|s,a)) (Sec. 4.1)."""
+        value = self.baseline_decay * self.baseline + (1.0 - self.baseline_decay) * ops.mean(
+            log_p_y
+        )
+        self.baseline.assign(ops.stop_gradient(value))
+
+    # --------------------------------------------------------- keras fit()
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.nll_tracker, self.penalty_tracker]
+
+    def _update_metrics(self, terms):
+        self.loss_tracker.update_state(terms["loss"])
+        self.nll_tracker.update_state(terms["nll"])
+        self.penalty_tracker.update_state(terms["penalty"])
+        logs = {m.name: m.result() for m in self.metrics}
+        if self.attention == "hard":
+            logs["baseline"] = ops.convert_to_tensor(self.baseline)
+        return logs
+
+    def train_step(self, data):
+        inputs = data[0] if isinstance(data, tuple) else data
+        with tf.GradientTape() as tape:
+            outputs = self(inputs, training=True)
+            terms = self.loss_terms(outputs, inputs["tokens"])
+            scaled = self.optimizer.scale_loss(terms["loss"])
+        gradients = tape.gradient(scaled, self.trainable_weights)
+        self.optimizer.apply(gradients, self.trainable_weights)
+        if self.attention == "hard":
+            self.update_baseline(terms["log_p_y"])
+        return self._update_metrics(terms)
+
+    def test_step(self, data):
+        inputs = data[0] if isinstance(data, tuple) else data
+        terms = self.loss_terms(self(inputs, training=False), inputs["tokens"])
+        return self._update_metrics(terms)
+
+    # ------------------------------------------------------------ decoding
+    def _decode(self, features, max_length):
+        annotations = self.annotate(features)  # (B, L, D)
+        projected = self.decoder.attention.project(annotations)
+        h, c = self.decoder.initial_state(annotations)
+        state = {"h": h, "c": c, "alpha": ops.zeros(ops.shape(annotations)[:2], annotations.dtype)}
+        start = tf.fill(tf.shape(features)[:1], START_ID)
+
+        def next_fn(tokens, state):
+            return self.decoder.step(tokens, state, annotations, projected)
+
+        return greedy_search(next_fn, state, start, END_ID, max_length + 1, record=("alpha",))
+
+    def decode(self, features, max_length=None):
+        """Greedy decoding from backbone features (B, L, C).
+
+        Returns:
+            dict of tensors: tokens (B, T) with T = max_length + 1 (the <end> token
+            included), lengths (B,), log_prob (B,), alpha (B, T, L).
+        """
+        max_length = int(max_length or self.max_length)
+        key = (max_length, self.decode_jit_compile)
+        if key not in self._decode_fns:
+            self._decode_fns[key] = tf.function(
+                lambda f: self._decode(f, max_length), jit_compile=self.decode_jit_compile
+            )
+        return self._decode_fns[key](tf.convert_to_tensor(features, tf.float32))
+
+    def _pixels(self, images):
+        if isinstance(images, (str, Path)) or (
+            isinstance(images, (list, tuple)) and images and isinstance(images[0], (str, Path))
+        ):
+            paths = [images] if isinstance(images, (str, Path)) else list(images)
+            return np.stack([load_image(p, self.image_size) for p in paths])
+        pixels = np.asarray(images)
+        if pixels.ndim == 3:
+            pixels = pixels[None]
+        if pixels.ndim != 4 or pixels.shape[-1] != 3:
+            raise KerasSaatError(
+                f"images must be (batch, H, W, 3) pixels; got shape {pixels.shape}"
+            )
+        if pixels.shape[1:3] != (self.image_size, self.image_size):
+            pixels = tf.image.resize(
+                pixels.astype(np.float32), (self.image_size, self.image_size)
+            ).numpy()
+        return pixels
+
+    def ids_to_words(self, tokens):
+        """Caption word lists from id rows (stopping at <end>)."""
+        return [self.vocabulary.decode(row) for row in np.asarray(tokens)]
+
+    def generate(
+        self, images=None, features=None, max_length=None, batch_size=32, return_details=False
+    ):
+        """Captions images (greedy decoding).
+
+        Args:
+            images: pixels (B, H, W, 3) or (H, W, 3) in [0, 255], or image file path(s).
+            features: (B, L, C) backbone features instead of images.
+            max_length: int or None. Maximum words. Defaults to the model's max_length.
+            batch_size: int. Images per decoding batch. Defaults to 32.
+            return_details: bool. Return dicts with words, log_prob and attention
+                (T, grid_h, grid_w) instead of strings. Defaults to False.
+
+        Returns:
+            list of str (or of dict with return_details).
+        """
+        if (images is None) == (features is None):
+            raise KerasSaatError("generate() takes exactly one of images= or features=")
+        source = self._pixels(images) if images is not None else np.asarray(features, np.float32)
+        results = []
+        for start in range(0, len(source), batch_size):
+            chunk = source[start : start + batch_size]
+            chunk_features = self.encode(chunk) if images is not None else chunk
+            out = self.decode(chunk_features, max_length)
+            for row, words in enumerate(self.ids_to_words(out["tokens"].numpy())):
+                if not return_details:
+                    results.append(" ".join(words))
+                    continue
+                steps = int(out["lengths"][row])
+                alpha = out["alpha"][row, :steps].numpy().reshape(steps, *self.grid_shape)
+                results.append(
+                    {
+                        "caption": " ".join(words),
+                        "words": words,
+                        "log_prob": float(out["log_prob"][row]),
+                        "attention": alpha,
+                    }
+                )
+        return results
+
+    # ------------------------------------------------------------- config
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocabulary=list(self.vocabulary.words),
+            backbone=self.encoder.backbone_name,
+            image_size=self.encoder.image_size,
+            backbone_weights=None,
+            trainable_backbone_layers=self.encoder.trainable_layers,
+            feature_dim=self.feature_dim,
+            embedding_dim=self.decoder.embedding_dim,
+            lstm_units=self.decoder.lstm_units,
+            attention_units=self.decoder.attention_units,
+            attention=self.decoder.attention_type,
+            gating=self.decoder.gating,
+            dropout=self.decoder.dropout,
+            doubly_stochastic_lambda=self.doubly_stochastic_lambda,
+            hard_soft_probability=self.decoder.hard_soft_probability,
+            reinforce_weight=self.reinforce_weight,
+            entropy_weight=self.entropy_weight,
+            baseline_decay=self.baseline_decay,
+            max_length=self.max_length,
+            seed=self.seed,
+        )
+        return config
+
+
+def build_captioner(model_config, vocabulary, max_length=20):
+    """A Captioner from a `ModelConfig` and a Vocabulary (weights seeded by `model_config.seed`)."""
+    keras.utils.set_random_seed(model_config.seed)
+    return Captioner(
+        vocabulary=list(vocabulary.words),
+        backbone=model_config.backbone,
+        image_size=model_config.image_size or None,
+        backbone_weights=model_config.backbone_weights,
+        trainable_backbone_layers=model_config.trainable_backbone_layers,
+        feature_dim=model_config.feature_dim,
+        embedding_dim=model_config.embedding_dim,
+        lstm_units=model_config.lstm_units,
+        attention_units=model_config.attention_units,
+        attention=model_config.attention,
+        gating=model_config.gating,
+        dropout=model_config.dropout,
+        doubly_stochastic_lambda=model_config.doubly_stochastic_lambda,
+        hard_soft_probability=model_config.hard_soft_probability,
+        reinforce_weight=model_config.reinforce_weight,
+        entropy_weight=model_config.entropy_weight,
+        baseline_decay=model_config.baseline_decay,
+        max_length=max_length,
+        seed=model_config.seed,
+    )
+
+
+def load_captioner(path):
+    """Loads a Captioner saved as `.keras`; a workdir means its `model.keras`."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "model.keras"
+    if not path.is_file():
+        raise KerasSaatError(
+            f"no saved model at {path}; train one with `keras-saat train` or `keras-saat demo`"
+        )
+    try:
+        model = keras.saving.load_model(str(path))
+    except Exception as err:  # a damaged archive raises zipfile, h5py or Keras errors
+        raise KerasSaatError(f"cannot load the model {path}: {err}") from None
+    if not isinstance(model, Captioner):
+        raise KerasSaatError(f"{path} holds a {type(model).__name__}, not a keras_saat Captioner")
+    return model

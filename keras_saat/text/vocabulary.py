@@ -1,0 +1,116 @@
+"""The caption vocabulary: special tokens, top-K / min-count selection, a text file."""
+
+import collections
+from pathlib import Path
+
+import numpy as np
+
+from keras_saat.errors import KerasSaatError
+
+PAD_TOKEN, UNK_TOKEN, START_TOKEN, END_TOKEN = "<pad>", "<unk>", "<start>", "<end>"
+# The order matches keras.layers.StringLookup(mask_token="<pad>", oov_token="<unk>"),
+# so the in-graph lookup and this class give the same ids.
+SPECIAL_TOKENS = (PAD_TOKEN, UNK_TOKEN, START_TOKEN, END_TOKEN)
+PAD_ID, UNK_ID, START_ID, END_ID = range(4)
+
+
+class Vocabulary:
+    """Maps words to ids and back.
+
+    Ids 0-3 are `<pad>`, `<unk>`, `<start>`, `<end>`; words follow by decreasing
+    count in the training captions (ties alphabetical, so a build is deterministic).
+
+    Args:
+        words: list of str. Every token in id order, starting with the special tokens.
+    """
+
+    def __init__(self, words):
+        words = [str(w) for w in words]
+        if tuple(words[:4]) != SPECIAL_TOKENS:
+            raise KerasSaatError(
+                f"a vocabulary must start with {', '.join(SPECIAL_TOKENS)}; got {words[:4]}"
+            )
+        if len(set(words)) != len(words):
+            dupes = sorted({w for w in words if words.count(w) > 1})
+            raise KerasSaatError(f"vocabulary has duplicate tokens: {dupes[:5]}")
+        self.words = words
+        self._ids = {w: i for i, w in enumerate(words)}
+
+    @classmethod
+    def build(cls, captions, max_size=None, min_count=1):
+        """Builds a vocabulary from tokenised captions.
+
+        Args:
+            captions: iterable of lists of str. Training captions, already tokenised.
+            max_size: int or None. Total size including the 4 special tokens. Defaults to None (all words).
+            min_count: int. Words seen fewer times are left out. Defaults to 1.
+        """
+        counts = collections.Counter(w for caption in captions for w in caption)
+        for token in SPECIAL_TOKENS:
+            counts.pop(token, None)
+        ranked = sorted(
+            (w for w, n in counts.items() if n >= min_count), key=lambda w: (-counts[w], w)
+        )
+        if max_size is not None:
+            if max_size <= len(SPECIAL_TOKENS):
+                raise KerasSaatError(
+                    f"vocab_size must be larger than 4 (the special tokens); got {max_size}"
+                )
+            ranked = ranked[: max_size - len(SPECIAL_TOKENS)]
+        return cls([*SPECIAL_TOKENS, *ranked])
+
+    @classmethod
+    def load(cls, path):
+        """Reads a vocabulary file: one token per line, in id order."""
+        path = Path(path)
+        if not path.is_file():
+            raise KerasSaatError(f"vocabulary file not found: {path}")
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as err:
+            raise KerasSaatError(f"vocabulary file {path} is not UTF-8 text: {err}") from None
+        try:
+            return cls(lines)
+        except KerasSaatError as err:
+            raise KerasSaatError(f"{path}: {err}") from None
+
+    def save(self, path):
+        """Writes one token per line, in id order."""
+        Path(path).write_text("\n".join(self.words) + "\n", encoding="utf-8")
+
+    def __len__(self):
+        return len(self.words)
+
+    def __contains__(self, word):
+        return word in self._ids
+
+    def __eq__(self, other):
+        return isinstance(other, Vocabulary) and self.words == other.words
+
+    def word_id(self, word):
+        return self._ids.get(word, UNK_ID)
+
+    def encode(self, tokens, max_length=None):
+        """`<start> w1 .. wn <end>` as ids; words past `max_length` are dropped."""
+        tokens = list(tokens)[:max_length] if max_length is not None else list(tokens)
+        return [START_ID, *(self.word_id(w) for w in tokens), END_ID]
+
+    def encode_batch(self, captions, max_length):
+        """(N, max_length + 2) int32 array of `encode` results, padded with <pad>."""
+        out = np.full((len(captions), max_length + 2), PAD_ID, dtype=np.int32)
+        for row, caption in enumerate(captions):
+            ids = self.encode(caption, max_length)
+            out[row, : len(ids)] = ids
+        return out
+
+    def decode(self, ids):
+        """Words of an id sequence, stopping at <end>, skipping <start> and <pad>."""
+        words = []
+        for i in ids:
+            i = int(i)
+            if i == END_ID:
+                break
+            if i in (PAD_ID, START_ID):
+                continue
+            words.append(self.words[i] if 0 <= i < len(self.words) else UNK_TOKEN)
+        return words

@@ -1,0 +1,109 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_saat.encoders import (
+    ImageEncoder,
+    available_backbones,
+    build_feature_model,
+    get_backbone_spec,
+)
+from keras_saat.encoders.preprocessing import caffe, torch
+from keras_saat.encoders.shapes_cnn import attribute_targets, build_shapes_cnn
+from keras_saat.errors import KerasSaatError
+
+
+def test_registry_lists_the_paper_and_modern_backbones():
+    names = available_backbones()
+    for name in [
+        "vgg16",
+        "vgg19",
+        "shapes_cnn",
+        "efficientnetv2s",
+        *(f"efficientnetb{i}" for i in range(8)),
+    ]:
+        assert name in names
+
+
+def test_unknown_backbone_names_the_nearest():
+    with pytest.raises(
+        KerasSaatError, match=r"unknown backbone 'vgg17' \(did you mean \"vgg1[69]\"\?\)"
+    ):
+        get_backbone_spec("vgg17")
+
+
+@pytest.mark.parametrize(
+    "name, grid, channels",
+    [("vgg16", (14, 14), 512), ("efficientnetb0", (7, 7), 1280), ("shapes_cnn", (8, 8), 128)],
+)
+def test_feature_maps_have_the_documented_shape(name, grid, channels):
+    encoder = ImageEncoder(name)
+    pixels = np.random.default_rng(0).uniform(
+        0, 255, (1, encoder.image_size, encoder.image_size, 3)
+    )
+    features = encoder(pixels.astype("float32"))
+    assert encoder.grid_shape == grid and features.shape == (1, grid[0] * grid[1], channels)
+    assert encoder.trainable_weights == []  # frozen by default (the paper)
+
+
+def test_qubvel_efficientnet_when_installed():
+    pytest.importorskip("efficientnet")
+    encoder = ImageEncoder("efficientnet_qubvel_b0")
+    assert (
+        encoder.grid_shape == (7, 7)
+        and encoder.feature_channels == 1280
+        and encoder.preprocessing == "torch"
+    )
+
+
+def test_flattening_is_row_major():
+    encoder = ImageEncoder("shapes_cnn")
+    pixels = np.random.default_rng(1).uniform(0, 255, (2, 128, 128, 3)).astype("float32")
+    grid = encoder.feature_model(encoder.preprocess(pixels)).numpy()  # (2, 8, 8, C)
+    flat = encoder(pixels).numpy()
+    np.testing.assert_allclose(flat[:, 8 * 2 + 5], grid[:, 2, 5], rtol=1e-6)
+
+
+def test_preprocessing_matches_keras_applications():
+    pixels = np.random.default_rng(2).uniform(0, 255, (2, 4, 4, 3)).astype("float32")
+    expected = keras.applications.vgg16.preprocess_input(pixels.copy())
+    np.testing.assert_allclose(caffe(tf.constant(pixels)), expected, rtol=1e-5, atol=1e-4)
+    expected = keras.applications.imagenet_utils.preprocess_input(pixels.copy(), mode="torch")
+    np.testing.assert_allclose(torch(tf.constant(pixels)), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_trainable_top_layers():
+    encoder = ImageEncoder("shapes_cnn", trainable_layers=2)
+    trainable = {w.path.split("/")[-2] for w in encoder.trainable_weights}
+    assert trainable == {"conv4", "features"}
+
+
+def test_local_weights_file_round_trip_and_errors(tmp_path):
+    model = build_shapes_cnn()
+    path = tmp_path / "cnn.weights.h5"
+    model.save_weights(str(path))
+    encoder = ImageEncoder("shapes_cnn", weights=str(path))
+    pixels = np.random.default_rng(3).uniform(0, 255, (1, 128, 128, 3)).astype("float32")
+    np.testing.assert_allclose(
+        encoder(pixels), tf.reshape(model(pixels / 255.0), (1, 64, 128)), rtol=1e-5, atol=1e-6
+    )
+    with pytest.raises(KerasSaatError, match="backbone weights file not found"):
+        build_feature_model("shapes_cnn", weights=str(tmp_path / "missing.h5"))
+    with pytest.raises(KerasSaatError, match="cannot load backbone weights"):
+        build_feature_model("vgg16", image_size=64, weights=str(path))
+    with pytest.raises(KerasSaatError, match="no ImageNet weights"):
+        build_feature_model("shapes_cnn", weights="imagenet")
+
+
+def test_attribute_targets_mark_the_object_under_each_location():
+    obj = {
+        "shape": "square",
+        "colour": "red",
+        "size": "large",
+        "cell": [0, 0],
+        "box": [0, 0, 32, 32],
+    }
+    targets = attribute_targets([[obj]], (8, 8))
+    assert (targets["shape"][0, :2, :2] == 2).all()  # square is class 1 + index 1
+    assert targets["shape"][0].sum() == 2 * 4 and (targets["row"][0, :2, :2] == 1).all()

@@ -1,0 +1,162 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_saat import Captioner, load_captioner
+from keras_saat.data import read_karpathy
+from keras_saat.data.images import load_images
+from keras_saat.errors import KerasSaatError
+from keras_saat.text import Vocabulary
+from tests import reference as ref
+
+WORDS = "a red blue circle square at the top left on right".split()
+
+
+def small_model(attention="soft", **kwargs):
+    vocab = Vocabulary.build([WORDS])
+    settings = dict(feature_dim=16, embedding_dim=8, lstm_units=12, attention_units=8, seed=1)
+    settings.update(kwargs)
+    return Captioner(vocab.words, attention=attention, **settings), vocab
+
+
+def batch(vocab, n=4, seed=0):
+    rng = np.random.default_rng(seed)
+    features = rng.normal(size=(n, 64, 128)).astype("float32")
+    captions = [list(rng.choice(WORDS, size=rng.integers(2, 6))) for _ in range(n)]
+    return {"features": features, "tokens": vocab.encode_batch(captions, 6)}
+
+
+def reference_loss(model, data):
+    """Eq. 7 logits and the paper's loss in NumPy, from the model's weights (no dropout)."""
+    annotations = np.maximum(
+        data["features"] @ np.asarray(model.squeeze.kernel) + np.asarray(model.squeeze.bias), 0.0
+    )
+    tokens = data["tokens"]
+    out = ref.decoder(
+        annotations.astype(np.float64), tokens[:, :-1], ref.decoder_weights(model.decoder)
+    )
+    mask = (tokens[:, 1:] != 0).astype(np.float64)
+    log_p = np.take_along_axis(ref.log_softmax(out["logits"]), tokens[:, 1:, None], -1)[..., 0]
+    log_p_y = (log_p * mask).sum(1)
+    penalty = ref.doubly_stochastic_penalty(out["alphas"], mask)
+    return (-log_p_y + model.doubly_stochastic_lambda * penalty).mean(), log_p_y
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_fit_and_evaluate_report_the_real_loss(jit):
+    model, vocab = small_model(dropout=0.0, doubly_stochastic_lambda=0.3)
+    data = batch(vocab)
+    expected, _ = reference_loss(model, data)
+    model.compile(optimizer=keras.optimizers.SGD(0.0), jit_compile=jit)
+    logs = model.evaluate(data, batch_size=4, verbose=0, return_dict=True)
+    np.testing.assert_allclose(logs["loss"], expected, rtol=1e-5)
+    history = model.fit(data, batch_size=4, epochs=1, verbose=0)
+    np.testing.assert_allclose(history.history["loss"][0], expected, rtol=1e-5)
+
+
+def test_hard_attention_trains_under_xla_and_updates_the_baseline():
+    model, vocab = small_model("hard", dropout=0.0, hard_soft_probability=1.0, baseline_decay=0.9)
+    data = batch(vocab)
+    _, log_p_y = reference_loss(model, data)  # every row uses the expectation: deterministic
+    model.compile(optimizer=keras.optimizers.SGD(0.0), jit_compile=True)
+    model.fit(data, batch_size=4, epochs=1, verbose=0)
+    np.testing.assert_allclose(float(model.baseline), 0.1 * log_p_y.mean(), rtol=1e-5)
+    sampling, _ = small_model("hard", hard_soft_probability=0.0)
+    sampling.compile(optimizer=keras.optimizers.Adam(1e-2), jit_compile=True)
+    history = sampling.fit(batch(vocab, 8), batch_size=4, epochs=3, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"])) and float(sampling.baseline) < 0.0
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_keras_save_and_load_give_identical_outputs(tmp_path, attention):
+    model, vocab = small_model(attention)
+    data = batch(vocab)
+    model.compile(optimizer="adam", jit_compile=False)
+    model.fit(data, batch_size=4, epochs=2, verbose=0)
+    model.save(tmp_path / "model.keras")
+    loaded = load_captioner(tmp_path)
+    assert loaded.get_config() == model.get_config()
+    pixels = np.random.default_rng(5).uniform(0, 255, (2, 128, 128, 3)).astype("float32")
+    inputs = {"images": pixels, "tokens": data["tokens"][:2]}
+    np.testing.assert_array_equal(loaded(inputs)["logits"], model(inputs)["logits"])
+    assert loaded.generate(pixels) == model.generate(pixels)
+    assert float(loaded.baseline) == float(model.baseline)
+    rebuilt = Captioner.from_config(model.get_config())
+    assert rebuilt.count_params() == model.count_params()
+
+
+def test_generate_returns_captions_and_attention_maps(shapes_dir):
+    model, _ = small_model()
+    records = read_karpathy(shapes_dir / "dataset_shapes.json").split("test")[:3]
+    details = model.generate([r.path for r in records], max_length=7, return_details=True)
+    assert len(details) == 3
+    for item in details:
+        assert set(item["words"]) <= set(WORDS) | {"<unk>"}
+        steps = min(len(item["words"]) + 1, 8)
+        assert item["attention"].shape == (steps, 8, 8)
+        np.testing.assert_allclose(item["attention"].sum(axis=(1, 2)), 1.0, rtol=1e-5)
+    pixels = load_images([r.path for r in records], 128)
+    assert model.generate(pixels, max_length=7) == [d["caption"] for d in details]
+    with pytest.raises(KerasSaatError, match="exactly one of"):
+        model.generate()
+
+
+def test_greedy_decode_agrees_with_teacher_forcing():
+    """Feeding the decoded tokens back through `call` reproduces their log-probability."""
+    model, vocab = small_model(dropout=0.0)
+    data = batch(vocab, n=3)
+    out = model.decode(data["features"], max_length=5)
+    tokens = out["tokens"].numpy()
+    inputs = np.concatenate([np.full((3, 1), 2, np.int32), tokens], axis=1)
+    logits = model({"features": data["features"], "tokens": inputs})["logits"].numpy()
+    log_p = np.take_along_axis(ref.log_softmax(logits.astype(np.float64)), tokens[..., None], -1)[
+        ..., 0
+    ]
+    mask = np.arange(tokens.shape[1])[None] < out["lengths"].numpy()[:, None]
+    np.testing.assert_allclose((log_p * mask).sum(1), out["log_prob"], rtol=1e-4)
+    np.testing.assert_array_equal(tokens[:, 0], np.argmax(logits[:, 0], -1))
+
+
+def test_load_errors_are_clear(tmp_path):
+    with pytest.raises(KerasSaatError, match="no saved model"):
+        load_captioner(tmp_path)
+    (tmp_path / "model.keras").write_bytes(b"not a zip")
+    with pytest.raises(KerasSaatError, match="cannot load the model"):
+        load_captioner(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_tiny_model_learns_to_caption_shapes_it_has_seen(shapes_dir):
+    """Overfits 8 scenes: greedy captions become references of their own image."""
+    records = read_karpathy(shapes_dir / "dataset_shapes.json").split("train")[:8]
+    vocab = Vocabulary.build(c for r in records for c in r.captions)
+    keras.utils.set_random_seed(0)
+    model = Captioner(
+        vocab.words,
+        feature_dim=64,
+        embedding_dim=32,
+        lstm_units=128,
+        attention_units=64,
+        dropout=0.0,
+        doubly_stochastic_lambda=0.0,
+        seed=0,
+    )
+    features = model.encode(load_images([r.path for r in records], 128)).numpy()
+    index = np.repeat(np.arange(8), 5)
+    tokens = vocab.encode_batch([c for r in records for c in r.captions], 16)
+    data = tf.data.Dataset.from_tensor_slices({"features": features[index], "tokens": tokens})
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=True)
+    before = model.evaluate(data.batch(40), verbose=0, return_dict=True)["nll"]
+    model.fit(
+        data.shuffle(40, seed=0).batch(40).repeat(),
+        steps_per_epoch=300,
+        epochs=1,
+        verbose=0,
+        shuffle=False,
+    )
+    after = model.evaluate(data.batch(40), verbose=0, return_dict=True)["nll"]
+    captions = model.generate(features=features, max_length=16)
+    correct = sum(c.split() in r.captions for c, r in zip(captions, records, strict=True))
+    assert after < 0.25 * before
+    assert correct >= 6, list(zip(captions, [r.captions[0] for r in records], strict=True))

@@ -1,0 +1,121 @@
+"""The command line: user errors end with one clear message, and the demo runs end to end."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from keras_saat import load_captioner
+from keras_saat.cli import main
+from keras_saat.data import read_karpathy
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_make_shapes(tmp_path, capsys):
+    code, out, _ = run(
+        capsys, "make-shapes", "--out", str(tmp_path), "--train", "3", "--val", "1", "--test", "1"
+    )
+    assert code == 0 and "wrote 5 images" in out
+    assert read_karpathy(tmp_path / "dataset_shapes.json").counts() == {
+        "train": 3,
+        "val": 1,
+        "test": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (
+            ["model.atention=soft"],
+            "unknown config key 'model.atention' (did you mean \"attention\"?)",
+        ),
+        (["model.backbone=vgg17"], "unknown backbone 'vgg17'"),
+        (
+            ["data.dataset=karpathy", "data.path=/nonexistent/dataset.json"],
+            "dataset file not found",
+        ),
+        (["train.epochs=ten"], "train.epochs: 'ten' is not a valid int"),
+    ],
+)
+def test_user_errors_exit_2_with_one_message(tmp_path, capsys, settings, message):
+    argv = ["train", "--workdir", str(tmp_path / "w")]
+    for setting in settings:
+        argv += ["--set", setting]
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert err.startswith("keras-saat: error: ") and message in err and err.count("\n") == 1
+
+
+def test_malformed_dataset_and_missing_config_files(tmp_path, capsys):
+    bad = tmp_path / "dataset.json"
+    bad.write_text('{"images": [{"filename": "a.png"')
+    code, _, err = run(
+        capsys,
+        "train",
+        "--workdir",
+        str(tmp_path / "w"),
+        "--set",
+        "data.dataset=karpathy",
+        "--set",
+        f"data.path={bad}",
+    )
+    assert code == 2 and "is not valid JSON" in err and "line 1" in err
+    code, _, err = run(
+        capsys, "train", "--workdir", str(tmp_path), "--config", str(tmp_path / "none.yaml")
+    )
+    assert code == 2 and "config file not found" in err
+
+
+def test_the_installed_command_prints_no_traceback(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "keras_saat.cli",
+            "train",
+            "--workdir",
+            str(tmp_path),
+            "--set",
+            "model.backbone=nope",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "unknown backbone 'nope'" in result.stderr
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end_on_small_settings(tmp_path, capsys):
+    workdir = tmp_path / "demo"
+    small = [
+        "data.shapes_train=64",
+        "data.shapes_val=8",
+        "data.shapes_test=8",
+        "train.epochs=2",
+        "train.backbone_pretrain_epochs=1",
+        "train.batch_size=32",
+    ]
+    argv = ["demo", "--workdir", str(workdir), "--show", "2"]
+    for setting in small:
+        argv += ["--set", setting]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0, out
+    assert "epoch 2/2" in out and "test (greedy, nltk corpus BLEU, 0-100)" in out
+    for name in ("config.yaml", "vocab.txt", "model.keras", "backbone.weights.h5"):
+        assert (workdir / name).exists(), name
+    predictions = json.loads((workdir / "eval" / "test" / "predictions.json").read_text())
+    metrics = json.loads((workdir / "eval" / "test" / "metrics.json").read_text())
+    assert len(predictions) == 8 and {"image_id", "caption"} == set(predictions[0])
+    assert 0.0 <= metrics["bleu_4"] <= 1.0 and metrics["images"] == 8
+    model = load_captioner(workdir)
+    records = read_karpathy(workdir / "data" / "dataset_shapes.json").split("test")
+    assert model.generate(records[0].path) == [predictions[0]["caption"]]
