@@ -52,23 +52,43 @@ def cmd_train(args):
     from keras_saat.config import load_config
     from keras_saat.training.pipeline import train
 
-    config = load_config(args.config, args.set)
+    config = _with_strict(load_config(args.config, args.set), args)
     result = train(config, args.workdir, _log)
     _print_result(result)
+
+
+def cmd_extract_features(args):
+    from keras_saat.config import load_config
+    from keras_saat.training.pipeline import extract_only
+
+    config = _with_strict(load_config(args.config, args.set), args)
+    cache = extract_only(config, args.workdir, _log)
+    counts = ", ".join(f"{cache.count(s)} {s}" for s in cache.index["splits"])
+    _log(
+        f"feature cache {cache.directory}: {counts} images, grid {cache.grid_shape}, {cache.channels} channels"
+    )
+
+
+def _with_strict(config, args):
+    import dataclasses
+
+    if getattr(args, "strict", False):
+        return dataclasses.replace(config, data=dataclasses.replace(config.data, strict=True))
+    return config
 
 
 def cmd_demo(args):
     from keras_saat.config import from_dict, load_config
     from keras_saat.training.pipeline import train
 
-    config = load_config(None, args.set, base=from_dict(DEMO_CONFIG))
+    config = _with_strict(load_config(None, args.set, base=from_dict(DEMO_CONFIG)), args)
     _log(f"keras-saat demo: Show, Attend and Tell on the Shapes world, workdir {args.workdir}")
     result = train(config, args.workdir, _log)
     _log("\ntest captions (generated | a reference):")
     for record, caption in list(zip(result["records"], result["captions"], strict=True))[
         : args.show
     ]:
-        _log(f"  {record.path.name}: {caption}\n  {'':>10}  | {' '.join(record.captions[1])}")
+        _log(f"  {record.path.name}: {caption}\n  {'':>10}  | {record.captions[1]}")
     _print_result(result)
 
 
@@ -80,6 +100,23 @@ def _print_result(result):
         f"decoder training {result['train_seconds']:.0f}s, total {result['total_seconds']:.0f}s; "
         f"best epoch {result['best_epoch']}"
     )
+
+
+def _experiment_arguments(parser, workdir_help, config=True):
+    if config:
+        parser.add_argument("--config", help="YAML experiment config (see configs/)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set train.epochs=5 (repeatable)",
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="stop at the first unreadable image or bad caption"
+    )
+    if workdir_help:
+        parser.add_argument("--workdir", required=True, help=workdir_help)
 
 
 def build_parser():
@@ -97,31 +134,19 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     p.set_defaults(func=cmd_make_shapes)
 
+    p = sub.add_parser("extract-features", help="run the frozen backbone once over every image")
+    _experiment_arguments(p, "the cache goes to WORKDIR/features")
+    p.set_defaults(func=cmd_extract_features)
+
     p = sub.add_parser("train", help="train a captioner from a YAML config")
-    p.add_argument("--config", help="YAML experiment config (see configs/)")
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set train.epochs=5 (repeatable)",
-    )
-    p.add_argument(
-        "--workdir", required=True, help="folder for the config, vocabulary, model and scores"
-    )
+    _experiment_arguments(p, "folder for the config, vocabulary, cache, model and scores")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser(
         "demo", help="generate Shapes, train a soft-attention captioner, show captions"
     )
+    _experiment_arguments(p, None, config=False)
     p.add_argument("--workdir", default="runs/demo", help="output folder (default runs/demo)")
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a demo setting, e.g. --set train.epochs=2 (repeatable)",
-    )
     p.add_argument("--show", type=int, default=6, help="test captions to print (default 6)")
     p.set_defaults(func=cmd_demo)
     return parser

@@ -56,12 +56,32 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-    # "shapes" (generated when missing) or "karpathy" (a Karpathy split JSON file).
+    # "shapes" (generated when missing), "karpathy" (dataset_*.json), "flickr8k"
+    # (Flickr8k.token.txt + split lists), "coco" (captions_*.json) or "tfds" (coco_captions).
     dataset: str = "shapes"
-    # Dataset JSON file (Karpathy format); empty = <workdir>/data/dataset_shapes.json for Shapes.
+    # The dataset file: Karpathy JSON, Flickr8k.token.txt, COCO captions_train2014.json, or the
+    # TFDS dataset name; empty = <workdir>/data/dataset_shapes.json for Shapes.
     path: str = ""
-    # Folder that images[].filepath/filename are relative to; empty = the JSON file's folder.
+    # COCO only: captions_val2014.json (its images give val, test and the rest train).
+    val_path: str = ""
+    # Image folder; empty = the reader's default (Karpathy: the JSON's folder; Flickr8k:
+    # Flicker8k_Dataset beside the token file; COCO: the annotation folder's parent).
     images_dir: str = ""
+    # TFDS only: the TFDS data folder; empty = TFDS's default.
+    tfds_data_dir: str = ""
+    # Stop at the first bad image, line or caption instead of skipping and counting it.
+    strict: bool = False
+    # How images reach the backbone's square input: "crop" (shorter side, centre crop),
+    # "pad" or "stretch".
+    resize: str = "crop"
+    # Feature cache dtype: "float16" (half the disk, the default) or "float32".
+    cache_dtype: str = "float16"
+    # Images per feature cache shard (a killed extraction redoes at most one shard).
+    cache_shard_size: int = 1000
+    # Caption examples in the shuffle buffer.
+    shuffle_buffer: int = 5000
+    # Batch captions of similar length together (several static shapes, fewer pads).
+    bucket_by_length: bool = False
     # Vocabulary size including the 4 special tokens (the top words by count are kept).
     vocab_size: int = 10000
     # Words seen fewer times than this in the training captions become <unk>.
@@ -116,7 +136,9 @@ class ExperimentConfig:
 _SECTIONS = {f.name: f.type for f in dataclasses.fields(ExperimentConfig) if f.name != "name"}
 _CHOICES = {
     ("model", "attention"): ("soft", "hard"),
-    ("data", "dataset"): ("shapes", "karpathy"),
+    ("data", "dataset"): ("shapes", "karpathy", "flickr8k", "coco", "tfds"),
+    ("data", "resize"): ("crop", "pad", "stretch"),
+    ("data", "cache_dtype"): ("float16", "float32"),
     ("train", "optimizer"): ("adam", "rmsprop"),
 }
 

@@ -93,6 +93,30 @@ def test_the_installed_command_prints_no_traceback(tmp_path):
     assert "Traceback" not in result.stderr and "unknown backbone 'nope'" in result.stderr
 
 
+def test_extract_features_then_resume(shapes_dir, tmp_path, capsys):
+    argv = [
+        "extract-features",
+        "--workdir",
+        str(tmp_path),
+        "--set",
+        "data.dataset=karpathy",
+        "--set",
+        f"data.path={shapes_dir / 'dataset_shapes.json'}",
+        "--set",
+        "data.cache_shard_size=32",
+    ]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "extract train: 40/40 images (shard 2/2)" in out
+    assert "40 train, 8 val, 8 test images, grid (8, 8), 128 channels" in out
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "extract train: cached (40 images)" in out
+    # `train` in the same workdir builds the same (seeded) encoder and reuses the cache.
+    code, out, _ = run(
+        capsys, "train", *argv[1:], "--set", "train.epochs=1", "--set", "train.batch_size=16"
+    )
+    assert code == 0 and "extract train: cached (40 images)" in out and "epoch 1/1" in out
+
+
 @pytest.mark.slow
 def test_demo_runs_end_to_end_on_small_settings(tmp_path, capsys):
     workdir = tmp_path / "demo"

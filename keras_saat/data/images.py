@@ -29,3 +29,41 @@ def load_images(paths, size):
     for i, path in enumerate(paths):
         out[i] = load_image(path, size)
     return out
+
+
+RESIZE_MODES = ("crop", "pad", "stretch")
+
+
+def resize_image(image, size, mode="crop"):
+    """Resizes one (h, w, 3) image to (size, size, 3) float32, core TF ops only.
+
+    Args:
+        image: (h, w, 3) tensor, any numeric dtype, values in [0, 255].
+        size: int. Output side.
+        mode: str. "crop": scale the shorter side to `size`, then centre-crop (the
+            paper's practice); "pad": scale the longer side, then pad with zeros;
+            "stretch": scale each side independently. Defaults to "crop".
+    """
+    import tensorflow as tf
+
+    image = tf.cast(image, tf.float32)
+    if mode == "stretch":
+        return tf.image.resize(image, (size, size))
+    if mode == "pad":
+        return tf.image.resize_with_pad(image, size, size)
+    if mode != "crop":
+        raise KerasSaatError(f"resize mode {mode!r} is not one of {', '.join(RESIZE_MODES)}")
+    shape = tf.cast(tf.shape(image)[:2], tf.float32)
+    scale = size / tf.reduce_min(shape)
+    scaled = tf.cast(tf.math.ceil(shape * scale), tf.int32)
+    image = tf.image.resize(image, scaled)
+    return tf.image.resize_with_crop_or_pad(image, size, size)
+
+
+def decode_image(encoded, size, mode="crop"):
+    """JPEG/PNG/GIF/BMP bytes -> (size, size, 3) float32 pixels in [0, 255] (first GIF frame)."""
+    import tensorflow as tf
+
+    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+    image.set_shape([None, None, 3])
+    return resize_image(image, size, mode)

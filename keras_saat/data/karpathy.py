@@ -1,96 +1,59 @@
-"""Reader for Karpathy's split files (dataset_flickr8k.json, dataset_coco.json, ...).
+"""Reader for Karpathy's split files (dataset_flickr8k.json, dataset_flickr30k.json, dataset_coco.json).
 
-The same format is written by the Shapes generator, with an extra `objects`
-field per image (ground-truth boxes).
+The Shapes generator writes the same format, with an extra `objects` field per
+image (ground-truth boxes).
 """
 
-import dataclasses
 import json
 from pathlib import Path
 
+from keras_saat.data.dataset import SPLITS, ImageRecord, Skips, add_caption, check_file, finish
 from keras_saat.errors import KerasSaatError
 
-SPLITS = ("train", "val", "test")
+
+def read_json(path, what):
+    """Parses a JSON file; errors name the file, the line and the column."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise KerasSaatError(
+            f"{what} {path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
+        ) from None
+    except UnicodeDecodeError as err:
+        raise KerasSaatError(
+            f"{what} {path} is not UTF-8 text (byte {err.start}): {err.reason}"
+        ) from None
 
 
-@dataclasses.dataclass
-class ImageRecord:
-    """One image and its reference captions.
-
-    Args:
-        imgid: int. The image's id in the dataset file.
-        path: Path. The image file.
-        split: str. "train", "val" or "test" ("restval" is folded into train by default).
-        captions: list of list of str. Tokenised reference captions.
-        objects: list of dict or None. Shapes world ground truth (shape, colour, size, cell, box).
-    """
-
-    imgid: int
-    path: Path
-    split: str
-    captions: list
-    objects: list | None = None
-
-
-@dataclasses.dataclass
-class CaptionDataset:
-    """All images of a dataset file, grouped by split."""
-
-    name: str
-    records: list
-
-    def split(self, name):
-        return [r for r in self.records if r.split == name]
-
-    def counts(self):
-        return {s: sum(r.split == s for r in self.records) for s in SPLITS}
-
-
-def _tokens(sentence, where):
-    tokens = sentence.get("tokens")
-    if tokens is None:
-        raw = sentence.get("raw")
-        if not isinstance(raw, str):
-            raise KerasSaatError(
-                f"{where} has neither 'tokens' (a list of words) nor 'raw' (a string)"
-            )
-        tokens = raw.lower().split()
-    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
-        raise KerasSaatError(f"{where}.tokens must be a list of strings")
-    return [t.lower() for t in tokens]
-
-
-def read_karpathy(path, images_dir=None, restval_to_train=True):
+def read_karpathy(path, images_dir=None, restval_to_train=True, strict=False):
     """Reads a Karpathy split JSON file.
+
+    Each sentence's `tokens` are the caption (joined by spaces); `raw` is used
+    only where `tokens` is missing.
 
     Args:
         path: str or Path. The JSON file.
         images_dir: str, Path or None. Folder that `filepath/filename` are relative to.
             Defaults to None (the JSON file's folder).
         restval_to_train: bool. Fold COCO's "restval" split into "train". Defaults to True.
+        strict: bool. Raise on the first empty caption instead of skipping it. Defaults to False.
 
     Returns:
         A CaptionDataset.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise KerasSaatError(
-            f"dataset file not found: {path}. For the Shapes world run "
-            "`keras-saat make-shapes --out DIR`; for real data point data.path at a Karpathy split JSON"
-        )
-    try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise KerasSaatError(
-            f"dataset file {path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
-        ) from None
-    except UnicodeDecodeError as err:
-        raise KerasSaatError(f"dataset file {path} is not UTF-8 text: {err}") from None
+    path = check_file(
+        path,
+        "dataset file",
+        ". For the Shapes world run `keras-saat make-shapes --out DIR`; "
+        "for real data point data.path at a Karpathy split JSON",
+    )
+    content = read_json(path, "dataset file")
     if not isinstance(content, dict) or not isinstance(content.get("images"), list):
         raise KerasSaatError(
             f"dataset file {path}: expected an object with an 'images' list (Karpathy split format)"
         )
     root = Path(images_dir) if images_dir else path.parent
+    skips = Skips(strict)
     records = []
     for index, image in enumerate(content["images"]):
         where = f"{path}: images[{index}]"
@@ -108,10 +71,25 @@ def read_karpathy(path, images_dir=None, restval_to_train=True):
             raise KerasSaatError(
                 f"{where}.split is {split!r}; expected one of train, val, test, restval"
             )
-        sentences = image["sentences"]
-        if not isinstance(sentences, list) or not sentences:
-            raise KerasSaatError(f"{where}.sentences must be a non-empty list")
-        captions = [_tokens(s, f"{where}.sentences[{k}]") for k, s in enumerate(sentences)]
+        if not isinstance(image["sentences"], list):
+            raise KerasSaatError(f"{where}.sentences must be a list")
+        captions = []
+        for k, sentence in enumerate(image["sentences"]):
+            sentence_where = f"{where}.sentences[{k}]"
+            if not isinstance(sentence, dict):
+                raise KerasSaatError(f"{sentence_where} must be an object")
+            tokens = sentence.get("tokens")
+            if tokens is None:
+                if not isinstance(sentence.get("raw"), str):
+                    raise KerasSaatError(
+                        f"{sentence_where} has neither 'tokens' (a list of words) nor 'raw' (a string)"
+                    )
+                text = sentence["raw"]
+            elif isinstance(tokens, list) and all(isinstance(t, str) for t in tokens):
+                text = " ".join(tokens)
+            else:
+                raise KerasSaatError(f"{sentence_where}.tokens must be a list of strings")
+            add_caption(captions, text, sentence_where, skips)
         records.append(
             ImageRecord(
                 imgid=int(image.get("imgid", index)),
@@ -121,6 +99,4 @@ def read_karpathy(path, images_dir=None, restval_to_train=True):
                 objects=image.get("objects"),
             )
         )
-    if not records:
-        raise KerasSaatError(f"dataset file {path} lists no images")
-    return CaptionDataset(name=str(content.get("dataset", path.stem)), records=records)
+    return finish(str(content.get("dataset", path.stem)), records, skips, str(path))

@@ -13,7 +13,7 @@ from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.errors import KerasSaatError
 from keras_saat.layers.lstm_decoder import LSTMDecoder
 from keras_saat.losses import caption_loss
-from keras_saat.text.vocabulary import END_ID, START_ID, Vocabulary
+from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID, Vocabulary
 
 
 @keras.saving.register_keras_serializable(package="keras_saat")
@@ -199,8 +199,15 @@ class Captioner(keras.Model):
         state = {"h": h, "c": c, "alpha": ops.zeros(ops.shape(annotations)[:2], annotations.dtype)}
         start = tf.fill(tf.shape(features)[:1], START_ID)
 
+        # <pad> and <start> are never generated: a caption is words, then <end>.
+        banned = tf.one_hot(
+            [PAD_ID, START_ID], len(self.vocabulary), on_value=-1e9, dtype=tf.float32
+        )
+        banned = tf.reduce_sum(banned, axis=0)  # (K,)
+
         def next_fn(tokens, state):
-            return self.decoder.step(tokens, state, annotations, projected)
+            logits, state = self.decoder.step(tokens, state, annotations, projected)
+            return logits + banned, state
 
         return greedy_search(next_fn, state, start, END_ID, max_length + 1, record=("alpha",))
 

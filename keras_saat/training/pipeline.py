@@ -1,9 +1,10 @@
 """From a config to a trained, saved and scored model, with Keras `fit()`.
 
-The steps: make or read the dataset, build the vocabulary, pre-train the
-Shapes CNN when asked, run the frozen backbone once over every image, fit the
-decoder on the cached features, keep the weights with the best validation
-BLEU-4, save the model, and score the test split.
+The steps: read (or generate) the dataset, build the vocabulary, pre-train the
+Shapes CNN when asked, run the frozen backbone once over every image into the
+feature cache (resumable), fit the decoder on caption batches streamed from
+the cache, keep the weights with the best validation BLEU-4, save the model,
+and score the test split.
 """
 
 import dataclasses
@@ -12,13 +13,17 @@ import time
 from pathlib import Path
 
 import keras
-import numpy as np
-import tensorflow as tf
 
 from keras_saat.config import save_config
+from keras_saat.data.coco import read_coco
+from keras_saat.data.feature_cache import extract_features
+from keras_saat.data.flickr8k import read_flickr8k
 from keras_saat.data.images import load_images
 from keras_saat.data.karpathy import read_karpathy
+from keras_saat.data.pipeline import caption_dataset, evaluation_batches
 from keras_saat.data.shapes import write_shapes_dataset
+from keras_saat.data.tfds_reader import read_tfds
+from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.encoders.registry import get_backbone_spec
 from keras_saat.errors import KerasSaatError
 from keras_saat.evaluation.bleu import corpus_bleu_scores
@@ -26,11 +31,13 @@ from keras_saat.models.captioner import build_captioner
 from keras_saat.text.vocabulary import Vocabulary
 
 BACKBONE_WEIGHTS_FILE = "backbone.weights.h5"
+FEATURES_DIR = "features"
 
 
-def resolve_dataset(config, workdir, log=print):
-    """Reads the configured dataset; generates the Shapes world first when it is missing."""
+def load_dataset(config, workdir, log=print):
+    """Reads the configured dataset (generating the Shapes world when missing) and logs skips."""
     data = config.data
+    images_dir = data.images_dir or None
     if data.dataset == "shapes":
         path = Path(data.path) if data.path else Path(workdir) / "data" / "dataset_shapes.json"
         if not path.exists():
@@ -46,18 +53,35 @@ def resolve_dataset(config, workdir, log=print):
                 data.shapes_seed,
                 log,
             )
+        dataset = read_karpathy(path, images_dir, strict=data.strict)
+    elif data.dataset == "tfds":
+        dataset = read_tfds(
+            data.path or "coco_captions", data.tfds_data_dir or None, strict=data.strict
+        )
     else:
         if not data.path:
             raise KerasSaatError(
-                "data.path must name a Karpathy split JSON file when data.dataset is karpathy"
+                f"data.path must name the dataset file when data.dataset is {data.dataset}"
             )
-        path = Path(data.path)
-    dataset = read_karpathy(path, data.images_dir or None)
+        if data.dataset == "karpathy":
+            dataset = read_karpathy(data.path, images_dir, strict=data.strict)
+        elif data.dataset == "flickr8k":
+            dataset = read_flickr8k(data.path, images_dir, strict=data.strict)
+        else:
+            if not data.val_path:
+                raise KerasSaatError(
+                    "data.val_path must name captions_val2014.json when data.dataset is coco"
+                )
+            dataset = read_coco(data.path, data.val_path, images_dir, strict=data.strict)
     for split, count in dataset.counts().items():
         if count == 0:
             raise KerasSaatError(
-                f"dataset {path} has no '{split}' images; train, val and test are all needed"
+                f"dataset '{dataset.name}' has no '{split}' images; train, val and test are all needed"
             )
+    counts = ", ".join(f"{n} {s}" for s, n in dataset.counts().items())
+    log(f"dataset '{dataset.name}': {counts} images")
+    for line in dataset.skips.summary():
+        log(f"  {line}")
     return dataset
 
 
@@ -65,7 +89,7 @@ def image_size_of(model_config):
     return model_config.image_size or get_backbone_spec(model_config.backbone).default_image_size
 
 
-def prepare_backbone_weights(config, pixels, dataset, workdir, log=print):
+def prepare_backbone_weights(config, dataset, workdir, log=print):
     """Returns the ModelConfig to build with; pre-trains the Shapes CNN for backbone_weights 'shapes'."""
     model = config.model
     if model.backbone_weights != "shapes":
@@ -84,13 +108,15 @@ def prepare_backbone_weights(config, pixels, dataset, workdir, log=print):
             raise KerasSaatError(
                 "backbone_weights 'shapes' needs a Shapes dataset (with 'objects' per image)"
             )
-        log(f"pre-training the Shapes CNN on {len(pixels['train'])} training scenes (then frozen)")
+        train, val = dataset.split("train"), dataset.split("val")
+        size = image_size_of(model)
+        log(f"pre-training the Shapes CNN on {len(train)} training scenes (then frozen)")
         start = time.perf_counter()
         backbone, accuracy = pretrain_shapes_cnn(
-            pixels["train"],
-            [r.objects for r in dataset.split("train")],
-            pixels["val"],
-            [r.objects for r in dataset.split("val")],
+            load_images([r.path for r in train], size),
+            [r.objects for r in train],
+            load_images([r.path for r in val], size),
+            [r.objects for r in val],
             epochs=config.train.backbone_pretrain_epochs,
             seed=model.seed,
             log=log,
@@ -103,59 +129,66 @@ def prepare_backbone_weights(config, pixels, dataset, workdir, log=print):
     return dataclasses.replace(model, backbone_weights=str(path))
 
 
-def extract_features(model, pixels, batch_size=64):
-    """Runs the frozen encoder once: (N, S, S, 3) uint8 -> (N, L, C) float32."""
-    encode = tf.function(model.encode, jit_compile=True)
-    chunks = [
-        encode(tf.convert_to_tensor(pixels[i : i + batch_size], tf.float32)).numpy()
-        for i in range(0, len(pixels), batch_size)
-    ]
-    return np.concatenate(chunks)
-
-
-def caption_pairs(records, vocabulary, max_length):
-    """Every (image index, caption ids) pair of a split: the paper trains on all references."""
-    index, captions = [], []
-    for i, record in enumerate(records):
-        for caption in record.captions:
-            if caption:
-                index.append(i)
-                captions.append(caption)
-    return np.asarray(index, np.int32), vocabulary.encode_batch(captions, max_length)
-
-
-def training_dataset(features, records, vocabulary, max_length, batch_size, seed):
-    """tf.data of {features, tokens} batches over every caption, reshuffled each epoch."""
-    index, tokens = caption_pairs(records, vocabulary, max_length)
-    if len(index) < batch_size:
-        raise KerasSaatError(
-            f"only {len(index)} training captions for a batch size of {batch_size}"
-        )
-    table = tf.constant(features)
-    ds = tf.data.Dataset.from_tensor_slices((index, tokens))
-    ds = ds.shuffle(len(index), seed=seed, reshuffle_each_iteration=True)
-    ds = ds.batch(batch_size, drop_remainder=True)  # static shapes for XLA
-    ds = ds.map(
-        lambda i, t: {"features": tf.gather(table, i), "tokens": t},
-        num_parallel_calls=tf.data.AUTOTUNE,
+def extract(config, encoder, dataset, workdir, log=print):
+    """Fills <workdir>/features with the encoder's output for every split (resumable)."""
+    data = config.data
+    log(
+        f"feature cache {Path(workdir) / FEATURES_DIR} ({data.cache_dtype}, {data.cache_shard_size} images a shard)"
     )
-    return ds.prefetch(tf.data.AUTOTUNE)
+    start = time.perf_counter()
+    cache, _ = extract_features(
+        encoder,
+        dataset,
+        Path(workdir) / FEATURES_DIR,
+        shard_size=data.cache_shard_size,
+        dtype=data.cache_dtype,
+        resize=data.resize,
+        strict=data.strict,
+        log=log,
+    )
+    log(f"  features ready in {time.perf_counter() - start:.0f}s")
+    return cache
 
 
-def score_split(model, features, records, max_length, batch_size=64):
-    """Greedy captions for a split and their corpus BLEU against all references."""
-    captions = model.generate(features=features, max_length=max_length, batch_size=batch_size)
-    metrics = corpus_bleu_scores([r.captions for r in records], [c.split() for c in captions])
-    return captions, metrics
+def extract_only(config, workdir, log=print):
+    """`keras-saat extract-features`: dataset, backbone weights and cache, no training."""
+    get_backbone_spec(config.model.backbone)
+    dataset = load_dataset(config, workdir, log)
+    model = prepare_backbone_weights(config, dataset, workdir, log)
+    # Seeded as build_captioner seeds it, so `train` finds the same encoder and reuses the cache.
+    keras.utils.set_random_seed(model.seed)
+    encoder = ImageEncoder(model.backbone, model.image_size or None, model.backbone_weights)
+    return extract(config, encoder, dataset, workdir, log)
+
+
+def caption_split(model, source, split, records, config, batch_size=64):
+    """Greedy captions of a split's readable images: {position: caption}."""
+    batches = evaluation_batches(
+        source, split, records, batch_size, image_size=model.image_size, resize=config.data.resize
+    )
+    captions = {}
+    for batch in batches:
+        features = batch["features"] if "features" in batch else model.encode(batch["images"])
+        out = model.decode(features, config.decode.max_length)
+        words = model.ids_to_words(out["tokens"].numpy())
+        for position, caption in zip(batch["position"].numpy(), words, strict=True):
+            captions[int(position)] = " ".join(caption)
+    return captions
+
+
+def bleu_of(records, captions):
+    positions = sorted(captions)
+    return corpus_bleu_scores(
+        [records[p].references for p in positions], [captions[p].split() for p in positions]
+    )
 
 
 class _BestByBleu(keras.callbacks.Callback):
     """Scores validation BLEU-4 after each epoch, logs progress, keeps the best weights."""
 
-    def __init__(self, features, records, max_length, epochs, log):
+    def __init__(self, score, epochs, log):
         super().__init__()
-        self.features, self.records, self.max_length = features, records, max_length
-        self.epochs, self.log = epochs, log
+        self.score, self.epochs, self.log = score, epochs, log
         self.best, self.best_epoch, self.best_weights = -1.0, 0, None
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -163,8 +196,7 @@ class _BestByBleu(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.perf_counter() - self.start
-        _, metrics = score_split(self.model, self.features, self.records, self.max_length)
-        bleu4 = metrics["bleu_4"]
+        bleu4 = self.score()["bleu_4"]
         if bleu4 > self.best:
             self.best, self.best_epoch = bleu4, epoch + 1
             self.best_weights = self.model.get_weights()
@@ -177,34 +209,29 @@ class _BestByBleu(keras.callbacks.Callback):
 def train(config, workdir, log=print):
     """Trains and scores one experiment; everything is written into `workdir`.
 
-    Writes config.yaml (resolved), vocab.txt, model.keras (best validation
-    BLEU-4), and eval/test/{predictions.json, metrics.json}.
+    Writes config.yaml (resolved), vocab.txt, features/ (the cache), model.keras
+    (best validation BLEU-4), and eval/test/{predictions.json, metrics.json}.
 
     Returns:
-        dict with the test metrics, the best epoch and timings.
+        dict with the test metrics, captions and records, the best epoch and timings.
     """
     get_backbone_spec(config.model.backbone)  # an unknown name fails before any work
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     save_config(config, workdir / "config.yaml")
-    dataset = resolve_dataset(config, workdir, log)
+    dataset = load_dataset(config, workdir, log)
     splits = {s: dataset.split(s) for s in ("train", "val", "test")}
-    counts = ", ".join(f"{len(v)} {k}" for k, v in splits.items())
-    log(f"dataset '{dataset.name}': {counts} images")
 
     vocabulary = Vocabulary.build(
-        (c for r in splits["train"] for c in r.captions),
+        (c for r in splits["train"] for c in r.references),
         config.data.vocab_size,
         config.data.min_count,
     )
     vocabulary.save(workdir / "vocab.txt")
     log(f"vocabulary: {len(vocabulary)} tokens (4 special) -> {workdir / 'vocab.txt'}")
 
-    size = image_size_of(config.model)
-    log(f"reading images at {size}x{size}")
-    pixels = {s: load_images([r.path for r in v], size) for s, v in splits.items()}
-    model_config = prepare_backbone_weights(config, pixels, dataset, workdir, log)
+    model_config = prepare_backbone_weights(config, dataset, workdir, log)
     model = build_captioner(model_config, vocabulary, config.decode.max_length)
     log(
         f"model: {model_config.backbone} grid {model.grid_shape[0]}x{model.grid_shape[1]} "
@@ -212,13 +239,15 @@ def train(config, workdir, log=print):
         f"{model_config.attention} attention, {model.count_params() - model.encoder.count_params():,} "
         "decoder parameters"
     )
-    start = time.perf_counter()
-    features = {s: extract_features(model, p) for s, p in pixels.items()}
-    log(
-        f"backbone features for {sum(len(p) for p in pixels.values())} images in {time.perf_counter() - start:.0f}s"
-    )
+    if model_config.trainable_backbone_layers:
+        log(
+            "the backbone's top layers train, so batches are decoded from the images (no feature cache)"
+        )
+        source = "images"
+    else:
+        source = extract(config, model.encoder, dataset, workdir, log)
 
-    train_config = config.train
+    train_config, data = config.train, config.data
     optimizer_class = {"adam": keras.optimizers.Adam, "rmsprop": keras.optimizers.RMSprop}[
         train_config.optimizer
     ]
@@ -226,20 +255,46 @@ def train(config, workdir, log=print):
         learning_rate=train_config.learning_rate, clipnorm=train_config.clipnorm or None
     )
     model.compile(optimizer=optimizer, jit_compile=train_config.jit_compile)
-    data = training_dataset(
-        features["train"],
+    batches = caption_dataset(
+        source,
+        "train",
         splits["train"],
         vocabulary,
-        config.data.max_length,
+        data.max_length,
         train_config.batch_size,
-        train_config.seed,
+        shuffle_buffer=data.shuffle_buffer,
+        seed=train_config.seed,
+        bucket_by_length=data.bucket_by_length,
+        image_size=model.image_size,
+        resize=data.resize,
+        repeat=True,
     )
-    log(f"training the decoder for {train_config.epochs} epochs")
-    best = _BestByBleu(
-        features["val"], splits["val"], config.decode.max_length, train_config.epochs, log
+    unreadable = {p for p, _ in source.skipped("train")} if source != "images" else set()
+    captions_per_epoch = sum(
+        len(r.captions) for p, r in enumerate(splits["train"]) if p not in unreadable
     )
+    steps = captions_per_epoch // train_config.batch_size
+    if steps == 0:
+        raise KerasSaatError(
+            f"only {captions_per_epoch} training captions for a batch size of {train_config.batch_size}"
+        )
+    log(
+        f"training the decoder for {train_config.epochs} epochs of {steps} steps ({captions_per_epoch} captions)"
+    )
+
+    def score_val():
+        return bleu_of(splits["val"], caption_split(model, source, "val", splits["val"], config))
+
+    best = _BestByBleu(score_val, train_config.epochs, log)
     start = time.perf_counter()
-    model.fit(data, epochs=train_config.epochs, verbose=0, shuffle=False, callbacks=[best])
+    model.fit(
+        batches,
+        epochs=train_config.epochs,
+        steps_per_epoch=steps,
+        verbose=0,
+        shuffle=False,
+        callbacks=[best],
+    )
     train_seconds = time.perf_counter() - start
     model.set_weights(best.best_weights)
     model.save(workdir / "model.keras")
@@ -247,19 +302,20 @@ def train(config, workdir, log=print):
         f"best val BLEU-4 {100 * best.best:.1f} at epoch {best.best_epoch}; saved {workdir / 'model.keras'}"
     )
 
-    captions, metrics = score_split(
-        model, features["test"], splits["test"], config.decode.max_length
-    )
+    captions = caption_split(model, source, "test", splits["test"], config)
+    metrics = bleu_of(splits["test"], captions)
+    records = [splits["test"][p] for p in sorted(captions)]
+    ordered = [captions[p] for p in sorted(captions)]
     write_evaluation(
-        workdir / "eval" / "test", splits["test"], captions, metrics, "greedy, nltk corpus BLEU"
+        workdir / "eval" / "test", records, ordered, metrics, "greedy, nltk corpus BLEU"
     )
     return {
         "metrics": metrics,
         "best_epoch": best.best_epoch,
         "train_seconds": train_seconds,
         "total_seconds": time.perf_counter() - started,
-        "captions": captions,
-        "records": splits["test"],
+        "captions": ordered,
+        "records": records,
     }
 
 

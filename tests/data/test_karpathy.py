@@ -32,9 +32,14 @@ def test_reads_tokens_raw_filepath_and_folds_restval(tmp_path):
     dataset = read_karpathy(path, images_dir=tmp_path / "root")
     assert dataset.name == "coco"
     first, second = dataset.records
-    assert first.split == "train" and first.imgid == 4 and first.captions == [["a", "dog"]]
+    assert (
+        first.split == "train"
+        and first.imgid == 4
+        and first.captions == ["A dog"]
+        and first.references == [["a", "dog"]]
+    )
     assert first.path == tmp_path / "root" / "val2014" / "x.jpg"
-    assert second.captions == [["two", "cats"]] and second.imgid == 1
+    assert second.references == [["two", "cats"]] and second.imgid == 1
     assert len(read_karpathy(path, restval_to_train=False).records) == 1
 
 

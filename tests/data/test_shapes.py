@@ -115,5 +115,5 @@ def test_captions_follow_the_grammar():
 def test_vocabulary_is_closed_at_31_words(shapes_dir):
     assert len(shapes.vocabulary_words()) == 31
     dataset = read_karpathy(shapes_dir / "dataset_shapes.json")
-    used = {w for r in dataset.records for c in r.captions for w in c}
+    used = {w for r in dataset.records for c in r.references for w in c}
     assert used <= set(shapes.vocabulary_words())

@@ -7,7 +7,7 @@ from keras_saat import Captioner, load_captioner
 from keras_saat.data import read_karpathy
 from keras_saat.data.images import load_images
 from keras_saat.errors import KerasSaatError
-from keras_saat.text import Vocabulary
+from keras_saat.text import PAD_ID, START_ID, Vocabulary
 from tests import reference as ref
 
 WORDS = "a red blue circle square at the top left on right".split()
@@ -93,7 +93,8 @@ def test_generate_returns_captions_and_attention_maps(shapes_dir):
     assert len(details) == 3
     for item in details:
         assert set(item["words"]) <= set(WORDS) | {"<unk>"}
-        steps = min(len(item["words"]) + 1, 8)
+        assert "<start>" not in item["words"] and "<pad>" not in item["words"]
+        steps = min(len(item["words"]) + 1, 8)  # the words, then <end> (unless cut at 7)
         assert item["attention"].shape == (steps, 8, 8)
         np.testing.assert_allclose(item["attention"].sum(axis=(1, 2)), 1.0, rtol=1e-5)
     pixels = load_images([r.path for r in records], 128)
@@ -103,16 +104,17 @@ def test_generate_returns_captions_and_attention_maps(shapes_dir):
 
 
 def test_greedy_decode_agrees_with_teacher_forcing():
-    """Feeding the decoded tokens back through `call` reproduces their log-probability."""
+    """Feeding the decoded tokens back through `call` reproduces their log-probability
+    (under the generation distribution, which excludes <pad> and <start>)."""
     model, vocab = small_model(dropout=0.0)
     data = batch(vocab, n=3)
     out = model.decode(data["features"], max_length=5)
     tokens = out["tokens"].numpy()
     inputs = np.concatenate([np.full((3, 1), 2, np.int32), tokens], axis=1)
     logits = model({"features": data["features"], "tokens": inputs})["logits"].numpy()
-    log_p = np.take_along_axis(ref.log_softmax(logits.astype(np.float64)), tokens[..., None], -1)[
-        ..., 0
-    ]
+    logits = logits.astype(np.float64)
+    logits[..., [PAD_ID, START_ID]] = -np.inf  # never generated
+    log_p = np.take_along_axis(ref.log_softmax(logits), tokens[..., None], -1)[..., 0]
     mask = np.arange(tokens.shape[1])[None] < out["lengths"].numpy()[:, None]
     np.testing.assert_allclose((log_p * mask).sum(1), out["log_prob"], rtol=1e-4)
     np.testing.assert_array_equal(tokens[:, 0], np.argmax(logits[:, 0], -1))
@@ -130,7 +132,7 @@ def test_load_errors_are_clear(tmp_path):
 def test_a_tiny_model_learns_to_caption_shapes_it_has_seen(shapes_dir):
     """Overfits 8 scenes: greedy captions become references of their own image."""
     records = read_karpathy(shapes_dir / "dataset_shapes.json").split("train")[:8]
-    vocab = Vocabulary.build(c for r in records for c in r.captions)
+    vocab = Vocabulary.build(c for r in records for c in r.references)
     keras.utils.set_random_seed(0)
     model = Captioner(
         vocab.words,
@@ -144,7 +146,7 @@ def test_a_tiny_model_learns_to_caption_shapes_it_has_seen(shapes_dir):
     )
     features = model.encode(load_images([r.path for r in records], 128)).numpy()
     index = np.repeat(np.arange(8), 5)
-    tokens = vocab.encode_batch([c for r in records for c in r.captions], 16)
+    tokens = vocab.encode_batch([c for r in records for c in r.references], 16)
     data = tf.data.Dataset.from_tensor_slices({"features": features[index], "tokens": tokens})
     model.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=True)
     before = model.evaluate(data.batch(40), verbose=0, return_dict=True)["nll"]
@@ -157,6 +159,6 @@ def test_a_tiny_model_learns_to_caption_shapes_it_has_seen(shapes_dir):
     )
     after = model.evaluate(data.batch(40), verbose=0, return_dict=True)["nll"]
     captions = model.generate(features=features, max_length=16)
-    correct = sum(c.split() in r.captions for c, r in zip(captions, records, strict=True))
+    correct = sum(c.split() in r.references for c, r in zip(captions, records, strict=True))
     assert after < 0.25 * before
     assert correct >= 6, list(zip(captions, [r.captions[0] for r in records], strict=True))

@@ -1,0 +1,130 @@
+"""Records shared by every reader, and the accounting of skipped bad data."""
+
+import collections
+import dataclasses
+import functools
+from pathlib import Path
+
+from keras_saat.errors import KerasSaatError
+from keras_saat.text.tokenizer import tokenize
+
+SPLITS = ("train", "val", "test")
+
+
+class Skips:
+    """Counts bad data that was skipped, by reason, remembering where.
+
+    With `strict=True` the first skip raises a KerasSaatError naming the offender.
+    """
+
+    def __init__(self, strict=False):
+        self.strict = strict
+        self.where = collections.defaultdict(list)
+
+    def add(self, reason, where):
+        if self.strict:
+            raise KerasSaatError(
+                f"{where}: {reason} (strict mode; drop --strict to skip and count these)"
+            )
+        self.where[reason].append(str(where))
+
+    def merge(self, other):
+        for reason, places in other.where.items():
+            for place in places:
+                self.add(reason, place)
+
+    @property
+    def total(self):
+        return sum(len(v) for v in self.where.values())
+
+    def summary(self):
+        """One line per reason: count and the first offender."""
+        return [
+            f"skipped {len(v)} x {reason} (first: {v[0]})"
+            for reason, v in sorted(self.where.items())
+        ]
+
+
+@dataclasses.dataclass
+class ImageRecord:
+    """One image and its reference captions.
+
+    Args:
+        imgid: int. The image's id in its dataset (COCO image id, Karpathy imgid, ...).
+        path: Path or None. The image file; None when the reader streams images (TFDS).
+        split: str. "train", "val" or "test".
+        captions: list of str. Reference captions as written (punctuation and case kept).
+        objects: list of dict or None. Shapes world ground truth (shape, colour, size, cell, box).
+        stream_position: int or None. Position in a streamed split (TFDS). Defaults to None.
+    """
+
+    imgid: int
+    path: Path | None
+    split: str
+    captions: list
+    objects: list | None = None
+    stream_position: int | None = None
+
+    @functools.cached_property
+    def references(self):
+        """Tokenised captions (`keras_saat.text.tokenize`), as BLEU and the vocabulary use them."""
+        return [tokenize(c) for c in self.captions]
+
+    @property
+    def name(self):
+        return self.path.name if self.path is not None else str(self.imgid)
+
+
+@dataclasses.dataclass
+class CaptionDataset:
+    """All images of a dataset, with what was skipped while reading it.
+
+    Args:
+        name: str. Dataset name.
+        records: list of ImageRecord.
+        skips: Skips. Bad lines or captions skipped by the reader.
+        image_source: callable or None. For streamed datasets (TFDS):
+            `image_source(split) -> tf.data.Dataset` of encoded image bytes, in the
+            order of `split(split)`. None means the images are files at `record.path`.
+    """
+
+    name: str
+    records: list
+    skips: Skips = dataclasses.field(default_factory=Skips)
+    image_source: object = None
+
+    def split(self, name):
+        return [r for r in self.records if r.split == name]
+
+    def counts(self):
+        return {s: sum(r.split == s for r in self.records) for s in SPLITS}
+
+
+def add_caption(captions, text, where, skips):
+    """Appends a caption unless it is empty after tokenisation (then it is skipped and counted)."""
+    if not isinstance(text, str):
+        raise KerasSaatError(f"{where}: expected a caption string, got {type(text).__name__}")
+    if not tokenize(text):
+        skips.add("empty caption", where)
+        return
+    captions.append(text)
+
+
+def finish(name, records, skips, source, image_source=None):
+    """Drops images left with no caption (counted) and checks that something is left."""
+    kept = []
+    for record in records:
+        if record.captions:
+            kept.append(record)
+        else:
+            skips.add("image without captions", f"{source}: image {record.imgid}")
+    if not kept:
+        raise KerasSaatError(f"{source} lists no images with captions")
+    return CaptionDataset(name=name, records=kept, skips=skips, image_source=image_source)
+
+
+def check_file(path, what, hint=""):
+    path = Path(path)
+    if not path.is_file():
+        raise KerasSaatError(f"{what} not found: {path}{hint}")
+    return path

@@ -1,0 +1,354 @@
+"""The feature cache: the frozen backbone's output, computed once, in sharded TFRecords.
+
+Layout of a cache folder:
+    index.json                          what was extracted, how, and what was skipped
+    <split>-<i>-of-<n>.tfrecord         one tf.train.Example per image:
+                                        position (int64, the image's index in its split),
+                                        features (bytes, (L, C) in the cache dtype)
+
+Extraction is resumable: a shard is written under a temporary name and
+renamed, and recorded in index.json, only once complete; a restarted run keeps
+finished shards and redoes the rest. Decoding (tf.data, parallel), the
+backbone (a compiled function) and writing (a thread) overlap.
+"""
+
+import hashlib
+import json
+import os
+import queue
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from keras_saat.data.dataset import SPLITS, Skips
+from keras_saat.data.images import decode_image
+from keras_saat.errors import KerasSaatError
+
+INDEX = "index.json"
+VERSION = 1
+DTYPES = {"float16": np.float16, "float32": np.float32}
+
+
+def encoder_fingerprint(encoder, resize, dtype):
+    """A hash of what determines the features: backbone, size, weights, resize mode, dtype."""
+    digest = hashlib.sha256(
+        f"{encoder.backbone_name}|{encoder.image_size}|{resize}|{dtype}".encode()
+    )
+    for weight in encoder.feature_model.weights:
+        digest.update(np.ascontiguousarray(weight.numpy()).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def dataset_fingerprint(dataset, splits):
+    digest = hashlib.sha256(dataset.name.encode())
+    for split in splits:
+        for record in dataset.split(split):
+            digest.update(f"{record.imgid}|{record.name}|".encode())
+    return digest.hexdigest()[:16]
+
+
+def _write_json(path, content):
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(content, indent=1))
+    os.replace(tmp, path)
+
+
+class FeatureCache:
+    """Reads a feature cache folder written by `extract_features`."""
+
+    def __init__(self, directory):
+        self.directory = Path(directory)
+        path = self.directory / INDEX
+        if not path.is_file():
+            raise KerasSaatError(
+                f"no feature cache in {self.directory}; run `keras-saat extract-features` first"
+            )
+        self.index = json.loads(path.read_text())
+
+    @property
+    def grid_shape(self):
+        return tuple(self.index["grid"])
+
+    @property
+    def num_locations(self):
+        return self.index["grid"][0] * self.index["grid"][1]
+
+    @property
+    def channels(self):
+        return self.index["channels"]
+
+    def complete(self, split):
+        shards = self.index["splits"][split]["shards"]
+        return all(s["done"] for s in shards)
+
+    def files(self, split):
+        if split not in self.index["splits"] or not self.complete(split):
+            raise KerasSaatError(
+                f"the feature cache in {self.directory} has no complete '{split}' split"
+            )
+        return [str(self.directory / s["file"]) for s in self.index["splits"][split]["shards"]]
+
+    def count(self, split):
+        return sum(s["written"] for s in self.index["splits"][split]["shards"])
+
+    def skipped(self, split):
+        """[(position, reason), ...] of images that could not be read."""
+        return [tuple(x) for s in self.index["splits"][split]["shards"] for x in s["skipped"]]
+
+    def dataset(self, split, shuffle_files=False, seed=None, keep_dtype=False):
+        """tf.data of {"position": int32, "features": (L, C)} per image, float32 unless keep_dtype."""
+        files = self.files(split)
+        dtype = tf.as_dtype(self.index["dtype"])
+        shape = (self.num_locations, self.channels)
+        spec = {
+            "position": tf.io.FixedLenFeature([], tf.int64),
+            "features": tf.io.FixedLenFeature([], tf.string),
+        }
+
+        def parse(serialized):
+            example = tf.io.parse_single_example(serialized, spec)
+            features = tf.reshape(tf.io.decode_raw(example["features"], dtype), shape)
+            if not keep_dtype:
+                features = tf.cast(features, tf.float32)
+            return {"position": tf.cast(example["position"], tf.int32), "features": features}
+
+        names = tf.data.Dataset.from_tensor_slices(files)
+        if shuffle_files:
+            names = names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+        records = names.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=min(4, len(files)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=not shuffle_files,
+        )
+        return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+
+    def load(self, split):
+        """The whole split in memory, in position order: (positions (N,), features (N, L, C) float32)."""
+        positions, features = [], []
+        for batch in self.dataset(split).batch(256).as_numpy_iterator():
+            positions.append(batch["position"])
+            features.append(batch["features"])
+        positions = np.concatenate(positions)
+        order = np.argsort(positions)
+        return positions[order], np.concatenate(features)[order]
+
+
+def _read_file(position, path):
+    return position, tf.io.read_file(path)
+
+
+def _image_stream(dataset, split, records, start, stop, size, resize, skips):
+    """tf.data of (position, pixels) for records[start:stop]; unreadable images drop out."""
+    if dataset.image_source is None:
+        positions, paths = [], []
+        for position in range(start, stop):
+            path = records[position].path
+            if path is None or not Path(path).is_file():
+                skips.add("missing image file", f"{path} (image {records[position].imgid})")
+                continue
+            positions.append(position)
+            paths.append(str(path))
+        if not positions:
+            return None
+        stream = tf.data.Dataset.from_tensor_slices((np.asarray(positions, np.int32), paths))
+        stream = stream.map(_read_file, num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        # Streamed sources (TFDS) yield stream positions; map them to this split's record positions.
+        keys = tf.constant([r.stream_position for r in records[start:stop]], tf.int32)
+        values = tf.range(start, stop, dtype=tf.int32)
+        table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, values), -1)
+        stream = dataset.image_source(split).map(lambda p, image: (table.lookup(p), image))
+        stream = stream.filter(lambda p, image: p >= 0)
+
+    def decode(position, encoded):
+        return position, decode_image(encoded, size, resize)
+
+    stream = stream.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    return stream.ignore_errors()  # undecodable images vanish; the gaps in positions count them
+
+
+class _ShardWriter(threading.Thread):
+    """Serialises and writes examples on a thread, so writing overlaps the backbone."""
+
+    def __init__(self, path):
+        super().__init__(daemon=True)
+        self.path, self.queue, self.error, self.written = path, queue.Queue(maxsize=8), None, []
+
+    def run(self):
+        try:
+            with tf.io.TFRecordWriter(str(self.path)) as writer:
+                while (item := self.queue.get()) is not None:
+                    positions, features = item
+                    for position, row in zip(positions, features, strict=True):
+                        example = tf.train.Example(
+                            features=tf.train.Features(
+                                feature={
+                                    "position": tf.train.Feature(
+                                        int64_list=tf.train.Int64List(value=[int(position)])
+                                    ),
+                                    "features": tf.train.Feature(
+                                        bytes_list=tf.train.BytesList(value=[row.tobytes()])
+                                    ),
+                                }
+                            )
+                        )
+                        writer.write(example.SerializeToString())
+                        self.written.append(int(position))
+        except Exception as err:  # surfaced by the main thread
+            self.error = err
+            while self.queue.get() is not None:
+                pass
+
+
+def _progress(split, done, total, shard, shards, start):
+    rate = done / max(time.perf_counter() - start, 1e-9)
+    end = "\r" if sys.stdout.isatty() and done < total else "\n"
+    print(
+        f"  extract {split}: {done}/{total} images (shard {shard}/{shards}), {rate:.0f} img/s",
+        end=end,
+        flush=True,
+    )
+
+
+def extract_features(
+    encoder,
+    dataset,
+    directory,
+    splits=SPLITS,
+    shard_size=1000,
+    dtype="float16",
+    batch_size=32,
+    resize="crop",
+    strict=False,
+    log=print,
+):
+    """Runs the encoder once over every image of `splits` and writes the cache (resumable).
+
+    Args:
+        encoder: ImageEncoder. The frozen backbone (with its preprocessing).
+        dataset: CaptionDataset.
+        directory: str or Path. Cache folder (created).
+        splits: tuple of str. Splits to extract. Defaults to train, val, test.
+        shard_size: int. Images per TFRecord shard. Defaults to 1000.
+        dtype: str. "float16" (half the disk) or "float32". Defaults to "float16".
+        batch_size: int. Images per backbone call. Defaults to 32.
+        resize: str. "crop", "pad" or "stretch" (see `resize_image`). Defaults to "crop".
+        strict: bool. Stop at the first unreadable image, naming it. Defaults to False.
+        log: callable. Receives progress lines. Defaults to print.
+
+    Returns:
+        (FeatureCache, Skips) — the images skipped in this run.
+    """
+    if dtype not in DTYPES:
+        raise KerasSaatError(f"cache dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    fingerprint = {
+        "encoder": encoder_fingerprint(encoder, resize, dtype),
+        "dataset": dataset_fingerprint(dataset, splits),
+    }
+    index_path = directory / INDEX
+    if index_path.is_file():
+        index = json.loads(index_path.read_text())
+        if index.get("version") != VERSION or index.get("fingerprint") != fingerprint:
+            raise KerasSaatError(
+                f"the feature cache in {directory} was made with another backbone, weights, resize mode, "
+                "dtype or dataset; delete the folder or choose another workdir"
+            )
+    else:
+        index = {
+            "version": VERSION,
+            "backbone": encoder.backbone_name,
+            "image_size": encoder.image_size,
+            "resize": resize,
+            "grid": list(encoder.grid_shape),
+            "channels": encoder.feature_channels,
+            "dtype": dtype,
+            "fingerprint": fingerprint,
+            "splits": {},
+        }
+    encode = tf.function(encoder, jit_compile=False, reduce_retracing=True)
+    skips = Skips(strict)
+    for split in splits:
+        records = dataset.split(split)
+        count = len(records)
+        shards = max(1, -(-count // shard_size))
+        entry = index["splits"].setdefault(
+            split,
+            {
+                "count": count,
+                "shards": [
+                    {
+                        "file": f"{split}-{i:05d}-of-{shards:05d}.tfrecord",
+                        "done": False,
+                        "written": 0,
+                        "skipped": [],
+                    }
+                    for i in range(shards)
+                ],
+            },
+        )
+        todo = [i for i, s in enumerate(entry["shards"]) if not s["done"]]
+        if not todo:
+            log(f"  extract {split}: cached ({count} images)")
+            continue
+        if len(todo) < shards:
+            log(f"  extract {split}: resuming, {shards - len(todo)}/{shards} shards already done")
+        start_time, done = time.perf_counter(), 0
+        for i in todo:
+            shard = entry["shards"][i]
+            start, stop = i * shard_size, min(count, (i + 1) * shard_size)
+            shard_skips = Skips(strict)
+            stream = _image_stream(
+                dataset, split, records, start, stop, encoder.image_size, resize, shard_skips
+            )
+            tmp = directory / (shard["file"] + ".tmp")
+            writer = _ShardWriter(tmp)
+            writer.start()
+            try:
+                if stream is not None:
+                    for positions, pixels in stream.batch(batch_size).prefetch(2):
+                        features = encode(pixels).numpy().astype(DTYPES[dtype])  # (B, L, C)
+                        writer.queue.put((positions.numpy(), features))
+                        if writer.error:
+                            break
+            finally:
+                writer.queue.put(None)
+                writer.join()
+            if writer.error:
+                raise KerasSaatError(f"cannot write the feature cache shard {tmp}: {writer.error}")
+            missing = sorted(set(range(start, stop)) - set(writer.written))
+            reported = set(shard_skips.where.get("missing image file", []))
+            reasons = []
+            for position in missing:
+                record = records[position]
+                place = (
+                    f"{record.path} (image {record.imgid})"
+                    if record.path is not None
+                    else f"image {record.imgid}"
+                )
+                reason = "missing image file" if place in reported else "undecodable image"
+                if reason == "undecodable image":
+                    shard_skips.add(reason, place)
+                reasons.append([position, reason])
+            os.replace(tmp, directory / shard["file"])
+            shard.update(done=True, written=len(writer.written), skipped=reasons)
+            _write_json(index_path, index)
+            skips.merge(shard_skips)
+            done += stop - start
+            _progress(
+                split,
+                done,
+                sum(min(count, (j + 1) * shard_size) - j * shard_size for j in todo),
+                todo.index(i) + 1,
+                len(todo),
+                start_time,
+            )
+    for line in skips.summary():
+        log(f"  {line}")
+    return FeatureCache(directory), skips

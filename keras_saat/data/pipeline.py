@@ -1,0 +1,160 @@
+"""tf.data pipelines: caption batches from the feature cache or from images.
+
+Every caption of every image is one example per epoch (the paper's practice).
+Captions are tokenised in the graph (tensorflow-text) and looked up with a
+static hash table; batches are {"features" or "images", "tokens"} with tokens
+`<start> w_1 .. w_n <end> <pad>..`, as `Captioner` expects.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_saat.data.images import decode_image
+from keras_saat.text.tokenizer import tokenize_graph
+from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID, UNK_ID
+
+
+def word_table(vocabulary):
+    """word -> id as a StaticHashTable (unknown words -> <unk>)."""
+    words = tf.constant(vocabulary.words)
+    ids = tf.range(len(vocabulary.words), dtype=tf.int32)
+    return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(words, ids), UNK_ID)
+
+
+def encode_captions(captions, table, max_length):
+    """(k,) caption strings -> (k, None) ragged ids `<start> .. <end>`, at most max_length words."""
+    tokens = tokenize_graph(captions)[:, :max_length]  # (k, None)
+    ids = tf.ragged.map_flat_values(table.lookup, tokens)
+    k = tf.shape(captions, out_type=tf.int64)[:1]
+    start = tf.fill(tf.concat([k, [1]], 0), START_ID)
+    end = tf.fill(tf.concat([k, [1]], 0), END_ID)
+    return tf.concat([start, ids, end], axis=1)
+
+
+def _caption_table(records):
+    """(N, None) ragged strings: each image's reference captions, by position."""
+    return tf.ragged.constant([r.captions for r in records], dtype=tf.string)
+
+
+def _batch(ds, batch_size, max_length, bucket_by_length, drop_remainder):
+    """Pads tokens to max_length + 2 (one static shape) or to their length bucket's boundary."""
+    width = max_length + 2
+    spec = ds.element_spec
+    padding = {k: tf.constant(PAD_ID if k == "tokens" else 0, v.dtype) for k, v in spec.items()}
+    if not bucket_by_length:
+        shapes = {k: ([width] if k == "tokens" else v.shape) for k, v in spec.items()}
+        return ds.padded_batch(batch_size, shapes, padding, drop_remainder=drop_remainder)
+    # Bucket i holds token lengths below boundary i and is padded to boundary i - 1.
+    limits = sorted({b for b in (8, 11, 14, 17, 20, 25, 30) if b < width} | {width})
+    boundaries = [b + 1 for b in limits]
+    shapes = {k: ([None] if k == "tokens" else v.shape) for k, v in spec.items()}
+    return ds.bucket_by_sequence_length(
+        lambda ex: tf.shape(ex["tokens"])[0],
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+        padded_shapes=shapes,
+        padding_values=padding,
+        pad_to_bucket_boundary=True,
+        drop_remainder=drop_remainder,
+    )
+
+
+def caption_dataset(
+    cache_or_images,
+    split,
+    records,
+    vocabulary,
+    max_length,
+    batch_size,
+    shuffle_buffer=5000,
+    seed=None,
+    bucket_by_length=False,
+    drop_remainder=True,
+    image_size=None,
+    resize="crop",
+    repeat=False,
+):
+    """Batches of every (image, caption) pair of a split.
+
+    Args:
+        cache_or_images: FeatureCache (batches hold "features") or the string "images"
+            (batches hold decoded "images": the backbone trains or no cache is wanted).
+        split: str. The split to read.
+        records: list of ImageRecord. The split's records (`dataset.split(split)`).
+        vocabulary: Vocabulary.
+        max_length: int. Captions are cut to this many words.
+        batch_size: int.
+        shuffle_buffer: int. Examples in the shuffle buffer (0 = no shuffling). Defaults to 5000.
+        seed: int or None. Shuffle seed. Defaults to None.
+        bucket_by_length: bool. Batch captions of similar length together (fewer pads,
+            several static shapes). Defaults to False (one static shape, best for XLA).
+        drop_remainder: bool. Drop the last partial batch (static shapes). Defaults to True.
+        image_size: int. Needed with "images". Defaults to None.
+        resize: str. Resize mode with "images". Defaults to "crop".
+        repeat: bool. Repeat forever, reshuffling each pass (pair with `steps_per_epoch`).
+            Defaults to False.
+    """
+    table = word_table(vocabulary)
+    captions = _caption_table(records)
+    if isinstance(cache_or_images, str):
+        key = "images"
+        # uint8 until batching: a quarter of the memory in the shuffle buffer.
+        images = decoded_images(
+            records, image_size, resize, tf.uint8, shuffle=bool(shuffle_buffer), seed=seed
+        )
+    else:
+        key = "features"
+        images = cache_or_images.dataset(
+            split, shuffle_files=bool(shuffle_buffer), seed=seed, keep_dtype=True
+        )
+    width = max_length + 2
+
+    def expand(example):
+        ids = encode_captions(captions[example["position"]], table, max_length)  # (k, None)
+        tokens = ids.to_tensor(default_value=PAD_ID, shape=[None, width])  # (k, width)
+        repeated = tf.repeat(example[key][None], tf.shape(tokens)[0], axis=0)
+        return tf.data.Dataset.from_tensor_slices({key: repeated, "tokens": tokens})
+
+    def unpad(example):  # each caption back to its own length, for the buckets
+        length = tf.reduce_sum(tf.cast(example["tokens"] != PAD_ID, tf.int32))
+        return {key: example[key], "tokens": example["tokens"][:length]}
+
+    def to_float(batch):
+        return {key: tf.cast(batch[key], tf.float32), "tokens": batch["tokens"]}
+
+    if repeat:
+        images = images.repeat()
+    ds = images.flat_map(expand)
+    if bucket_by_length:
+        ds = ds.map(unpad)
+    if shuffle_buffer:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ds = _batch(ds, batch_size, max_length, bucket_by_length, drop_remainder)
+    return ds.map(to_float, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def decoded_images(records, image_size, resize="crop", dtype=tf.float32, shuffle=False, seed=None):
+    """{"position", "images"} per readable image file of `records` (unreadable ones drop out)."""
+    positions = np.arange(len(records), dtype=np.int32)
+    ds = tf.data.Dataset.from_tensor_slices((positions, [str(r.path) for r in records]))
+    if shuffle:
+        ds = ds.shuffle(len(records), seed=seed, reshuffle_each_iteration=True)
+
+    def load(position, path):
+        pixels = decode_image(tf.io.read_file(path), image_size, resize)
+        return {"position": position, "images": tf.cast(pixels, dtype)}
+
+    return ds.map(load, num_parallel_calls=tf.data.AUTOTUNE).ignore_errors()
+
+
+def evaluation_batches(source, split, records, batch_size=64, image_size=None, resize="crop"):
+    """Per-image batches for decoding: {"position", "features"} from a FeatureCache, or
+    {"position", "images"} when `source` is "images". References stay with the records."""
+    if isinstance(source, str):
+        return image_batches(records, image_size, resize, batch_size)
+    return source.dataset(split).batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def image_batches(records, image_size, resize="crop", batch_size=32):
+    """Per-image batches {"position", "images"} decoded from files (unreadable images drop out)."""
+    return decoded_images(records, image_size, resize).batch(batch_size).prefetch(tf.data.AUTOTUNE)

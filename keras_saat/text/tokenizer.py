@@ -1,0 +1,47 @@
+"""Caption normalisation and tokenisation, in the tf.data graph and in Python.
+
+The rules give Karpathy-style tokens (the preprocessing of neuraltalk):
+Unicode NFKC normalisation, lowercase, ASCII punctuation deleted ("man's" ->
+"mans", "t-shirt" -> "tshirt"), any other Unicode punctuation or symbol
+replaced by a space (so "stop—now" is two words), then split on whitespace.
+`tokenize_graph` runs them with tensorflow-text inside tf.data;
+`tokenize` is the same rules in Python, for vocabulary building and readers.
+"""
+
+import string
+import unicodedata
+
+import tensorflow as tf
+
+# The ASCII punctuation class in RE2 syntax (inside [...]): !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~
+_ASCII_PUNCT_RE2 = r"[!-/:-@\[-`{-~]"
+_OTHER_PUNCT_RE2 = r"[\p{P}\p{S}]"
+_ASCII_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def normalize(text):
+    """The normalised caption string (Python)."""
+    text = unicodedata.normalize("NFKC", text).lower().translate(_ASCII_PUNCT)
+    return "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in text)
+
+
+def tokenize(text):
+    """Karpathy-style tokens of one caption (Python)."""
+    return normalize(text).split()
+
+
+def normalize_graph(captions):
+    """`normalize` as TF ops: a string tensor of any shape -> the same shape."""
+    import tensorflow_text as tf_text  # imported here: serving graphs never need it
+
+    captions = tf_text.normalize_utf8(captions, "NFKC")
+    captions = tf.strings.lower(captions, encoding="utf-8")
+    captions = tf.strings.regex_replace(captions, _ASCII_PUNCT_RE2, "")
+    return tf.strings.regex_replace(captions, _OTHER_PUNCT_RE2, " ")
+
+
+def tokenize_graph(captions):
+    """`tokenize` as TF ops: (N,) strings -> (N, None) ragged tokens."""
+    import tensorflow_text as tf_text
+
+    return tf_text.WhitespaceTokenizer().tokenize(normalize_graph(captions))

@@ -1,0 +1,52 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from keras_saat.data.images import decode_image, load_image, resize_image
+from keras_saat.errors import KerasSaatError
+
+
+def wide_image():
+    """100 x 200: left quarter red, middle half green, right quarter blue."""
+    image = np.zeros((100, 200, 3), np.uint8)
+    image[:, :50, 0] = 255
+    image[:, 50:150, 1] = 255
+    image[:, 150:, 2] = 255
+    return image
+
+
+def test_crop_keeps_the_centre_at_the_aspect_ratio():
+    out = resize_image(wide_image(), 50, "crop").numpy()
+    assert out.shape == (50, 50, 3)
+    assert out[:, 2:-2, 1].min() > 250 and out[..., 0].max() < 5 and out[..., 2].max() < 5
+
+
+def test_pad_keeps_everything_and_pads_with_zeros():
+    out = resize_image(wide_image(), 50, "pad").numpy()
+    assert out.shape == (50, 50, 3)
+    assert out[:10].max() == 0 and out[-10:].max() == 0  # 25 rows of image, centred
+    assert out[25, 2, 0] > 250 and out[25, 25, 1] > 250 and out[25, -2, 2] > 250
+
+
+def test_stretch_and_unknown_mode():
+    out = resize_image(wide_image(), 50, "stretch").numpy()
+    assert out[:, 2, 0].min() > 250 and out[:, -2, 2].min() > 250
+    with pytest.raises(KerasSaatError, match="resize mode 'squash'"):
+        resize_image(wide_image(), 50, "squash")
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG", "GIF", "BMP"])
+def test_decode_formats(tmp_path, fmt):
+    path = tmp_path / f"x.{fmt.lower()}"
+    Image.fromarray(wide_image()).save(path, format=fmt)
+    out = decode_image(tf.io.read_file(str(path)), 64, "stretch").numpy()
+    assert out.shape == (64, 64, 3) and out[:, 2, 0].mean() > 200
+
+
+def test_load_image_errors_name_the_file(tmp_path):
+    with pytest.raises(KerasSaatError, match="image file not found: .*nope.png"):
+        load_image(tmp_path / "nope.png", 32)
+    (tmp_path / "bad.png").write_bytes(b"not an image")
+    with pytest.raises(KerasSaatError, match="cannot read image .*bad.png"):
+        load_image(tmp_path / "bad.png", 32)
