@@ -115,6 +115,14 @@ def test_a_killed_extraction_resumes_keeping_finished_shards(shapes_copy, encode
     assert not (directory / (shard["file"] + ".tmp")).exists()
     for split in ("train", "val", "test"):
         np.testing.assert_array_equal(cache.load(split)[1], reference.load(split)[1])
+    only_val = tmp_path / "by_split"  # splits extracted by separate runs share one cache
+    extract_features(encoder, shapes_copy, only_val, splits=("val",), log=quiet)
+    np.testing.assert_array_equal(
+        extract_features(encoder, shapes_copy, only_val, splits=("train",), log=quiet)[0].load(
+            "train"
+        )[1],
+        reference.load("train")[1],
+    )
     again = []
     extract_features(encoder, shapes_copy, directory, shard_size=16, log=again.append)
     assert again[:3] == [

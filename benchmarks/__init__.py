@@ -1,0 +1,1 @@
+"""Performance harness (see benchmarks/RESULTS.md)."""
