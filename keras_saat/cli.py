@@ -24,6 +24,7 @@ DEMO_CONFIG = {
         "shapes_val": 200,
         "shapes_test": 200,
         "vocab_size": 100,
+        "shuffle_buffer": 10000,  # all 10,000 training captions: a full shuffle each epoch
     },
     "train": {"epochs": 8, "batch_size": 64, "learning_rate": 2e-3, "backbone_pretrain_epochs": 6},
 }

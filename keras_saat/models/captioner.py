@@ -1,5 +1,6 @@
 """Captioner: the whole Show, Attend and Tell model as one keras.Model."""
 
+import dataclasses
 from pathlib import Path
 
 import keras
@@ -317,29 +318,14 @@ class Captioner(keras.Model):
 
 
 def build_captioner(model_config, vocabulary, max_length=20):
-    """A Captioner from a `ModelConfig` and a Vocabulary (weights seeded by `model_config.seed`)."""
+    """A Captioner from a `ModelConfig` and a Vocabulary (weights seeded by `model_config.seed`).
+
+    Every ModelConfig field is a Captioner argument of the same name.
+    """
     keras.utils.set_random_seed(model_config.seed)
-    return Captioner(
-        vocabulary=list(vocabulary.words),
-        backbone=model_config.backbone,
-        image_size=model_config.image_size or None,
-        backbone_weights=model_config.backbone_weights,
-        trainable_backbone_layers=model_config.trainable_backbone_layers,
-        feature_dim=model_config.feature_dim,
-        embedding_dim=model_config.embedding_dim,
-        lstm_units=model_config.lstm_units,
-        attention_units=model_config.attention_units,
-        attention=model_config.attention,
-        gating=model_config.gating,
-        dropout=model_config.dropout,
-        doubly_stochastic_lambda=model_config.doubly_stochastic_lambda,
-        hard_soft_probability=model_config.hard_soft_probability,
-        reinforce_weight=model_config.reinforce_weight,
-        entropy_weight=model_config.entropy_weight,
-        baseline_decay=model_config.baseline_decay,
-        max_length=max_length,
-        seed=model_config.seed,
-    )
+    settings = dataclasses.asdict(model_config)
+    settings["image_size"] = settings["image_size"] or None  # 0 = the backbone's default
+    return Captioner(vocabulary=list(vocabulary.words), max_length=max_length, **settings)
 
 
 def load_captioner(path):

@@ -162,3 +162,15 @@ def test_a_tiny_model_learns_to_caption_shapes_it_has_seen(shapes_dir):
     correct = sum(c.split() in r.references for c, r in zip(captions, records, strict=True))
     assert after < 0.25 * before
     assert correct >= 6, list(zip(captions, [r.captions[0] for r in records], strict=True))
+
+
+def test_build_captioner_takes_every_model_config_field():
+    from keras_saat.config import ModelConfig
+    from keras_saat.models.captioner import build_captioner
+
+    config = ModelConfig(attention="hard", feature_dim=24, lstm_units=20, gating=False, seed=3)
+    model = build_captioner(config, Vocabulary.build([WORDS]), max_length=9)
+    settings = model.get_config()
+    for field in ("attention", "feature_dim", "lstm_units", "gating", "seed", "backbone"):
+        assert settings[field] == getattr(config, field)
+    assert settings["max_length"] == 9 and settings["image_size"] == 128
