@@ -1,33 +1,34 @@
-"""Reading image files into pixel arrays."""
+"""Decoding and resizing images (core TF ops, shared by training, caching and captioning)."""
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
 from keras_saat.errors import KerasSaatError
 
 
-def load_image(path, size):
-    """Reads an image file as (size, size, 3) uint8 RGB (bilinear resize).
+def load_image(path, size, mode="crop"):
+    """Reads an image file as (size, size, 3) float32 pixels in [0, 255].
 
+    The same decoding and resizing as the tf.data pipeline and the feature cache
+    (`decode_image`), so captioning a file sees what training saw.
     Raises a KerasSaatError naming the file when it is missing or not an image.
     """
+    import tensorflow as tf
+
     try:
-        with Image.open(path) as image:
-            image = image.convert("RGB")
-            if image.size != (size, size):
-                image = image.resize((size, size), Image.BILINEAR)
-            return np.asarray(image, dtype=np.uint8)
-    except FileNotFoundError:
+        encoded = tf.io.read_file(str(path))
+    except tf.errors.NotFoundError:
         raise KerasSaatError(f"image file not found: {path}") from None
-    except (UnidentifiedImageError, OSError, ValueError) as err:
-        raise KerasSaatError(f"cannot read image {path}: {err}") from None
+    try:
+        return decode_image(encoded, size, mode).numpy()
+    except tf.errors.InvalidArgumentError as err:
+        raise KerasSaatError(f"cannot read image {path}: {err.message.splitlines()[0]}") from None
 
 
-def load_images(paths, size):
-    """Stacks `load_image` over paths: (N, size, size, 3) uint8."""
-    out = np.empty((len(paths), size, size, 3), dtype=np.uint8)
+def load_images(paths, size, mode="crop"):
+    """Stacks `load_image` over paths: (N, size, size, 3) float32."""
+    out = np.empty((len(paths), size, size, 3), dtype=np.float32)
     for i, path in enumerate(paths):
-        out[i] = load_image(path, size)
+        out[i] = load_image(path, size, mode)
     return out
 
 

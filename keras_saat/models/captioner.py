@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from keras_saat.data.images import load_image
+from keras_saat.data.images import load_images, resize_image
 from keras_saat.decoding.greedy import greedy_search
 from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.errors import KerasSaatError
@@ -227,12 +227,12 @@ class Captioner(keras.Model):
             )
         return self._decode_fns[key](tf.convert_to_tensor(features, tf.float32))
 
-    def _pixels(self, images):
+    def _pixels(self, images, resize):
         if isinstance(images, (str, Path)) or (
             isinstance(images, (list, tuple)) and images and isinstance(images[0], (str, Path))
         ):
             paths = [images] if isinstance(images, (str, Path)) else list(images)
-            return np.stack([load_image(p, self.image_size) for p in paths])
+            return load_images(paths, self.image_size, resize)
         pixels = np.asarray(images)
         if pixels.ndim == 3:
             pixels = pixels[None]
@@ -241,9 +241,7 @@ class Captioner(keras.Model):
                 f"images must be (batch, H, W, 3) pixels; got shape {pixels.shape}"
             )
         if pixels.shape[1:3] != (self.image_size, self.image_size):
-            pixels = tf.image.resize(
-                pixels.astype(np.float32), (self.image_size, self.image_size)
-            ).numpy()
+            pixels = np.stack([resize_image(p, self.image_size, resize).numpy() for p in pixels])
         return pixels
 
     def ids_to_words(self, tokens):
@@ -251,7 +249,13 @@ class Captioner(keras.Model):
         return [self.vocabulary.decode(row) for row in np.asarray(tokens)]
 
     def generate(
-        self, images=None, features=None, max_length=None, batch_size=32, return_details=False
+        self,
+        images=None,
+        features=None,
+        max_length=None,
+        batch_size=32,
+        return_details=False,
+        resize="crop",
     ):
         """Captions images (greedy decoding).
 
@@ -260,6 +264,8 @@ class Captioner(keras.Model):
             features: (B, L, C) backbone features instead of images.
             max_length: int or None. Maximum words. Defaults to the model's max_length.
             batch_size: int. Images per decoding batch. Defaults to 32.
+            resize: str. How images of another size reach the input: "crop", "pad" or
+                "stretch", as `data.resize` in training. Defaults to "crop".
             return_details: bool. Return dicts with words, log_prob and attention
                 (T, grid_h, grid_w) instead of strings. Defaults to False.
 
@@ -268,7 +274,9 @@ class Captioner(keras.Model):
         """
         if (images is None) == (features is None):
             raise KerasSaatError("generate() takes exactly one of images= or features=")
-        source = self._pixels(images) if images is not None else np.asarray(features, np.float32)
+        source = (
+            self._pixels(images, resize) if images is not None else np.asarray(features, np.float32)
+        )
         results = []
         for start in range(0, len(source), batch_size):
             chunk = source[start : start + batch_size]

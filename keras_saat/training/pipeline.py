@@ -113,9 +113,9 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
         log(f"pre-training the Shapes CNN on {len(train)} training scenes (then frozen)")
         start = time.perf_counter()
         backbone, accuracy = pretrain_shapes_cnn(
-            load_images([r.path for r in train], size),
+            load_images([r.path for r in train], size, config.data.resize),
             [r.objects for r in train],
-            load_images([r.path for r in val], size),
+            load_images([r.path for r in val], size, config.data.resize),
             [r.objects for r in val],
             epochs=config.train.backbone_pretrain_epochs,
             seed=model.seed,
