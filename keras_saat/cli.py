@@ -5,29 +5,7 @@ import os
 import sys
 import time
 
-DEMO_CONFIG = {
-    "name": "shapes-demo",
-    "model": {
-        "backbone": "shapes_cnn",
-        "backbone_weights": "shapes",
-        "feature_dim": 128,
-        "embedding_dim": 64,
-        "lstm_units": 256,
-        "attention_units": 128,
-        "attention": "soft",
-        "dropout": 0.3,
-        "doubly_stochastic_lambda": 0.1,
-    },
-    "data": {
-        "dataset": "shapes",
-        "shapes_train": 2000,
-        "shapes_val": 200,
-        "shapes_test": 200,
-        "vocab_size": 100,
-        "shuffle_buffer": 10000,  # all 10,000 training captions: a full shuffle each epoch
-    },
-    "train": {"epochs": 8, "batch_size": 64, "learning_rate": 2e-3, "backbone_pretrain_epochs": 6},
-}
+DEMO_PRESET = "shapes_soft"  # keras_saat/presets/shapes_soft.yaml (= configs/shapes_soft.yaml)
 
 
 def _log(message):
@@ -79,10 +57,10 @@ def _with_strict(config, args):
 
 
 def cmd_demo(args):
-    from keras_saat.config import from_dict, load_config
+    from keras_saat.config import load_config, preset_path
     from keras_saat.training.pipeline import train
 
-    config = _with_strict(load_config(None, args.set, base=from_dict(DEMO_CONFIG)), args)
+    config = _with_strict(load_config(preset_path(DEMO_PRESET), args.set), args)
     _log(f"keras-saat demo: Show, Attend and Tell on the Shapes world, workdir {args.workdir}")
     result = train(config, args.workdir, _log)
     _log("\ntest captions (generated | a reference):")
@@ -93,10 +71,30 @@ def cmd_demo(args):
     _print_result(result)
 
 
+METRIC_LABELS = (
+    ("bleu_1", "BLEU-1"),
+    ("bleu_2", "BLEU-2"),
+    ("bleu_3", "BLEU-3"),
+    ("bleu_4", "BLEU-4"),
+    ("meteor", "METEOR"),
+    ("rouge_l", "ROUGE-L"),
+    ("cider", "CIDEr"),
+)
+
+
+def format_metrics(metrics):
+    """'BLEU-1 94.6  ...  CIDEr 812.3' on the 0-100 scale (the metrics present)."""
+    return "  ".join(
+        f"{label} {100 * metrics[key]:.1f}" for key, label in METRIC_LABELS if key in metrics
+    )
+
+
 def _print_result(result):
-    metrics = result["metrics"]
-    bleu = "  ".join(f"BLEU-{n} {100 * metrics[f'bleu_{n}']:.1f}" for n in range(1, 5))
-    _log(f"\ntest (greedy, nltk corpus BLEU, 0-100): {bleu}")
+    if not result.get("chief", True):
+        _log("training done (this worker is not the chief; the chief writes the model and scores)")
+        return
+    _log(f"\ntest, greedy decoding, scores x100 ({result['method']}):")
+    _log(f"  {format_metrics(result['metrics'])}")
     _log(
         f"decoder training {result['train_seconds']:.0f}s, total {result['total_seconds']:.0f}s; "
         f"best epoch {result['best_epoch']}"

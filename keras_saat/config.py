@@ -99,16 +99,44 @@ class DataConfig:
 class TrainConfig:
     # Passes over every (image, caption) pair of the training split.
     epochs: int = 10
-    # Captions per step.
+    # Captions per step, over all replicas (the global batch).
     batch_size: int = 64
     # "adam" or "rmsprop" (the paper used RMSProp on Flickr8k, Adam elsewhere).
     optimizer: str = "adam"
-    # Learning rate of the optimiser.
+    # Peak learning rate of the optimiser.
     learning_rate: float = 1e-3
-    # Global-norm gradient clipping (0 = off).
+    # "constant", "cosine" (decays to learning_rate * lr_final_fraction over the run) or
+    # "exponential" (multiplied by lr_decay_rate each epoch).
+    lr_schedule: str = "constant"
+    # Steps of linear warm-up from 0 to learning_rate (0 = none).
+    warmup_steps: int = 0
+    # Cosine schedule: the final learning rate as a fraction of learning_rate.
+    lr_final_fraction: float = 0.1
+    # Exponential schedule: factor applied to the learning rate each epoch.
+    lr_decay_rate: float = 0.9
+    # Clip the gradients to this global norm (0 = off).
     clipnorm: float = 5.0
-    # Compile the train step with XLA.
+    # Compile the train step with XLA (falls back, with the reason logged, when it cannot).
     jit_compile: bool = True
+    # "default" (one device), "mirrored" (all local GPUs, or CPU devices) or "multi_worker"
+    # (MultiWorkerMirroredStrategy; each worker reads TF_CONFIG).
+    distribute: str = "default"
+    # Mixed precision (mixed_float16, for GPUs) with dynamic loss scaling.
+    mixed_precision: bool = False
+    # Stop after this many epochs without a better validation BLEU-4 (0 = never).
+    patience: int = 0
+    # Save a checkpoint every this many steps as well as after each epoch (0 = epochs only).
+    checkpoint_every: int = 500
+    # Checkpoints kept in <workdir>/checkpoints.
+    max_checkpoints: int = 3
+    # Stop the run after this many consecutive steps with a non-finite loss or gradient.
+    max_nonfinite_steps: int = 20
+    # Deterministic TensorFlow ops (bitwise-repeatable runs and resumes; slower on GPU).
+    deterministic: bool = False
+    # Log a progress line (and TensorBoard scalars) every this many steps.
+    log_every: int = 50
+    # Validation images whose attention maps go to TensorBoard after each epoch.
+    summary_images: int = 2
     # Epochs of Shapes CNN pre-training when model.backbone_weights is "shapes".
     backbone_pretrain_epochs: int = 6
     # Seed for shuffling.
@@ -140,6 +168,8 @@ _CHOICES = {
     ("data", "resize"): ("crop", "pad", "stretch"),
     ("data", "cache_dtype"): ("float16", "float32"),
     ("train", "optimizer"): ("adam", "rmsprop"),
+    ("train", "lr_schedule"): ("constant", "cosine", "exponential"),
+    ("train", "distribute"): ("default", "mirrored", "multi_worker"),
 }
 
 
@@ -247,6 +277,17 @@ def load_config(path=None, overrides=(), base=None):
     for text in overrides:
         config = from_dict(parse_override(text), config)
     return config
+
+
+def preset_path(name):
+    """The packaged config file of a preset ("shapes_soft", "shapes_hard")."""
+    from importlib import resources
+
+    path = resources.files("keras_saat") / "presets" / f"{name}.yaml"
+    if not path.is_file():
+        names = sorted(p.name[:-5] for p in (resources.files("keras_saat") / "presets").iterdir())
+        raise KerasSaatError(f"no preset {name!r}; presets: {', '.join(names)}")
+    return Path(str(path))
 
 
 def save_config(config, path):

@@ -74,8 +74,12 @@ def caption_loss(
         penalty, and with hard attention its gradient also holds the REINFORCE terms), nll (per-token NLL), penalty (mean regulariser),
         log_p_y (B,) per-caption log-likelihood (the REINFORCE reward before the baseline).
     """
+    # The objective is computed in float32, also when the model runs in mixed precision.
+    outputs = {
+        k: v if k == "use_expectation" else ops.cast(v, "float32") for k, v in outputs.items()
+    }
     targets = tokens[:, 1:]
-    mask = ops.cast(ops.not_equal(targets, PAD_ID), outputs["logits"].dtype)  # (B, T)
+    mask = ops.cast(ops.not_equal(targets, PAD_ID), "float32")  # (B, T)
     log_p_y = sequence_log_likelihood(outputs["logits"], targets, mask)  # (B,)
     penalty = doubly_stochastic_penalty(outputs["alphas"], mask)  # (B,)
     per_caption = -log_p_y + doubly_stochastic_lambda * penalty
@@ -87,7 +91,7 @@ def caption_loss(
             outputs["entropies"],
             mask,
             hard_rows,
-            baseline,
+            ops.cast(baseline, "float32"),
             reinforce_weight,
             entropy_weight,
         )

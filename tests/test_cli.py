@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+import tensorflow as tf
 
 from keras_saat import load_captioner
 from keras_saat.cli import main
@@ -133,13 +134,17 @@ def test_demo_runs_end_to_end_on_small_settings(tmp_path, capsys):
         argv += ["--set", setting]
     code, out, _ = run(capsys, *argv)
     assert code == 0, out
-    assert "epoch 2/2" in out and "test (greedy, nltk corpus BLEU, 0-100)" in out
-    for name in ("config.yaml", "vocab.txt", "model.keras", "backbone.weights.h5"):
+    assert "epoch 2/2" in out and "test, greedy decoding, scores x100 (pycocoevalcap" in out
+    assert "BLEU-4" in out and "CIDEr" in out
+    for name in ("config.yaml", "vocab.txt", "model.keras", "backbone.weights.h5", "history.json"):
         assert (workdir / name).exists(), name
     predictions = json.loads((workdir / "eval" / "test" / "predictions.json").read_text())
     metrics = json.loads((workdir / "eval" / "test" / "metrics.json").read_text())
     assert len(predictions) == 8 and {"image_id", "caption"} == set(predictions[0])
     assert 0.0 <= metrics["bleu_4"] <= 1.0 and metrics["images"] == 8
+    assert metrics["method"].startswith("greedy, pycocoevalcap")
+    assert tf.train.latest_checkpoint(str(workdir / "checkpoints")) is not None
+    assert list((workdir / "logs").glob("events.out.tfevents.*"))  # TensorBoard
     model = load_captioner(workdir)
     records = read_karpathy(workdir / "data" / "dataset_shapes.json").split("test")
     assert model.generate(records[0].path) == [predictions[0]["caption"]]

@@ -124,7 +124,7 @@ class FeatureCache:
             tf.data.TFRecordDataset,
             cycle_length=min(4, len(files)),
             num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=not shuffle_files,
+            deterministic=True,  # a seeded order: exact resume depends on it
         )
         return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
 

@@ -110,11 +110,12 @@ class LSTMDecoder(keras.layers.Layer):
 
     def lstm(self, embedding_gates, z, h, c):
         """One LSTM update (Eq. 1-3). `embedding_gates` is E y_{t-1} @ W_e: (batch, 4n)."""
+        dtype = h.dtype  # the compute dtype (float16 under mixed precision, also outside __call__)
         gates = (
-            embedding_gates
-            + ops.matmul(z, self.lstm_context_kernel)
-            + ops.matmul(h, self.lstm_recurrent_kernel)
-            + self.lstm_bias
+            ops.cast(embedding_gates, dtype)
+            + ops.matmul(z, ops.cast(self.lstm_context_kernel, dtype))
+            + ops.matmul(h, ops.cast(self.lstm_recurrent_kernel, dtype))
+            + ops.cast(self.lstm_bias, dtype)
         )  # (B, 4n)
         i, f, g, o = ops.split(gates, 4, axis=-1)
         c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
@@ -183,9 +184,8 @@ class LSTMDecoder(keras.layers.Layer):
         """
         embedded = self.embedding(input_ids)  # (B, m)
         att = self._attend(annotations, projected, state["h"], False, None)
-        h, c = self.lstm(
-            ops.matmul(embedded, self.lstm_embedding_kernel), att["z"], state["h"], state["c"]
-        )
+        kernel = ops.cast(self.lstm_embedding_kernel, embedded.dtype)
+        h, c = self.lstm(ops.matmul(embedded, kernel), att["z"], state["h"], state["c"])
         logits = self.deep_output(embedded, h, att["z"], training=False)
         return logits, {"h": h, "c": c, "alpha": att["alpha"]}
 

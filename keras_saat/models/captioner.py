@@ -208,7 +208,7 @@ class Captioner(keras.Model):
 
         def next_fn(tokens, state):
             logits, state = self.decoder.step(tokens, state, annotations, projected)
-            return logits + banned, state
+            return tf.cast(logits, tf.float32) + banned, state
 
         return greedy_search(next_fn, state, start, END_ID, max_length + 1, record=("alpha",))
 

@@ -1,20 +1,23 @@
-"""From a config to a trained, saved and scored model, with Keras `fit()`.
+"""From a config to a trained, saved and scored model.
 
 The steps: read (or generate) the dataset, build the vocabulary, pre-train the
 Shapes CNN when asked, run the frozen backbone once over every image into the
-feature cache (resumable), fit the decoder on caption batches streamed from
-the cache, keep the weights with the best validation BLEU-4, save the model,
-and score the test split.
+feature cache (resumable), train the decoder with the GradientTape trainer
+(`keras_saat.training.trainer`: XLA, tf.distribute, checkpoints and exact
+resume) on caption batches streamed from the cache, keep the model with the
+best validation BLEU-4, and score the test split with the COCO metrics.
 """
 
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 
 import keras
+import tensorflow as tf
 
-from keras_saat.config import save_config
+from keras_saat.config import load_config, save_config, to_dict
 from keras_saat.data.coco import read_coco
 from keras_saat.data.feature_cache import extract_features
 from keras_saat.data.flickr8k import read_flickr8k
@@ -26,12 +29,25 @@ from keras_saat.data.tfds_reader import read_tfds
 from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.encoders.registry import get_backbone_spec
 from keras_saat.errors import KerasSaatError
+from keras_saat.evaluation.attention_maps import attention_strip
 from keras_saat.evaluation.bleu import corpus_bleu_scores
-from keras_saat.models.captioner import build_captioner
+from keras_saat.evaluation.coco_metrics import bleu_scores, coco_scores
+from keras_saat.models.captioner import build_captioner, load_captioner
 from keras_saat.text.vocabulary import Vocabulary
+from keras_saat.training.trainer import (
+    CHECKPOINT_DIR,
+    LOG_DIR,
+    Trainer,
+    build_optimizer,
+    dtype_policy,
+    is_chief,
+    make_strategy,
+    train_loop,
+)
 
 BACKBONE_WEIGHTS_FILE = "backbone.weights.h5"
 FEATURES_DIR = "features"
+MODEL_FILE = "model.keras"
 
 
 def load_dataset(config, workdir, log=print):
@@ -177,62 +193,119 @@ def caption_split(model, source, split, records, config, batch_size=64):
 
 
 def bleu_of(records, captions):
+    """pycocoevalcap BLEU-1..4 (0-1) of {position: caption} against the records' references."""
     positions = sorted(captions)
-    return corpus_bleu_scores(
-        [records[p].references for p in positions], [captions[p].split() for p in positions]
-    )
+    references = [records[p].references for p in positions]
+    hypotheses = [captions[p].split() for p in positions]
+    try:
+        return bleu_scores(references, hypotheses)
+    except KerasSaatError:  # pycocoevalcap missing: nltk's corpus BLEU
+        return corpus_bleu_scores(references, hypotheses)
 
 
-class _BestByBleu(keras.callbacks.Callback):
-    """Scores validation BLEU-4 after each epoch, logs progress, keeps the best weights."""
+def score_captions(records, captions, log=print):
+    """The COCO metrics of one split's captions (pycocoevalcap), and how they were computed."""
+    references = [r.captions for r in records]
+    try:
+        metrics = coco_scores(references, captions)
+    except KerasSaatError as err:
+        log(f"  {err}")
+        words = [c.split() for c in captions]
+        metrics = corpus_bleu_scores([r.references for r in records], words)
+        return metrics, "nltk corpus BLEU (pycocoevalcap not installed)"
+    if metrics["tokenizer"] == "ptb":
+        return metrics, "pycocoevalcap with the PTB tokenizer (Java)"
+    return metrics, "pycocoevalcap without Java: no METEOR, keras-saat tokens"
 
-    def __init__(self, score, epochs, log):
-        super().__init__()
-        self.score, self.epochs, self.log = score, epochs, log
-        self.best, self.best_epoch, self.best_weights = -1.0, 0, None
 
-    def on_epoch_begin(self, epoch, logs=None):
-        self.start = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        seconds = time.perf_counter() - self.start
-        bleu4 = self.score()["bleu_4"]
-        if bleu4 > self.best:
-            self.best, self.best_epoch = bleu4, epoch + 1
-            self.best_weights = self.model.get_weights()
-        self.log(
-            f"  epoch {epoch + 1}/{self.epochs}: loss {logs['loss']:.3f}, nll/word {logs['nll']:.3f}, "
-            f"val BLEU-4 {100 * bleu4:.1f} ({seconds:.0f}s)"
+def _attention_images(model, source, records, config, count):
+    """(name, strip) pairs: the first `count` val images and their attention per word."""
+    if count <= 0 or isinstance(source, str):
+        return []
+    first = next(iter(source.dataset("val").batch(count)))
+    out = model.decode(first["features"], config.decode.max_length)
+    positions = first["position"].numpy()
+    pixels = load_images([records[p].path for p in positions], model.image_size, config.data.resize)
+    strips = []
+    for row, position in enumerate(positions):
+        words = model.vocabulary.decode(out["tokens"][row].numpy())
+        steps = int(out["lengths"][row])
+        alphas = out["alpha"][row, :steps].numpy().reshape(steps, *model.grid_shape)
+        strips.append(
+            (
+                f"{records[position].name}: {' '.join(words)}",
+                attention_strip(pixels[row], alphas, 64),
+            )
         )
+    return strips
 
 
-def train(config, workdir, log=print):
-    """Trains and scores one experiment; everything is written into `workdir`.
+def _summary_writer(workdir, chief, images_fn):
+    """The TensorBoard hook for `train_loop`: scalars each log window, BLEU and maps each epoch."""
+    if not chief:
+        return None
+    writer = tf.summary.create_file_writer(str(Path(workdir) / LOG_DIR))
 
-    Writes config.yaml (resolved), vocab.txt, features/ (the cache), model.keras
-    (best validation BLEU-4), and eval/test/{predictions.json, metrics.json}.
+    def write(kind, step, values):
+        with writer.as_default(step=step):
+            prefix = "train" if kind == "step" else "val"
+            for key, value in values.items():
+                if isinstance(value, (int, float)) and key != "epoch":
+                    tf.summary.scalar(f"{prefix}/{key.replace('/', '_per_')}", value)
+            if kind == "epoch":
+                for i, (caption, strip) in enumerate(images_fn()):
+                    tf.summary.image(f"attention/{i}", strip[None], description=caption)
+        writer.flush()
+
+    return write
+
+
+def train(config, workdir, log=print, callbacks=()):
+    """Trains and scores one experiment with the GradientTape trainer; writes into `workdir`.
+
+    Writes config.yaml (resolved), vocab.txt, features/ (the cache), checkpoints/
+    (resume: the same command continues a killed run), logs/ (TensorBoard),
+    history.json, model.keras (best validation BLEU-4) and
+    eval/test/{predictions.json, metrics.json}.
+
+    Args:
+        config: ExperimentConfig.
+        workdir: path.
+        log: callable for progress lines. Defaults to print.
+        callbacks: objects with optional on_step_end(step, logs) / on_epoch_end(epoch, logs).
 
     Returns:
-        dict with the test metrics, captions and records, the best epoch and timings.
+        dict with the test metrics and how they were computed, captions and records,
+        the best epoch, the training summary and timings.
     """
+    train_config, data = config.train, config.data
+    # MultiWorkerMirroredStrategy must exist before any other TensorFlow work.
+    strategy = make_strategy(train_config.distribute)
+    chief = is_chief(strategy)
+    if train_config.deterministic:
+        tf.config.experimental.enable_op_determinism()
     get_backbone_spec(config.model.backbone)  # an unknown name fails before any work
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    _check_resume_config(config, workdir)
     save_config(config, workdir / "config.yaml")
     dataset = load_dataset(config, workdir, log)
     splits = {s: dataset.split(s) for s in ("train", "val", "test")}
 
     vocabulary = Vocabulary.build(
-        (c for r in splits["train"] for c in r.references),
-        config.data.vocab_size,
-        config.data.min_count,
+        (c for r in splits["train"] for c in r.references), data.vocab_size, data.min_count
     )
     vocabulary.save(workdir / "vocab.txt")
     log(f"vocabulary: {len(vocabulary)} tokens (4 special) -> {workdir / 'vocab.txt'}")
 
     model_config = prepare_backbone_weights(config, dataset, workdir, log)
-    model = build_captioner(model_config, vocabulary, config.decode.max_length)
+    with dtype_policy(train_config.mixed_precision), strategy.scope():
+        model = build_captioner(model_config, vocabulary, config.decode.max_length)
+    if strategy.num_replicas_in_sync > 1:
+        log(
+            f"distribute {train_config.distribute}: {strategy.num_replicas_in_sync} replicas in sync"
+        )
     log(
         f"model: {model_config.backbone} grid {model.grid_shape[0]}x{model.grid_shape[1]} "
         f"(L={model.grid_shape[0] * model.grid_shape[1]}, C={model.encoder.feature_channels}), "
@@ -247,28 +320,6 @@ def train(config, workdir, log=print):
     else:
         source = extract(config, model.encoder, dataset, workdir, log)
 
-    train_config, data = config.train, config.data
-    optimizer_class = {"adam": keras.optimizers.Adam, "rmsprop": keras.optimizers.RMSprop}[
-        train_config.optimizer
-    ]
-    optimizer = optimizer_class(
-        learning_rate=train_config.learning_rate, clipnorm=train_config.clipnorm or None
-    )
-    model.compile(optimizer=optimizer, jit_compile=train_config.jit_compile)
-    batches = caption_dataset(
-        source,
-        "train",
-        splits["train"],
-        vocabulary,
-        data.max_length,
-        train_config.batch_size,
-        shuffle_buffer=data.shuffle_buffer,
-        seed=train_config.seed,
-        bucket_by_length=data.bucket_by_length,
-        image_size=model.image_size,
-        resize=data.resize,
-        repeat=True,
-    )
     unreadable = {p for p, _ in source.skipped("train")} if source != "images" else set()
     captions_per_epoch = sum(
         len(r.captions) for p, r in enumerate(splits["train"]) if p not in unreadable
@@ -278,45 +329,129 @@ def train(config, workdir, log=print):
         raise KerasSaatError(
             f"only {captions_per_epoch} training captions for a batch size of {train_config.batch_size}"
         )
-    log(
-        f"training the decoder for {train_config.epochs} epochs of {steps} steps ({captions_per_epoch} captions)"
+    if train_config.batch_size % strategy.num_replicas_in_sync:
+        raise KerasSaatError(
+            f"train.batch_size {train_config.batch_size} does not split evenly over "
+            f"{strategy.num_replicas_in_sync} replicas"
+        )
+    with dtype_policy(train_config.mixed_precision), strategy.scope():
+        optimizer = build_optimizer(train_config, steps)
+    trainer = Trainer(
+        model, optimizer, strategy, train_config.clipnorm, train_config.jit_compile, log
     )
 
-    def score_val():
+    def epoch_dataset(epoch):
+        return caption_dataset(
+            source,
+            "train",
+            splits["train"],
+            vocabulary,
+            data.max_length,
+            train_config.batch_size,
+            shuffle_buffer=data.shuffle_buffer,
+            seed=train_config.seed * 1009 + epoch,  # each epoch's order is fixed: exact resume
+            bucket_by_length=data.bucket_by_length,
+            image_size=model.image_size,
+            resize=data.resize,
+        )
+
+    def validate():
         return bleu_of(splits["val"], caption_split(model, source, "val", splits["val"], config))
 
-    best = _BestByBleu(score_val, train_config.epochs, log)
-    start = time.perf_counter()
-    model.fit(
-        batches,
-        epochs=train_config.epochs,
-        steps_per_epoch=steps,
-        verbose=0,
-        shuffle=False,
-        callbacks=[best],
-    )
-    train_seconds = time.perf_counter() - start
-    model.set_weights(best.best_weights)
-    model.save(workdir / "model.keras")
-    log(
-        f"best val BLEU-4 {100 * best.best:.1f} at epoch {best.best_epoch}; saved {workdir / 'model.keras'}"
-    )
+    def save_best():
+        _save_model(model, workdir / MODEL_FILE)
 
-    captions = caption_split(model, source, "test", splits["test"], config)
-    metrics = bleu_of(splits["test"], captions)
+    log(
+        f"training: {train_config.epochs} epochs of {steps} steps ({captions_per_epoch} captions, "
+        f"batch {train_config.batch_size}), {train_config.optimizer}, "
+        f"{'XLA' if train_config.jit_compile else 'no XLA'}"
+    )
+    summary = _summary_writer(
+        workdir,
+        chief,
+        lambda: _attention_images(
+            model, source, splits["val"], config, train_config.summary_images
+        ),
+    )
+    result = train_loop(
+        trainer,
+        epoch_dataset,
+        steps,
+        train_config,
+        workdir,
+        validate,
+        save_best,
+        train_config.batch_size,
+        chief=chief,
+        summary_fn=summary,
+        callbacks=callbacks,
+    )
+    if not chief:
+        return {"chief": False, **result}
+    log(
+        f"best val BLEU-4 {100 * result['best_score']:.1f} at epoch {result['best_epoch']}; "
+        f"saved {workdir / MODEL_FILE}"
+    )
+    best = load_captioner(workdir / MODEL_FILE)
+    captions = caption_split(best, source, "test", splits["test"], config)
     records = [splits["test"][p] for p in sorted(captions)]
     ordered = [captions[p] for p in sorted(captions)]
-    write_evaluation(
-        workdir / "eval" / "test", records, ordered, metrics, "greedy, nltk corpus BLEU"
-    )
+    metrics, method = score_captions(records, ordered, log)
+    write_evaluation(workdir / "eval" / "test", records, ordered, metrics, f"greedy, {method}")
     return {
+        "chief": True,
         "metrics": metrics,
-        "best_epoch": best.best_epoch,
-        "train_seconds": train_seconds,
+        "method": method,
+        "best_epoch": result["best_epoch"],
+        "train_seconds": result["train_seconds"],
         "total_seconds": time.perf_counter() - started,
+        "training": result,
         "captions": ordered,
         "records": records,
     }
+
+
+def _save_model(model, path):
+    """Writes the model as .keras atomically (a killed run never leaves half a file)."""
+    tmp = path.with_name(f".{path.stem}.tmp.keras")
+    model.save(tmp)
+    os.replace(tmp, path)
+
+
+def _check_resume_config(config, workdir):
+    """A workdir with checkpoints resumes only the same experiment (epochs may change)."""
+    saved = workdir / "config.yaml"
+    if not (workdir / CHECKPOINT_DIR).exists() or not saved.exists():
+        return
+    previous = load_config(saved)
+    keep = {
+        "epochs",
+        "patience",
+        "log_every",
+        "summary_images",
+        "checkpoint_every",
+        "max_checkpoints",
+    }
+    mine = {
+        **to_dict(config),
+        "train": {k: v for k, v in to_dict(config)["train"].items() if k not in keep},
+    }
+    theirs = {
+        **to_dict(previous),
+        "train": {k: v for k, v in to_dict(previous)["train"].items() if k not in keep},
+    }
+    if mine != theirs:
+        changed = [
+            f"{section}.{key}"
+            for section in theirs
+            if isinstance(theirs[section], dict)
+            for key in theirs[section]
+            if theirs[section][key] != mine[section][key]
+        ]
+        raise KerasSaatError(
+            f"{workdir} holds checkpoints of another config (changed: {', '.join(changed) or 'name'}); "
+            "use a new --workdir, or delete its checkpoints folder to start again"
+        )
 
 
 def write_evaluation(out_dir, records, captions, metrics, method):

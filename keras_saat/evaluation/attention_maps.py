@@ -1,0 +1,32 @@
+"""Attention maps as pictures: upsample a (grid_h, grid_w) map and lay it over the image."""
+
+import numpy as np
+import tensorflow as tf
+
+
+def upsample_attention(alpha, size):
+    """(grid_h, grid_w) attention -> (size, size) map, bilinear, scaled to a maximum of 1."""
+    alpha = np.asarray(alpha, np.float32)
+    resized = tf.image.resize(alpha[..., None], (size, size), method="bilinear").numpy()[..., 0]
+    return resized / max(float(resized.max()), 1e-12)
+
+
+def overlay(image, alpha, size=96):
+    """An image (H, W, 3) in [0, 255] dimmed where attention is low: (size, size, 3) uint8."""
+    pixels = tf.image.resize(np.asarray(image, np.float32), (size, size)).numpy()
+    weight = upsample_attention(alpha, size)[..., None]
+    return np.clip(pixels * (0.25 + 0.75 * weight), 0, 255).astype(np.uint8)
+
+
+def attention_strip(image, alphas, size=96):
+    """The image, then one overlaid panel per step: (size, size * (T + 1), 3) uint8.
+
+    Args:
+        image: (H, W, 3) pixels in [0, 255].
+        alphas: (T, grid_h, grid_w) attention weights, one map per generated word.
+        size: int. Panel side in pixels. Defaults to 96.
+    """
+    first = tf.image.resize(np.asarray(image, np.float32), (size, size)).numpy()
+    panels = [np.clip(first, 0, 255).astype(np.uint8)]
+    panels += [overlay(image, alpha, size) for alpha in alphas]
+    return np.concatenate(panels, axis=1)

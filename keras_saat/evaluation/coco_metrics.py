@@ -1,0 +1,116 @@
+"""COCO caption metrics with pycocoevalcap, the reference implementation papers report.
+
+BLEU-1..4 (closest reference length, corpus level), METEOR 1.5 (Java), ROUGE-L
+and CIDEr-D's predecessor CIDEr, as `pycocoevalcap` computes them for the COCO
+leaderboard. With Java on the PATH the captions are tokenised by the Stanford
+PTB tokenizer as in the COCO evaluation; without Java, BLEU/ROUGE-L/CIDEr use
+keras-saat's own tokeniser and METEOR is left out, and the result says so.
+
+Scores are returned on the 0-1 scale; multiply by 100 for the paper's Table 1.
+"""
+
+import contextlib
+import io
+import shutil
+
+from keras_saat.errors import KerasSaatError
+from keras_saat.text.tokenizer import tokenize
+
+METRIC_NAMES = ("bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider")
+
+
+def java_available():
+    """True when a `java` executable is on the PATH (METEOR and the PTB tokenizer need it)."""
+    return shutil.which("java") is not None
+
+
+def _pycocoevalcap():
+    try:
+        import pycocoevalcap  # noqa: F401
+    except ImportError:
+        raise KerasSaatError(
+            "COCO metrics need pycocoevalcap: pip install pycocoevalcap "
+            "(or keras-saat[test]); nltk BLEU is used without it"
+        ) from None
+
+
+def _tokenized(references, hypotheses, use_java):
+    """{i: [tokenised caption, ...]} for references and {i: [tokenised hypothesis]}."""
+    if use_java:
+        from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+        tokenizer = PTBTokenizer()
+        with contextlib.redirect_stdout(io.StringIO()):
+            gts = tokenizer.tokenize(
+                {i: [{"caption": c} for c in refs] for i, refs in enumerate(references)}
+            )
+            res = tokenizer.tokenize({i: [{"caption": h}] for i, h in enumerate(hypotheses)})
+        return gts, res
+    gts = {i: [" ".join(tokenize(c)) for c in refs] for i, refs in enumerate(references)}
+    res = {i: [" ".join(tokenize(h))] for i, h in enumerate(hypotheses)}
+    return gts, res
+
+
+def bleu_scores(references, hypotheses):
+    """pycocoevalcap BLEU-1..4 on token lists (no Java): {"bleu_1": .., "bleu_4": ..} in 0-1.
+
+    Args:
+        references: list (per image) of list of token lists.
+        hypotheses: list (per image) of token lists.
+    """
+    _pycocoevalcap()
+    from pycocoevalcap.bleu.bleu import Bleu
+
+    if not hypotheses:
+        return {f"bleu_{n}": 0.0 for n in range(1, 5)}
+    gts = {i: [" ".join(r) for r in refs] for i, refs in enumerate(references)}
+    res = {i: [" ".join(h)] for i, h in enumerate(hypotheses)}
+    with contextlib.redirect_stdout(io.StringIO()):
+        scores, _ = Bleu(4).compute_score(gts, res, verbose=0)
+    return {f"bleu_{n + 1}": float(s) for n, s in enumerate(scores)}
+
+
+def coco_scores(references, hypotheses, use_java=None):
+    """BLEU-1..4, METEOR, ROUGE-L and CIDEr of generated captions (0-1 scale).
+
+    Args:
+        references: list (per image) of list of reference caption strings.
+        hypotheses: list (per image) of generated caption strings.
+        use_java: bool or None. Use the PTB tokenizer and METEOR (Java). Defaults to
+            None: when `java` is on the PATH.
+
+    Returns:
+        dict: the scores, plus "tokenizer" ("ptb" or "keras_saat") and "meteor" only
+        when Java ran.
+    """
+    _pycocoevalcap()
+    from pycocoevalcap.bleu.bleu import Bleu
+    from pycocoevalcap.cider.cider import Cider
+    from pycocoevalcap.rouge.rouge import Rouge
+
+    if len(references) != len(hypotheses):
+        raise KerasSaatError(
+            f"{len(hypotheses)} captions for {len(references)} images: one caption per image"
+        )
+    if not hypotheses:
+        raise KerasSaatError("no captions to score")
+    use_java = java_available() if use_java is None else use_java
+    gts, res = _tokenized(references, hypotheses, use_java)
+    # pycocoevalcap asserts a non-empty hypothesis list; an empty caption scores zero.
+    res = {i: [h[0] if h and h[0] else ""] for i, h in res.items()}
+    result = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        bleu, _ = Bleu(4).compute_score(gts, res, verbose=0)
+        result.update({f"bleu_{n + 1}": float(s) for n, s in enumerate(bleu)})
+        if use_java:
+            from pycocoevalcap.meteor.meteor import Meteor
+
+            meteor = Meteor()
+            try:
+                result["meteor"] = float(meteor.compute_score(gts, res)[0])
+            finally:
+                meteor.meteor_p.kill()
+        result["rouge_l"] = float(Rouge().compute_score(gts, res)[0])
+        result["cider"] = float(Cider().compute_score(gts, res)[0])
+    result["tokenizer"] = "ptb" if use_java else "keras_saat"
+    return result

@@ -1,0 +1,529 @@
+"""The command-line trainer: GradientTape steps with XLA, any tf.distribute strategy, exact resume.
+
+One step:
+    per replica (compiled with XLA):  forward, `caption_loss` (the function `fit()` uses),
+                                      gradients of the replica's share of the global mean
+    across replicas:                  sum the gradients and loss terms (strategy.reduce)
+    then, once:                       skip the update if the loss or gradient norm is not
+                                      finite; otherwise clip to the global norm and apply;
+                                      hard attention moves its baseline
+
+Resume: a `tf.train.Checkpoint` holds every model variable (the random seed
+states of dropout and the hard-attention sampler included, and the REINFORCE
+baseline), the optimiser, and the run's progress (global step, epoch, step in
+the epoch, best validation score, patience count). The data order of an
+epoch is a function of the seed and the epoch number, so the iterator position
+is the (epoch, step) pair: a resumed run rebuilds that epoch's stream and
+skips the batches already trained on. With `deterministic` on, a run killed
+at any point and restarted with the same command ends with the same weights
+as an uninterrupted one.
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_saat.errors import KerasSaatError
+from keras_saat.text.vocabulary import PAD_ID
+
+CHECKPOINT_DIR = "checkpoints"
+LOG_DIR = "logs"
+
+_PROGRESS = ("global_step", "epoch", "step_in_epoch", "best_epoch", "bad_epochs", "finished")
+
+
+def make_strategy(name="default"):
+    """A tf.distribute strategy by config name: "default", "mirrored" or "multi_worker".
+
+    MultiWorkerMirroredStrategy reads the cluster from the TF_CONFIG environment
+    variable and must be created before any other TensorFlow work in the process.
+    """
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        cpus = tf.config.list_logical_devices("CPU")
+        devices = [d.name for d in (gpus or cpus)]
+        return tf.distribute.MirroredStrategy(devices)
+    if name == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise KerasSaatError(
+                "train.distribute multi_worker needs the TF_CONFIG environment variable "
+                '(cluster and task, e.g. {"cluster": {"worker": ["host1:port", "host2:port"]}, '
+                '"task": {"type": "worker", "index": 0}})'
+            )
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise KerasSaatError(f"unknown distribute strategy {name!r}: default, mirrored or multi_worker")
+
+
+def is_chief(strategy):
+    """True on the worker that writes checkpoints, the best model and summaries."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+@keras.saving.register_keras_serializable(package="keras_saat")
+class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up, then constant, cosine or per-epoch exponential decay.
+
+    Args:
+        learning_rate: float. Peak learning rate.
+        kind: str. "constant", "cosine" or "exponential".
+        total_steps: int. Steps in the run (cosine decays over them).
+        steps_per_epoch: int. Steps per epoch (exponential decays once an epoch).
+        warmup_steps: int. Linear warm-up steps. Defaults to 0.
+        final_fraction: float. Cosine: the last rate as a fraction of the peak. Defaults to 0.1.
+        decay_rate: float. Exponential: the factor per epoch. Defaults to 0.9.
+    """
+
+    def __init__(
+        self,
+        learning_rate,
+        kind,
+        total_steps,
+        steps_per_epoch,
+        warmup_steps=0,
+        final_fraction=0.1,
+        decay_rate=0.9,
+    ):
+        self.learning_rate = float(learning_rate)
+        self.kind = kind
+        self.total_steps = max(int(total_steps), 1)
+        self.steps_per_epoch = max(int(steps_per_epoch), 1)
+        self.warmup_steps = int(warmup_steps)
+        self.final_fraction = float(final_fraction)
+        self.decay_rate = float(decay_rate)
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        rate = tf.constant(self.learning_rate, tf.float32)
+        if self.kind == "cosine":
+            progress = tf.minimum(step / self.total_steps, 1.0)
+            cosine = 0.5 * (1.0 + tf.cos(np.pi * progress))
+            rate = rate * (self.final_fraction + (1.0 - self.final_fraction) * cosine)
+        elif self.kind == "exponential":
+            rate = rate * tf.pow(self.decay_rate, tf.floor(step / self.steps_per_epoch))
+        if self.warmup_steps:
+            rate = rate * tf.minimum(1.0, (step + 1.0) / self.warmup_steps)
+        return rate
+
+    def get_config(self):
+        return {
+            "learning_rate": self.learning_rate,
+            "kind": self.kind,
+            "total_steps": self.total_steps,
+            "steps_per_epoch": self.steps_per_epoch,
+            "warmup_steps": self.warmup_steps,
+            "final_fraction": self.final_fraction,
+            "decay_rate": self.decay_rate,
+        }
+
+
+def build_optimizer(train_config, steps_per_epoch):
+    """The configured optimiser (global-norm clipping, schedule, loss scaling when mixed)."""
+    schedule = WarmupSchedule(
+        train_config.learning_rate,
+        train_config.lr_schedule,
+        steps_per_epoch * train_config.epochs,
+        steps_per_epoch,
+        train_config.warmup_steps,
+        train_config.lr_final_fraction,
+        train_config.lr_decay_rate,
+    )
+    optimizer_class = {"adam": keras.optimizers.Adam, "rmsprop": keras.optimizers.RMSprop}[
+        train_config.optimizer
+    ]
+    # Clipping happens in the trainer, on the gradients summed over replicas.
+    optimizer = optimizer_class(learning_rate=schedule)
+    if train_config.mixed_precision:
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+_XLA_WORDS = ("XLA", "xla", "compil", "Compil", "jit", "Trying to access resource")
+
+
+def _xla_failure(err):
+    return any(k in str(err) for k in _XLA_WORDS)
+
+
+def _xla_reason(err):
+    """The most telling line of an XLA error (TF puts "Graph execution error:" first)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    for line in lines:
+        if any(k in line for k in _XLA_WORDS) and "Detected at node" not in line:
+            return line[:300]
+    return lines[0][:300] if lines else type(err).__name__
+
+
+class Trainer:
+    """Runs `Captioner` training steps under a tf.distribute strategy.
+
+    Create the model and the optimiser inside `strategy.scope()`, then hand them here.
+
+    Args:
+        model: Captioner.
+        optimizer: keras optimiser (a LossScaleOptimizer for mixed precision).
+        strategy: tf.distribute.Strategy. Defaults to the default strategy.
+        clipnorm: float. Global gradient norm limit (0 = off). Defaults to 0.
+        jit_compile: bool. XLA for the per-replica forward and backward pass. Defaults to True.
+        log: callable. Receives progress messages. Defaults to print.
+    """
+
+    def __init__(self, model, optimizer, strategy=None, clipnorm=0.0, jit_compile=True, log=print):
+        self.model = model
+        self.optimizer = optimizer
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.clipnorm = float(clipnorm)
+        self.jit_compile = bool(jit_compile)
+        self.log = log
+        with self.strategy.scope():
+            self.optimizer.build(model.trainable_variables)
+        self._step_fn = None
+
+    # -------------------------------------------------------------- data
+    def distribute(self, dataset):
+        """A dataset of global batches, split over the replicas (data sharding across workers)."""
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.DATA
+        )
+        return self.strategy.experimental_distribute_dataset(dataset.with_options(options))
+
+    # -------------------------------------------------------------- step
+    def _build_step(self, jit_compile):
+        model, optimizer, strategy = self.model, self.optimizer, self.strategy
+        hard = model.attention == "hard"
+
+        def replica_step(batch):
+            tokens = batch["tokens"]
+            local = tf.cast(tf.shape(tokens)[0], tf.float32)
+            global_batch = local * strategy.num_replicas_in_sync
+            share = local / global_batch  # this replica's part of the global mean
+            with tf.GradientTape() as tape:
+                outputs = model(batch, training=True)
+                terms = model.loss_terms(outputs, tokens)
+                scaled = optimizer.scale_loss(tf.cast(terms["loss"], tf.float32) * share)
+            gradients = tape.gradient(scaled, model.trainable_variables)
+            gradients = [tf.convert_to_tensor(g) for g in gradients]
+            words = tf.reduce_sum(tf.cast(tokens[:, 1:] != PAD_ID, tf.float32))
+            sums = {
+                "loss": tf.cast(terms["loss"], tf.float32) * share,
+                "penalty": tf.cast(terms["penalty"], tf.float32) * share,
+                "nll_sum": -tf.reduce_sum(tf.cast(terms["log_p_y"], tf.float32)),
+                "words": words,
+                "log_p_y_mean": tf.reduce_sum(tf.cast(terms["log_p_y"], tf.float32)) / global_batch,
+            }
+            return gradients, sums
+
+        replica_fn = tf.function(replica_step, jit_compile=jit_compile)
+        variables = model.trainable_variables
+        mixed = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+        def apply(gradients):
+            optimizer.apply(gradients, variables)
+            return tf.constant(True)
+
+        @tf.function
+        def step(batch):
+            per_replica = strategy.run(replica_fn, args=(batch,))
+            gradients, sums = tf.nest.map_structure(  # one tensor at a time (MWMS packs lists)
+                lambda v: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None), per_replica
+            )
+            norm = tf.linalg.global_norm(gradients)
+            finite = tf.math.is_finite(sums["loss"]) & tf.math.is_finite(norm)
+            if mixed:
+                # The loss-scale optimiser skips non-finite steps itself and lowers its scale.
+                norm = norm / tf.cast(optimizer.scale_loss(tf.constant(1.0)), norm.dtype)
+            if self.clipnorm:
+                gradients, _ = tf.clip_by_global_norm(
+                    gradients, self.clipnorm, use_norm=tf.where(finite, norm, 1.0)
+                )
+            if mixed:
+                optimizer.apply(gradients, variables)
+            else:
+                tf.cond(finite, lambda: apply(gradients), lambda: tf.constant(False))
+            if hard:
+
+                def move_baseline():
+                    model.update_baseline(sums["log_p_y_mean"][None])
+                    return tf.constant(True)
+
+                tf.cond(finite, move_baseline, lambda: tf.constant(False))
+            return {
+                "loss": sums["loss"],
+                "nll": sums["nll_sum"] / tf.maximum(sums["words"], 1.0),
+                "attention_penalty": sums["penalty"],
+                "grad_norm": norm,
+                "finite": finite,
+            }
+
+        return step
+
+    def train_step(self, distributed_batch):
+        """One update on a global batch (an element of `distribute(dataset)`); returns scalars."""
+        if self._step_fn is None:
+            self._step_fn = self._build_step(self.jit_compile)
+            if self.jit_compile:
+                try:
+                    return self._step_fn(distributed_batch)
+                except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError) as err:
+                    if not _xla_failure(err):
+                        raise
+                    reason = _xla_reason(err)
+                    self.log(
+                        f"XLA could not compile the train step ({reason}); running without XLA"
+                    )
+                    self.jit_compile = False
+                    self._step_fn = self._build_step(False)
+        return self._step_fn(distributed_batch)
+
+
+class _Progress:
+    """A progress bar on terminals; otherwise one log line every `every` steps."""
+
+    def __init__(self, steps, every, log):
+        self.steps, self.every, self.log = steps, max(int(every), 1), log
+        self.bar = None
+        if sys.stdout.isatty():
+            self.bar = keras.utils.Progbar(
+                steps, stateful_metrics=["loss", "nll", "captions/s", "lr"], unit_name="step"
+            )
+
+    def update(self, epoch, step, values):
+        if self.bar is not None:
+            self.bar.update(min(step, self.steps), list(values.items()))
+        elif step % self.every == 0:
+            shown = ", ".join(f"{k} {v:.4g}" for k, v in values.items())
+            self.log(f"  epoch {epoch} step {step}/{self.steps}: {shown}")
+
+
+def _state_variables():
+    values = {name: tf.Variable(0, dtype=tf.int64, trainable=False) for name in _PROGRESS}
+    values["best_score"] = tf.Variable(-1.0, dtype=tf.float64, trainable=False)
+    values["nonfinite_total"] = tf.Variable(0, dtype=tf.int64, trainable=False)
+    return values
+
+
+def train_loop(
+    trainer,
+    epoch_dataset,
+    steps_per_epoch,
+    train_config,
+    workdir,
+    validate,
+    save_best,
+    batch_size,
+    chief=True,
+    summary_fn=None,
+    callbacks=(),
+):
+    """Epochs of `trainer` steps with checkpoints, resume, validation and early stopping.
+
+    Args:
+        trainer: Trainer.
+        epoch_dataset: callable(epoch) -> tf.data.Dataset of global batches; the same
+            epoch number must give the same order (seeded).
+        steps_per_epoch: int. Expected steps per epoch (progress display and schedules).
+        train_config: TrainConfig. epochs, patience, checkpoint_every, max_checkpoints,
+            max_nonfinite_steps, log_every.
+        workdir: path. Checkpoints go to <workdir>/checkpoints (the chief's).
+        validate: callable() -> dict of scores with "bleu_4" (0-1), run after every epoch.
+        save_best: callable(). Saves the current model as the best (called on the chief).
+        batch_size: int. Global batch (throughput display).
+        chief: bool. This worker writes checkpoints and summaries. Defaults to True.
+        summary_fn: callable(kind, step, values) or None. TensorBoard writer hook.
+        callbacks: objects with optional on_step_end(step, logs) and on_epoch_end(epoch, logs).
+
+    Returns:
+        dict: best_score, best_epoch, epochs_run, global_step, nonfinite_steps, resumed_from,
+        train_seconds, history (per-epoch dicts).
+    """
+    log = trainer.log
+    model, optimizer = trainer.model, trainer.optimizer
+    state = _state_variables()
+    checkpoint = tf.train.Checkpoint(
+        model_variables=list(model.variables),
+        optimizer_variables=list(optimizer.variables),
+        **state,
+    )
+    directory = Path(workdir) / CHECKPOINT_DIR
+    scratch = None
+    if not chief:  # every worker saves (collectively); only the chief's copy is kept
+        scratch = tempfile.mkdtemp(prefix="keras-saat-worker-")
+        directory = Path(scratch)
+    manager = tf.train.CheckpointManager(
+        checkpoint, str(directory), max_to_keep=max(train_config.max_checkpoints, 1)
+    )
+    history_path = Path(workdir) / "history.json"
+    history = json.loads(history_path.read_text()) if history_path.exists() and chief else []
+    resumed_from = None
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        resumed_from = int(state["global_step"].numpy())
+        log(
+            f"resuming from {manager.latest_checkpoint}: epoch {int(state['epoch']) + 1}, "
+            f"step {int(state['step_in_epoch'])} of the epoch ({resumed_from} steps done)"
+        )
+        history = [h for h in history if h["epoch"] <= int(state["epoch"])]
+
+    def save():
+        manager.save(checkpoint_number=int(state["global_step"].numpy()))
+
+    nonfinite_run = 0
+    started = time.perf_counter()
+    try:
+        if int(state["finished"]):
+            log("this run already finished (delete the checkpoints folder to train again)")
+        while not int(state["finished"]):
+            epoch = int(state["epoch"])
+            if epoch >= train_config.epochs:
+                state["finished"].assign(1)
+                save()
+                break
+            skip = int(state["step_in_epoch"])
+            data = epoch_dataset(epoch)
+            if skip:
+                data = data.skip(skip)
+            progress = _Progress(steps_per_epoch, train_config.log_every, log)
+            window_start, window_steps = time.perf_counter(), 0
+            epoch_start = time.perf_counter()
+            totals = {"loss": 0.0, "nll": 0.0, "n": 0}
+            for batch in trainer.distribute(data):
+                values = {k: v.numpy() for k, v in trainer.train_step(batch).items()}
+                state["global_step"].assign_add(1)
+                state["step_in_epoch"].assign_add(1)
+                step, in_epoch = int(state["global_step"]), int(state["step_in_epoch"])
+                if not values["finite"]:
+                    nonfinite_run += 1
+                    state["nonfinite_total"].assign_add(1)
+                    log(
+                        f"  step {step}: non-finite loss or gradient (loss {values['loss']}, "
+                        f"gradient norm {values['grad_norm']}); update skipped"
+                    )
+                    if nonfinite_run >= train_config.max_nonfinite_steps:
+                        raise KerasSaatError(
+                            f"{nonfinite_run} steps in a row had a non-finite loss or gradient "
+                            f"(stopped at step {step}); lower train.learning_rate, keep "
+                            "train.clipnorm on, or check the data. The last checkpoint is kept."
+                        )
+                    continue
+                nonfinite_run = 0
+                totals["loss"] += float(values["loss"])
+                totals["nll"] += float(values["nll"])
+                totals["n"] += 1
+                window_steps += 1
+                shown = {
+                    "loss": float(values["loss"]),
+                    "nll": float(values["nll"]),
+                    "lr": float(optimizer.learning_rate),
+                }
+                if in_epoch % max(train_config.log_every, 1) == 0:
+                    elapsed = time.perf_counter() - window_start
+                    shown["captions/s"] = window_steps * batch_size / max(elapsed, 1e-9)
+                    if summary_fn is not None:
+                        summary_fn(
+                            "step",
+                            step,
+                            {
+                                **shown,
+                                "grad_norm": float(values["grad_norm"]),
+                                "attention_penalty": float(values["attention_penalty"]),
+                            },
+                        )
+                    window_start, window_steps = time.perf_counter(), 0
+                progress.update(epoch + 1, in_epoch, shown)
+                for callback in callbacks:
+                    if hasattr(callback, "on_step_end"):
+                        callback.on_step_end(step, values)
+                if train_config.checkpoint_every and step % train_config.checkpoint_every == 0:
+                    save()
+            # ------------------------------------------------ end of the epoch
+            scores = validate()
+            bleu4 = float(scores["bleu_4"])
+            improved = bleu4 > float(state["best_score"])
+            if improved:
+                state["best_score"].assign(bleu4)
+                state["best_epoch"].assign(epoch + 1)
+                state["bad_epochs"].assign(0)
+                if chief:
+                    save_best()
+            else:
+                state["bad_epochs"].assign_add(1)
+            seconds = time.perf_counter() - epoch_start
+            record = {
+                "epoch": epoch + 1,
+                "steps": int(state["step_in_epoch"]),
+                "loss": totals["loss"] / max(totals["n"], 1),
+                "nll": totals["nll"] / max(totals["n"], 1),
+                "val": scores,
+                "seconds": seconds,
+            }
+            history.append(record)
+            log(
+                f"  epoch {epoch + 1}/{train_config.epochs}: loss {record['loss']:.3f}, "
+                f"nll/word {record['nll']:.3f}, val BLEU-4 {100 * bleu4:.1f}"
+                f"{' (best)' if improved else ''} ({seconds:.0f}s)"
+            )
+            if summary_fn is not None:
+                summary_fn("epoch", int(state["global_step"]), {"epoch": epoch + 1, **scores})
+            for callback in callbacks:
+                if hasattr(callback, "on_epoch_end"):
+                    callback.on_epoch_end(epoch + 1, record)
+            state["epoch"].assign_add(1)
+            state["step_in_epoch"].assign(0)
+            patience = train_config.patience
+            if (
+                patience
+                and int(state["bad_epochs"]) >= patience
+                and epoch + 1 < train_config.epochs
+            ):
+                log(
+                    f"  early stop: no better val BLEU-4 for {patience} epochs "
+                    f"(best {100 * float(state['best_score']):.1f} at epoch {int(state['best_epoch'])})"
+                )
+                state["finished"].assign(1)
+            if chief:
+                history_path.write_text(json.dumps(history, indent=1))
+            save()
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return {
+        "best_score": float(state["best_score"]),
+        "best_epoch": int(state["best_epoch"]),
+        "epochs_run": int(state["epoch"]),
+        "global_step": int(state["global_step"]),
+        "nonfinite_steps": int(state["nonfinite_total"]),
+        "resumed_from": resumed_from,
+        "train_seconds": time.perf_counter() - started,
+        "history": history,
+    }
+
+
+@contextlib.contextmanager
+def dtype_policy(mixed_precision):
+    """mixed_float16 while building (and training) a model, float32 afterwards."""
+    if not mixed_precision:
+        yield
+        return
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)

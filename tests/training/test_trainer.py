@@ -1,0 +1,181 @@
+"""The GradientTape trainer: same objective as fit(), non-finite steps, schedules, early stopping."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_saat import Captioner
+from keras_saat.config import TrainConfig
+from keras_saat.errors import KerasSaatError
+from keras_saat.text import Vocabulary
+from keras_saat.training.trainer import Trainer, WarmupSchedule, train_loop
+
+WORDS = "a red blue circle square at the top left on right".split()
+
+
+def tiny_model(**kwargs):
+    vocab = Vocabulary.build([WORDS])
+    settings = dict(feature_dim=16, embedding_dim=8, lstm_units=12, attention_units=8, seed=1)
+    settings.update(kwargs)
+    keras.utils.set_random_seed(1)
+    return Captioner(vocab.words, **settings), vocab
+
+
+def batches(vocab, n=16, batch_size=8, seed=0, nan=False):
+    rng = np.random.default_rng(seed)
+    features = rng.normal(size=(n, 64, 128)).astype("float32")
+    if nan:
+        features[:] = np.nan
+    captions = [list(rng.choice(WORDS, size=rng.integers(2, 6))) for _ in range(n)]
+    data = {"features": features, "tokens": vocab.encode_batch(captions, 6)}
+    return tf.data.Dataset.from_tensor_slices(data).batch(batch_size, drop_remainder=True)
+
+
+def weights_of(model):
+    return [np.array(v) for v in model.trainable_variables]
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_trainer_step_equals_fit_step(jit):
+    """The custom loop and fit() optimise the same function: one SGD step, same weights."""
+    data = batches(tiny_model()[1])
+    model_a, _ = tiny_model(dropout=0.0)
+    model_b, _ = tiny_model(dropout=0.0)
+    for a, b in zip(weights_of(model_a), weights_of(model_b), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+    model_a.compile(optimizer=keras.optimizers.SGD(0.1), jit_compile=jit)
+    history = model_a.fit(data.take(1), epochs=1, verbose=0)
+
+    trainer = Trainer(model_b, keras.optimizers.SGD(0.1), jit_compile=jit, log=lambda m: None)
+    (batch,) = list(trainer.distribute(data.take(1)))
+    values = trainer.train_step(batch)
+
+    np.testing.assert_allclose(float(values["loss"]), history.history["loss"][0], rtol=1e-5)
+    np.testing.assert_allclose(float(values["nll"]), history.history["nll"][0], rtol=1e-5)
+    assert bool(values["finite"])
+    for a, b in zip(weights_of(model_a), weights_of(model_b), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_global_norm_clipping_bounds_the_update():
+    model, vocab = tiny_model(dropout=0.0)
+    before = weights_of(model)
+    trainer = Trainer(model, keras.optimizers.SGD(1.0), clipnorm=0.01, log=lambda m: None)
+    (batch,) = list(trainer.distribute(batches(vocab).take(1)))
+    values = trainer.train_step(batch)
+    assert float(values["grad_norm"]) > 0.01  # the raw gradient is larger than the limit
+    change = np.sqrt(
+        sum(np.sum((a - b) ** 2) for a, b in zip(weights_of(model), before, strict=True))
+    )
+    np.testing.assert_allclose(change, 0.01, rtol=1e-4)  # lr 1 x clipped norm
+
+
+def test_non_finite_step_is_skipped_and_counted():
+    model, vocab = tiny_model(attention="hard")
+    trainer = Trainer(model, keras.optimizers.Adam(1e-2), clipnorm=5.0, log=lambda m: None)
+    before = weights_of(model)
+    baseline = float(model.baseline)
+    (batch,) = list(trainer.distribute(batches(vocab, nan=True).take(1)))
+    values = trainer.train_step(batch)
+    assert not bool(values["finite"])
+    for a, b in zip(weights_of(model), before, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert float(model.baseline) == baseline
+    assert int(trainer.optimizer.iterations) == 0  # Adam's step count did not move
+
+
+def loop_config(**kwargs):
+    settings = dict(epochs=4, checkpoint_every=0, log_every=1000, max_nonfinite_steps=3)
+    settings.update(kwargs)
+    return TrainConfig(**settings)
+
+
+def test_many_non_finite_steps_stop_the_run(tmp_path):
+    model, vocab = tiny_model()
+    trainer = Trainer(model, keras.optimizers.Adam(1e-2), log=lambda m: None)
+    with pytest.raises(KerasSaatError, match="3 steps in a row had a non-finite loss"):
+        train_loop(
+            trainer,
+            lambda epoch: batches(vocab, n=64, nan=True),
+            8,
+            loop_config(),
+            tmp_path,
+            validate=lambda: {"bleu_4": 0.0},
+            save_best=lambda: None,
+            batch_size=8,
+        )
+
+
+def test_early_stopping_keeps_the_best_epoch(tmp_path):
+    model, vocab = tiny_model()
+    trainer = Trainer(model, keras.optimizers.Adam(1e-2), log=lambda m: None)
+    scores = iter([0.30, 0.50, 0.45, 0.40, 0.60, 0.70])
+    saved = []
+    result = train_loop(
+        trainer,
+        lambda epoch: batches(vocab, seed=epoch),
+        2,
+        loop_config(epochs=6, patience=2),
+        tmp_path,
+        validate=lambda: {"bleu_4": next(scores)},
+        save_best=lambda: saved.append(int(trainer.optimizer.iterations)),
+        batch_size=8,
+    )
+    assert result["epochs_run"] == 4  # epochs 3 and 4 did not beat epoch 2
+    assert result["best_epoch"] == 2 and result["best_score"] == pytest.approx(0.5)
+    assert saved == [2, 4]  # saved after epochs 1 and 2 only
+    assert [h["epoch"] for h in result["history"]] == [1, 2, 3, 4]
+
+    # The same command again: the run is finished and nothing more trains.
+    again = train_loop(
+        trainer,
+        lambda epoch: batches(vocab, seed=epoch),
+        2,
+        loop_config(epochs=6, patience=2),
+        tmp_path,
+        validate=lambda: pytest.fail("a finished run does not validate again"),
+        save_best=lambda: None,
+        batch_size=8,
+    )
+    assert again["resumed_from"] == 8 and again["global_step"] == 8
+
+
+@pytest.mark.parametrize(
+    "kind, step, expected",
+    [
+        ("constant", 0, 1e-3 * 1 / 10),  # warm-up: (0 + 1) / 10 of the peak
+        ("constant", 50, 1e-3),
+        ("cosine", 100, 1e-3 * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * 0.5)))),
+        ("cosine", 1000, 1e-3 * 0.1),
+        ("exponential", 45, 1e-3 * 0.9**2),  # 20 steps an epoch: two decays at step 45
+    ],
+)
+def test_learning_rate_schedules(kind, step, expected):
+    schedule = WarmupSchedule(1e-3, kind, total_steps=200, steps_per_epoch=20, warmup_steps=10)
+    np.testing.assert_allclose(float(schedule(step)), expected, rtol=1e-6)
+    restored = WarmupSchedule.from_config(schedule.get_config())
+    np.testing.assert_allclose(float(restored(step)), expected, rtol=1e-6)
+
+
+def test_mixed_precision_trains_with_loss_scaling():
+    from keras_saat.training.trainer import dtype_policy
+
+    vocab = tiny_model()[1]
+    with dtype_policy(True):
+        model, _ = tiny_model()
+        optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(1e-2))
+    assert keras.config.dtype_policy().name == "float32"  # restored after building
+    assert model.decoder.compute_dtype == "float16" and model.decoder.variable_dtype == "float32"
+    trainer = Trainer(model, optimizer, clipnorm=5.0, jit_compile=False, log=lambda m: None)
+    losses = []
+    for _ in range(8):
+        for batch in trainer.distribute(batches(vocab)):
+            values = trainer.train_step(batch)
+            if bool(values["finite"]):
+                losses.append(float(values["loss"]))
+    assert len(losses) >= 8 and np.all(np.isfinite(losses))
+    assert losses[-1] < losses[0]
+    assert all(v.dtype == "float32" for v in model.trainable_variables)
+    assert len(model.generate(features=np.zeros((2, 64, 128), np.float32))) == 2
