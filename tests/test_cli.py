@@ -116,6 +116,15 @@ def test_extract_features_then_resume(shapes_dir, tmp_path, capsys):
         capsys, "train", *argv[1:], "--set", "train.epochs=1", "--set", "train.batch_size=16"
     )
     assert code == 0 and "extract train: cached (40 images)" in out and "epoch 1/1" in out
+    # The same command again finds the finished run; another config is refused.
+    code, out, _ = run(
+        capsys, "train", *argv[1:], "--set", "train.epochs=1", "--set", "train.batch_size=16"
+    )
+    assert code == 0 and "this run already finished" in out and "epoch 1/1" not in out
+    code, _, err = run(
+        capsys, "train", *argv[1:], "--set", "train.batch_size=16", "--set", "model.attention=hard"
+    )
+    assert code == 2 and "holds checkpoints of another config (changed: model.attention)" in err
 
 
 @pytest.mark.slow

@@ -294,20 +294,20 @@ class Trainer:
 
 
 class _Progress:
-    """A progress bar on terminals; otherwise one log line every `every` steps."""
+    """A progress bar on terminals; otherwise a log line at each reporting step."""
 
-    def __init__(self, steps, every, log):
-        self.steps, self.every, self.log = steps, max(int(every), 1), log
+    def __init__(self, steps, log):
+        self.steps, self.log = steps, log
         self.bar = None
         if sys.stdout.isatty():
             self.bar = keras.utils.Progbar(
                 steps, stateful_metrics=["loss", "nll", "captions/s", "lr"], unit_name="step"
             )
 
-    def update(self, epoch, step, values):
+    def update(self, epoch, step, values, report):
         if self.bar is not None:
             self.bar.update(min(step, self.steps), list(values.items()))
-        elif step % self.every == 0:
+        elif report:
             shown = ", ".join(f"{k} {v:.4g}" for k, v in values.items())
             self.log(f"  epoch {epoch} step {step}/{self.steps}: {shown}")
 
@@ -399,7 +399,7 @@ def train_loop(
             data = epoch_dataset(epoch)
             if skip:
                 data = data.skip(skip)
-            progress = _Progress(steps_per_epoch, train_config.log_every, log)
+            progress = _Progress(steps_per_epoch, log)
             window_start, window_steps = time.perf_counter(), 0
             epoch_start = time.perf_counter()
             totals = {"loss": 0.0, "nll": 0.0, "n": 0}
@@ -432,7 +432,8 @@ def train_loop(
                     "nll": float(values["nll"]),
                     "lr": float(optimizer.learning_rate),
                 }
-                if in_epoch % max(train_config.log_every, 1) == 0:
+                report = step % max(train_config.log_every, 1) == 0  # global steps
+                if report:
                     elapsed = time.perf_counter() - window_start
                     shown["captions/s"] = window_steps * batch_size / max(elapsed, 1e-9)
                     if summary_fn is not None:
@@ -446,7 +447,7 @@ def train_loop(
                             },
                         )
                     window_start, window_steps = time.perf_counter(), 0
-                progress.update(epoch + 1, in_epoch, shown)
+                progress.update(epoch + 1, in_epoch, shown, report)
                 for callback in callbacks:
                     if hasattr(callback, "on_step_end"):
                         callback.on_step_end(step, values)
