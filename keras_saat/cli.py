@@ -89,16 +89,75 @@ def format_metrics(metrics):
     )
 
 
+def _print_scores(result):
+    _log(f"\n{result.get('split', 'test')} scores x100 ({result['method']}):")
+    _log(f"  {format_metrics(result['metrics'])}")
+    where = result.get("localisation")
+    if where and where["hit_rate"] is not None:
+        _log(
+            f"  attention localisation: {100 * where['hit_rate']:.1f}% of {where['words']} colour/shape "
+            f"words attend inside their object (chance {100 * where['chance']:.1f}%)"
+        )
+
+
 def _print_result(result):
     if not result.get("chief", True):
         _log("training done (this worker is not the chief; the chief writes the model and scores)")
         return
-    _log(f"\ntest, greedy decoding, scores x100 ({result['method']}):")
-    _log(f"  {format_metrics(result['metrics'])}")
+    _print_scores(result)
     _log(
         f"decoder training {result['train_seconds']:.0f}s, total {result['total_seconds']:.0f}s; "
         f"best epoch {result['best_epoch']}"
     )
+
+
+def cmd_evaluate(args):
+    from keras_saat.training.pipeline import evaluate
+
+    result = evaluate(args.workdir, args.split, args.beam_size, _log, args.set)
+    _print_scores(result)
+    _log(f"wrote {result['out'] / 'predictions.json'} and metrics.json")
+
+
+def cmd_caption(args):
+    from keras_saat.errors import KerasSaatError
+    from keras_saat.models.captioner import load_captioner
+
+    model = load_captioner(args.workdir)
+    failed = 0
+    for path in args.images:
+        try:
+            result = model.generate(
+                path,
+                beam_size=args.beam_size,
+                max_length=args.max_length,
+                return_details=True,
+            )[0]
+        except KerasSaatError as err:
+            print(f"keras-saat: {err}", file=sys.stderr)
+            failed += 1
+            continue
+        _log(f"{path}: {result['caption']}")
+        if args.plot:
+            from keras_saat.data.images import load_image
+            from keras_saat.evaluation.plots import plot_attention
+
+            out = _plot_path(args.plot, path, len(args.images))
+            pixels = load_image(path, model.image_size)
+            plot_attention(pixels, result["words"], result["attention"], out)
+            _log(f"  attention plot: {out}")
+    if failed:
+        raise KerasSaatError(f"{failed} of {len(args.images)} images could not be captioned")
+
+
+def _plot_path(plot, image, count):
+    """OUT.png for one image; OUT_<image name>.png for several."""
+    from pathlib import Path
+
+    plot = Path(plot)
+    if count == 1:
+        return plot
+    return plot.with_name(f"{plot.stem}_{Path(image).stem}{plot.suffix or '.png'}")
 
 
 def _experiment_arguments(parser, workdir_help, config=True):
@@ -140,6 +199,29 @@ def build_parser():
     p = sub.add_parser("train", help="train a captioner from a YAML config")
     _experiment_arguments(p, "folder for the config, vocabulary, cache, model and scores")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser(
+        "evaluate", help="caption a split and score it (BLEU, METEOR, ROUGE-L, CIDEr)"
+    )
+    p.add_argument("--workdir", required=True, help="a trained workdir")
+    p.add_argument("--split", default="test", choices=["train", "val", "test"], help="default test")
+    p.add_argument(
+        "--beam-size", type=int, default=None, help="beam width (default: decode.beam_size, 3)"
+    )
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="config override"
+    )
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("caption", help="caption image files; --plot draws attention per word")
+    p.add_argument("--workdir", required=True, help="a trained workdir (or a .keras file)")
+    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files (JPEG, PNG, GIF, BMP)")
+    p.add_argument("--beam-size", type=int, default=3, help="beam width (default 3; 1 = greedy)")
+    p.add_argument("--max-length", type=int, default=None, help="maximum words")
+    p.add_argument(
+        "--plot", metavar="OUT.png", help="write the paper's Figure 2 layout (one file per image)"
+    )
+    p.set_defaults(func=cmd_caption)
 
     p = sub.add_parser(
         "demo", help="generate Shapes, train a soft-attention captioner, show captions"

@@ -149,6 +149,11 @@ class DecodeConfig:
     max_length: int = 20
     # Images per decoding batch.
     batch_size: int = 64
+    # Beam width for `evaluate`, `caption` and `export` (1 = greedy). Validation during
+    # training always decodes greedily.
+    beam_size: int = 3
+    # Beam search ranks finished captions by log p / length ** length_penalty (0 = raw log p).
+    length_penalty: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)

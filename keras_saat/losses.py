@@ -72,7 +72,8 @@ def caption_loss(
     Returns:
         dict: loss (scalar to minimise; its value is the mean of -log p(y|a) + lambda *
         penalty, and with hard attention its gradient also holds the REINFORCE terms), nll (per-token NLL), penalty (mean regulariser),
-        log_p_y (B,) per-caption log-likelihood (the REINFORCE reward before the baseline).
+        log_p_y (B,) per-caption log-likelihood (the REINFORCE reward before the baseline),
+        hard_rows (B,) 1 where the caption used sampled locations (0 for soft attention).
     """
     # The objective is computed in float32, also when the model runs in mixed precision.
     outputs = {
@@ -83,6 +84,7 @@ def caption_loss(
     log_p_y = sequence_log_likelihood(outputs["logits"], targets, mask)  # (B,)
     penalty = doubly_stochastic_penalty(outputs["alphas"], mask)  # (B,)
     per_caption = -log_p_y + doubly_stochastic_lambda * penalty
+    hard_rows = ops.zeros_like(log_p_y)
     if "log_p_samples" in outputs:
         hard_rows = 1.0 - ops.cast(outputs["use_expectation"], mask.dtype)
         surrogate = reinforce_surrogate(
@@ -102,4 +104,5 @@ def caption_loss(
         "nll": -ops.sum(log_p_y) / ops.maximum(ops.sum(mask), 1.0),
         "penalty": ops.mean(penalty),
         "log_p_y": log_p_y,
+        "hard_rows": hard_rows,
     }

@@ -143,7 +143,7 @@ def test_demo_runs_end_to_end_on_small_settings(tmp_path, capsys):
         argv += ["--set", setting]
     code, out, _ = run(capsys, *argv)
     assert code == 0, out
-    assert "epoch 2/2" in out and "test, greedy decoding, scores x100 (pycocoevalcap" in out
+    assert "epoch 2/2" in out and "test scores x100 (beam 3, pycocoevalcap" in out
     assert "BLEU-4" in out and "CIDEr" in out
     for name in ("config.yaml", "vocab.txt", "model.keras", "backbone.weights.h5", "history.json"):
         assert (workdir / name).exists(), name
@@ -151,9 +151,31 @@ def test_demo_runs_end_to_end_on_small_settings(tmp_path, capsys):
     metrics = json.loads((workdir / "eval" / "test" / "metrics.json").read_text())
     assert len(predictions) == 8 and {"image_id", "caption"} == set(predictions[0])
     assert 0.0 <= metrics["bleu_4"] <= 1.0 and metrics["images"] == 8
-    assert metrics["method"].startswith("greedy, pycocoevalcap")
+    assert metrics["method"].startswith("beam 3, pycocoevalcap") and metrics["beam_size"] == 3
+    assert 0.0 <= metrics["attention_localisation"]["chance"] <= 1.0
     assert tf.train.latest_checkpoint(str(workdir / "checkpoints")) is not None
     assert list((workdir / "logs").glob("events.out.tfevents.*"))  # TensorBoard
     model = load_captioner(workdir)
     records = read_karpathy(workdir / "data" / "dataset_shapes.json").split("test")
-    assert model.generate(records[0].path) == [predictions[0]["caption"]]
+    assert model.generate(records[0].path, beam_size=3) == [predictions[0]["caption"]]
+
+    # evaluate: another split and beam width, scores on the 0-100 scale.
+    code, out, _ = run(
+        capsys, "evaluate", "--workdir", str(workdir), "--split", "val", "--beam-size", "1"
+    )
+    assert code == 0 and "val scores x100 (greedy, pycocoevalcap" in out and "CIDEr" in out
+    val = json.loads((workdir / "eval" / "val" / "metrics.json").read_text())
+    assert val["beam_size"] == 1 and val["images"] == 8
+    assert "attention localisation" in out or val["attention_localisation"]["words"] == 0
+
+    # caption: a bad file is named, the others are captioned and plotted.
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"not a png")
+    paths = [str(records[0].path), str(bad), str(records[1].path)]
+    code, out, err = run(
+        capsys, "caption", "--workdir", str(workdir), *paths, "--plot", str(tmp_path / "att.png")
+    )
+    assert code == 2 and "broken.png" in err and "1 of 3 images could not be captioned" in err
+    assert f"{records[0].path}: {predictions[0]['caption']}" in out
+    for record in records[:2]:
+        assert (tmp_path / f"att_{record.path.stem}.png").stat().st_size > 1000

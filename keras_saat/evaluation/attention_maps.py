@@ -5,9 +5,15 @@ import tensorflow as tf
 
 
 def upsample_attention(alpha, size):
-    """(grid_h, grid_w) attention -> (size, size) map, bilinear, scaled to a maximum of 1."""
+    """(grid_h, grid_w) attention -> (H, W) map, bilinear, scaled to a maximum of 1.
+
+    Args:
+        alpha: (grid_h, grid_w) attention weights.
+        size: int or (H, W). Output size.
+    """
     alpha = np.asarray(alpha, np.float32)
-    resized = tf.image.resize(alpha[..., None], (size, size), method="bilinear").numpy()[..., 0]
+    size = (size, size) if np.isscalar(size) else tuple(size)
+    resized = tf.image.resize(alpha[..., None], size, method="bilinear").numpy()[..., 0]
     return resized / max(float(resized.max()), 1e-12)
 
 

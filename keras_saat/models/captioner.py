@@ -9,6 +9,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_saat.data.images import load_images, resize_image
+from keras_saat.decoding.beam import beam_search, tile_beams
 from keras_saat.decoding.greedy import greedy_search
 from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.errors import KerasSaatError
@@ -154,12 +155,21 @@ class Captioner(keras.Model):
             entropy_weight=self.entropy_weight,
         )
 
-    def update_baseline(self, log_p_y):
-        """b <- decay b + (1 - decay) mean(log p(y|s,a)) (Sec. 4.1)."""
-        value = self.baseline_decay * self.baseline + (1.0 - self.baseline_decay) * ops.mean(
-            log_p_y
-        )
-        self.baseline.assign(ops.stop_gradient(value))
+    def update_baseline(self, log_p_y, hard_rows=None):
+        """b <- decay b + (1 - decay) mean(log p(y|s,a)) over the captions that used samples (Sec. 4.1).
+
+        The baseline estimates the reward of sampled attention, so captions decoded with the
+        expected context (the hard_soft_probability share) do not move it; a batch without
+        sampled captions leaves it unchanged.
+        """
+        weights = ops.ones_like(log_p_y) if hard_rows is None else ops.cast(hard_rows, "float32")
+        self.move_baseline(ops.sum(ops.cast(log_p_y, "float32") * weights), ops.sum(weights))
+
+    def move_baseline(self, log_p_sum, count):
+        """The baseline update from a sum of sampled captions' log p(y|s,a) and their count."""
+        mean = log_p_sum / ops.maximum(count, 1.0)
+        moved = self.baseline_decay * self.baseline + (1.0 - self.baseline_decay) * mean
+        self.baseline.assign(ops.stop_gradient(ops.where(count > 0, moved, self.baseline)))
 
     # --------------------------------------------------------- keras fit()
     @property
@@ -184,7 +194,7 @@ class Captioner(keras.Model):
         gradients = tape.gradient(scaled, self.trainable_weights)
         self.optimizer.apply(gradients, self.trainable_weights)
         if self.attention == "hard":
-            self.update_baseline(terms["log_p_y"])
+            self.update_baseline(terms["log_p_y"], terms["hard_rows"])
         return self._update_metrics(terms)
 
     def test_step(self, data):
@@ -193,7 +203,7 @@ class Captioner(keras.Model):
         return self._update_metrics(terms)
 
     # ------------------------------------------------------------ decoding
-    def _decode(self, features, max_length):
+    def _decode(self, features, max_length, beam_size=1, length_penalty=0.0):
         annotations = self.annotate(features)  # (B, L, D)
         projected = self.decoder.attention.project(annotations)
         h, c = self.decoder.initial_state(annotations)
@@ -205,25 +215,50 @@ class Captioner(keras.Model):
             [PAD_ID, START_ID], len(self.vocabulary), on_value=-1e9, dtype=tf.float32
         )
         banned = tf.reduce_sum(banned, axis=0)  # (K,)
+        if beam_size > 1:  # the B*K hypotheses attend over their image's annotations
+            annotations = tile_beams(annotations, beam_size)  # (B*K, L, D)
+            projected = tile_beams(projected, beam_size)
 
         def next_fn(tokens, state):
             logits, state = self.decoder.step(tokens, state, annotations, projected)
             return tf.cast(logits, tf.float32) + banned, state
 
+        if beam_size > 1:
+            return beam_search(
+                next_fn,
+                state,
+                start,
+                END_ID,
+                beam_size,
+                max_length + 1,
+                length_penalty=length_penalty,
+                record=("alpha",),
+            )
         return greedy_search(next_fn, state, start, END_ID, max_length + 1, record=("alpha",))
 
-    def decode(self, features, max_length=None):
-        """Greedy decoding from backbone features (B, L, C).
+    def decode(self, features, max_length=None, beam_size=1, length_penalty=0.0):
+        """Greedy (beam_size 1) or beam search decoding from backbone features (B, L, C).
+
+        Args:
+            features: (B, L, C) backbone features.
+            max_length: int or None. Maximum words. Defaults to the model's max_length.
+            beam_size: int. Beam width; 1 is greedy decoding. Defaults to 1.
+            length_penalty: float. Beam search ranks finished captions by
+                log p / length ** length_penalty. Defaults to 0 (the raw log-probability).
 
         Returns:
             dict of tensors: tokens (B, T) with T = max_length + 1 (the <end> token
             included), lengths (B,), log_prob (B,), alpha (B, T, L).
         """
         max_length = int(max_length or self.max_length)
-        key = (max_length, self.decode_jit_compile)
+        beam_size = int(beam_size)
+        if beam_size < 1:
+            raise KerasSaatError(f"beam_size must be at least 1; got {beam_size}")
+        key = (max_length, beam_size, float(length_penalty), self.decode_jit_compile)
         if key not in self._decode_fns:
             self._decode_fns[key] = tf.function(
-                lambda f: self._decode(f, max_length), jit_compile=self.decode_jit_compile
+                lambda f: self._decode(f, max_length, beam_size, float(length_penalty)),
+                jit_compile=self.decode_jit_compile,
             )
         return self._decode_fns[key](tf.convert_to_tensor(features, tf.float32))
 
@@ -256,14 +291,18 @@ class Captioner(keras.Model):
         batch_size=32,
         return_details=False,
         resize="crop",
+        beam_size=1,
+        length_penalty=0.0,
     ):
-        """Captions images (greedy decoding).
+        """Captions images with greedy decoding or beam search.
 
         Args:
             images: pixels (B, H, W, 3) or (H, W, 3) in [0, 255], or image file path(s).
             features: (B, L, C) backbone features instead of images.
             max_length: int or None. Maximum words. Defaults to the model's max_length.
             batch_size: int. Images per decoding batch. Defaults to 32.
+            beam_size: int. Beam width; 1 is greedy decoding. Defaults to 1.
+            length_penalty: float. Beam search's length normalisation exponent. Defaults to 0.
             resize: str. How images of another size reach the input: "crop", "pad" or
                 "stretch", as `data.resize` in training. Defaults to "crop".
             return_details: bool. Return dicts with words, log_prob and attention
@@ -281,7 +320,7 @@ class Captioner(keras.Model):
         for start in range(0, len(source), batch_size):
             chunk = source[start : start + batch_size]
             chunk_features = self.encode(chunk) if images is not None else chunk
-            out = self.decode(chunk_features, max_length)
+            out = self.decode(chunk_features, max_length, beam_size, length_penalty)
             for row, words in enumerate(self.ids_to_words(out["tokens"].numpy())):
                 if not return_details:
                     results.append(" ".join(words))

@@ -32,6 +32,7 @@ from keras_saat.errors import KerasSaatError
 from keras_saat.evaluation.attention_maps import attention_strip
 from keras_saat.evaluation.bleu import corpus_bleu_scores
 from keras_saat.evaluation.coco_metrics import bleu_scores, coco_scores
+from keras_saat.evaluation.localisation import attention_localisation
 from keras_saat.models.captioner import build_captioner, load_captioner
 from keras_saat.text.vocabulary import Vocabulary
 from keras_saat.training.trainer import (
@@ -177,18 +178,29 @@ def extract_only(config, workdir, log=print):
     return extract(config, encoder, dataset, workdir, log)
 
 
-def caption_split(model, source, split, records, config, batch_size=64):
-    """Greedy captions of a split's readable images: {position: caption}."""
+def caption_split(model, source, split, records, config, batch_size=64, beam_size=1, details=False):
+    """Captions of a split's readable images: {position: caption}.
+
+    With `details`, {position: (words, attention (T, grid_h, grid_w))} instead.
+    """
     batches = evaluation_batches(
         source, split, records, batch_size, image_size=model.image_size, resize=config.data.resize
     )
     captions = {}
     for batch in batches:
         features = batch["features"] if "features" in batch else model.encode(batch["images"])
-        out = model.decode(features, config.decode.max_length)
+        out = model.decode(
+            features, config.decode.max_length, beam_size, config.decode.length_penalty
+        )
         words = model.ids_to_words(out["tokens"].numpy())
-        for position, caption in zip(batch["position"].numpy(), words, strict=True):
-            captions[int(position)] = " ".join(caption)
+        lengths = out["lengths"].numpy()
+        alpha = out["alpha"].numpy()
+        for row, position in enumerate(batch["position"].numpy()):
+            if details:
+                steps = alpha[row, : lengths[row]].reshape(lengths[row], *model.grid_shape)
+                captions[int(position)] = (words[row], steps)
+            else:
+                captions[int(position)] = " ".join(words[row])
     return captions
 
 
@@ -392,22 +404,19 @@ def train(config, workdir, log=print, callbacks=()):
         f"best val BLEU-4 {100 * result['best_score']:.1f} at epoch {result['best_epoch']}; "
         f"saved {workdir / MODEL_FILE}"
     )
-    best = load_captioner(workdir / MODEL_FILE)
-    captions = caption_split(best, source, "test", splits["test"], config)
-    records = [splits["test"][p] for p in sorted(captions)]
-    ordered = [captions[p] for p in sorted(captions)]
-    metrics, method = score_captions(records, ordered, log)
-    write_evaluation(workdir / "eval" / "test", records, ordered, metrics, f"greedy, {method}")
+    evaluation = evaluate(workdir, "test", log=log)
     return {
         "chief": True,
-        "metrics": metrics,
-        "method": method,
+        "metrics": evaluation["metrics"],
+        "method": evaluation["method"],
+        "localisation": evaluation["localisation"],
+        "beam_size": evaluation["beam_size"],
         "best_epoch": result["best_epoch"],
         "train_seconds": result["train_seconds"],
         "total_seconds": time.perf_counter() - started,
         "training": result,
-        "captions": ordered,
-        "records": records,
+        "captions": evaluation["captions"],
+        "records": evaluation["records"],
     }
 
 
@@ -416,6 +425,74 @@ def _save_model(model, path):
     tmp = path.with_name(f".{path.stem}.tmp.keras")
     model.save(tmp)
     os.replace(tmp, path)
+
+
+def evaluate(workdir, split="test", beam_size=None, log=print, config_overrides=()):
+    """Captions a split with the workdir's best model and scores it (`keras-saat evaluate`).
+
+    Writes eval/<split>/predictions.json (COCO results format) and metrics.json: BLEU-1..4,
+    METEOR, ROUGE-L and CIDEr (pycocoevalcap), and on the Shapes world the attention
+    localisation hit rate.
+
+    Args:
+        workdir: path. A trained workdir (config.yaml, model.keras, the dataset reachable).
+        split: str. "train", "val" or "test". Defaults to "test".
+        beam_size: int or None. Beam width; None = the config's decode.beam_size.
+        log: callable. Defaults to print.
+        config_overrides: iterable of "section.key=value" applied to the saved config.
+
+    Returns:
+        dict: metrics (0-1), method, localisation (or None), beam_size, images, seconds.
+    """
+    workdir = Path(workdir)
+    if not (workdir / "config.yaml").is_file():
+        raise KerasSaatError(f"{workdir} has no config.yaml; train a model there first")
+    if split not in ("train", "val", "test"):
+        raise KerasSaatError(f"unknown split {split!r}: train, val or test")
+    config = load_config(workdir / "config.yaml", config_overrides)
+    beam_size = int(beam_size or config.decode.beam_size)
+    model = load_captioner(workdir / MODEL_FILE)
+    dataset = load_dataset(config, workdir, log)
+    records = dataset.split(split)
+    if model.encoder.trainable_layers:
+        source = "images"
+    else:
+        source = extract(config, model.encoder, dataset, workdir, log)
+    start = time.perf_counter()
+    results = caption_split(
+        model, source, split, records, config, config.decode.batch_size, beam_size, details=True
+    )
+    positions = sorted(results)
+    scored = [records[p] for p in positions]
+    captions = [" ".join(results[p][0]) for p in positions]
+    seconds = time.perf_counter() - start
+    decoding = "greedy" if beam_size == 1 else f"beam {beam_size}"
+    log(f"captioned {len(captions)} {split} images ({decoding}) in {seconds:.1f}s")
+    metrics, method = score_captions(scored, captions, log)
+    localisation = None
+    if all(r.objects is not None for r in scored) and config.data.dataset in ("shapes", "karpathy"):
+        localisation = attention_localisation(
+            [results[p][0] for p in positions],
+            [results[p][1] for p in positions],
+            [r.objects for r in scored],
+        )
+    extra = {"beam_size": beam_size}
+    if localisation is not None:
+        extra["attention_localisation"] = localisation
+    method = f"{decoding}, {method}"
+    write_evaluation(workdir / "eval" / split, scored, captions, {**metrics, **extra}, method)
+    return {
+        "metrics": metrics,
+        "method": method,
+        "localisation": localisation,
+        "beam_size": beam_size,
+        "images": len(captions),
+        "seconds": seconds,
+        "split": split,
+        "out": workdir / "eval" / split,
+        "captions": captions,
+        "records": scored,
+    }
 
 
 def _check_resume_config(config, workdir):

@@ -226,7 +226,9 @@ class Trainer:
                 "penalty": tf.cast(terms["penalty"], tf.float32) * share,
                 "nll_sum": -tf.reduce_sum(tf.cast(terms["log_p_y"], tf.float32)),
                 "words": words,
-                "log_p_y_mean": tf.reduce_sum(tf.cast(terms["log_p_y"], tf.float32)) / global_batch,
+                # The baseline follows the captions decoded with sampled locations.
+                "sampled_log_p_sum": tf.reduce_sum(terms["log_p_y"] * terms["hard_rows"]),
+                "sampled_count": tf.reduce_sum(terms["hard_rows"]),
             }
             return gradients, sums
 
@@ -260,7 +262,7 @@ class Trainer:
             if hard:
 
                 def move_baseline():
-                    model.update_baseline(sums["log_p_y_mean"][None])
+                    model.move_baseline(sums["sampled_log_p_sum"], sums["sampled_count"])
                     return tf.constant(True)
 
                 tf.cond(finite, move_baseline, lambda: tf.constant(False))

@@ -58,10 +58,17 @@ def test_fit_and_evaluate_report_the_real_loss(jit):
 def test_hard_attention_trains_under_xla_and_updates_the_baseline():
     model, vocab = small_model("hard", dropout=0.0, hard_soft_probability=1.0, baseline_decay=0.9)
     data = batch(vocab)
-    _, log_p_y = reference_loss(model, data)  # every row uses the expectation: deterministic
     model.compile(optimizer=keras.optimizers.SGD(0.0), jit_compile=True)
     model.fit(data, batch_size=4, epochs=1, verbose=0)
-    np.testing.assert_allclose(float(model.baseline), 0.1 * log_p_y.mean(), rtol=1e-5)
+    assert float(model.baseline) == 0.0  # captions with the expected context do not move it
+    # The update itself: only the rows that used samples count.
+    log_p_y = np.array([-3.0, -5.0, -9.0, -1.0], np.float32)
+    model.update_baseline(log_p_y, np.array([1, 0, 1, 0], np.float32))
+    np.testing.assert_allclose(float(model.baseline), 0.1 * (-6.0), rtol=1e-6)
+    model.update_baseline(log_p_y, np.zeros(4, np.float32))
+    np.testing.assert_allclose(float(model.baseline), -0.6, rtol=1e-6)
+    model.update_baseline(log_p_y)
+    np.testing.assert_allclose(float(model.baseline), 0.9 * -0.6 + 0.1 * -4.5, rtol=1e-6)
     sampling, _ = small_model("hard", hard_soft_probability=0.0)
     sampling.compile(optimizer=keras.optimizers.Adam(1e-2), jit_compile=True)
     history = sampling.fit(batch(vocab, 8), batch_size=4, epochs=3, verbose=0)
@@ -103,12 +110,14 @@ def test_generate_returns_captions_and_attention_maps(shapes_dir):
         model.generate()
 
 
-def test_greedy_decode_agrees_with_teacher_forcing():
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_decode_agrees_with_teacher_forcing(beam_size):
     """Feeding the decoded tokens back through `call` reproduces their log-probability
-    (under the generation distribution, which excludes <pad> and <start>)."""
+    (under the generation distribution, which excludes <pad> and <start>), for greedy
+    decoding and for beam search."""
     model, vocab = small_model(dropout=0.0)
     data = batch(vocab, n=3)
-    out = model.decode(data["features"], max_length=5)
+    out = model.decode(data["features"], max_length=5, beam_size=beam_size)
     tokens = out["tokens"].numpy()
     inputs = np.concatenate([np.full((3, 1), 2, np.int32), tokens], axis=1)
     logits = model({"features": data["features"], "tokens": inputs})["logits"].numpy()
@@ -117,7 +126,27 @@ def test_greedy_decode_agrees_with_teacher_forcing():
     log_p = np.take_along_axis(ref.log_softmax(logits), tokens[..., None], -1)[..., 0]
     mask = np.arange(tokens.shape[1])[None] < out["lengths"].numpy()[:, None]
     np.testing.assert_allclose(np.where(mask, log_p, 0.0).sum(1), out["log_prob"], rtol=1e-4)
-    np.testing.assert_array_equal(tokens[:, 0], np.argmax(logits[:, 0], -1))
+    if beam_size == 1:
+        np.testing.assert_array_equal(tokens[:, 0], np.argmax(logits[:, 0], -1))
+
+
+def test_beam_search_in_the_model():
+    model, vocab = small_model(dropout=0.0, attention="hard")
+    features = batch(vocab, n=5, seed=3)["features"]
+    greedy = model.decode(features, max_length=6)
+    beam_one = model.decode(features, max_length=6, beam_size=1)
+    np.testing.assert_array_equal(greedy["tokens"], beam_one["tokens"])
+    beam = model.decode(features, max_length=6, beam_size=4)
+    model.decode_jit_compile = False
+    eager = model.decode(features, max_length=6, beam_size=4)
+    for key in ("tokens", "lengths", "log_prob", "alpha"):
+        np.testing.assert_allclose(beam[key], eager[key], rtol=1e-5, atol=1e-6)
+    alpha = beam["alpha"].numpy()
+    steps = np.arange(alpha.shape[1])[None] < beam["lengths"].numpy()[:, None]
+    np.testing.assert_allclose(alpha.sum(-1), steps.astype(np.float32), rtol=1e-5, atol=1e-6)
+    captions = model.generate(features=features, max_length=6, beam_size=4, return_details=True)
+    assert [c["words"] for c in captions] == model.ids_to_words(beam["tokens"].numpy())
+    assert captions[0]["attention"].shape == (int(beam["lengths"][0]), 8, 8)
 
 
 def test_load_errors_are_clear(tmp_path):
