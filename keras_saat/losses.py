@@ -40,7 +40,7 @@ def reinforce_surrogate(
         entropies: (B, T) float. H[alpha_t].
         mask: (B, T) float. 1 on the caption's steps.
         hard_rows: (B,) float. 1 where the caption used samples, 0 where it used expectations.
-        baseline: scalar. The moving-average baseline b.
+        baseline: scalar or (B,). The baseline b of each caption.
         reinforce_weight: float. lambda_r.
         entropy_weight: float. lambda_e.
     """
@@ -65,7 +65,8 @@ def caption_loss(
             log_p_samples, entropies, use_expectation).
         tokens: (B, T + 1) int. `<start> w_1 .. w_n <end> <pad>..`; the targets are tokens[:, 1:].
         doubly_stochastic_lambda: float. lambda of Eq. 14. Defaults to 1.0.
-        baseline: scalar. Hard attention's moving-average baseline. Defaults to 0.0.
+        baseline: scalar. Hard attention's moving-average baseline, per word: a caption of n
+            words is compared with n * baseline. Defaults to 0.0.
         reinforce_weight: float. lambda_r. Defaults to 1.0.
         entropy_weight: float. lambda_e. Defaults to 0.0.
 
@@ -73,6 +74,7 @@ def caption_loss(
         dict: loss (scalar to minimise; its value is the mean of -log p(y|a) + lambda *
         penalty, and with hard attention its gradient also holds the REINFORCE terms), nll (per-token NLL), penalty (mean regulariser),
         log_p_y (B,) per-caption log-likelihood (the REINFORCE reward before the baseline),
+        log_p_per_word (B,) log_p_y over the caption's length (what the baseline tracks),
         hard_rows (B,) 1 where the caption used sampled locations (0 for soft attention).
     """
     # The objective is computed in float32, also when the model runs in mixed precision.
@@ -87,13 +89,17 @@ def caption_loss(
     hard_rows = ops.zeros_like(log_p_y)
     if "log_p_samples" in outputs:
         hard_rows = 1.0 - ops.cast(outputs["use_expectation"], mask.dtype)
+        # The baseline is per word, scaled by the caption's length: b may depend on y
+        # (not on s), so the estimator stays unbiased, and the reward no longer varies
+        # with how long a caption is.
+        caption_baseline = ops.cast(baseline, "float32") * ops.sum(mask, axis=1)  # (B,)
         surrogate = reinforce_surrogate(
             log_p_y,
             outputs["log_p_samples"],
             outputs["entropies"],
             mask,
             hard_rows,
-            ops.cast(baseline, "float32"),
+            caption_baseline,
             reinforce_weight,
             entropy_weight,
         )
@@ -104,5 +110,6 @@ def caption_loss(
         "nll": -ops.sum(log_p_y) / ops.maximum(ops.sum(mask), 1.0),
         "penalty": ops.mean(penalty),
         "log_p_y": log_p_y,
+        "log_p_per_word": log_p_y / ops.maximum(ops.sum(mask, axis=1), 1.0),
         "hard_rows": hard_rows,
     }

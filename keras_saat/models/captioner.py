@@ -155,18 +155,20 @@ class Captioner(keras.Model):
             entropy_weight=self.entropy_weight,
         )
 
-    def update_baseline(self, log_p_y, hard_rows=None):
-        """b <- decay b + (1 - decay) mean(log p(y|s,a)) over the captions that used samples (Sec. 4.1).
+    def update_baseline(self, log_p_per_word, hard_rows=None):
+        """b <- decay b + (1 - decay) mean(log p(y|s,a) / |y|) over captions that used samples.
 
-        The baseline estimates the reward of sampled attention, so captions decoded with the
-        expected context (the hard_soft_probability share) do not move it; a batch without
-        sampled captions leaves it unchanged.
+        The moving-average baseline of Sec. 4.1, kept per word: `caption_loss` compares a
+        caption of n words with n * b. Captions decoded with the expected context (the
+        hard_soft_probability share) do not move it; a batch without sampled captions
+        leaves it unchanged.
         """
-        weights = ops.ones_like(log_p_y) if hard_rows is None else ops.cast(hard_rows, "float32")
-        self.move_baseline(ops.sum(ops.cast(log_p_y, "float32") * weights), ops.sum(weights))
+        values = ops.cast(log_p_per_word, "float32")
+        weights = ops.ones_like(values) if hard_rows is None else ops.cast(hard_rows, "float32")
+        self.move_baseline(ops.sum(values * weights), ops.sum(weights))
 
     def move_baseline(self, log_p_sum, count):
-        """The baseline update from a sum of sampled captions' log p(y|s,a) and their count."""
+        """The baseline update from a sum of sampled captions' per-word log p(y|s,a) and their count."""
         mean = log_p_sum / ops.maximum(count, 1.0)
         moved = self.baseline_decay * self.baseline + (1.0 - self.baseline_decay) * mean
         self.baseline.assign(ops.stop_gradient(ops.where(count > 0, moved, self.baseline)))
@@ -194,7 +196,7 @@ class Captioner(keras.Model):
         gradients = tape.gradient(scaled, self.trainable_weights)
         self.optimizer.apply(gradients, self.trainable_weights)
         if self.attention == "hard":
-            self.update_baseline(terms["log_p_y"], terms["hard_rows"])
+            self.update_baseline(terms["log_p_per_word"], terms["hard_rows"])
         return self._update_metrics(terms)
 
     def test_step(self, data):

@@ -227,7 +227,7 @@ class Trainer:
                 "nll_sum": -tf.reduce_sum(tf.cast(terms["log_p_y"], tf.float32)),
                 "words": words,
                 # The baseline follows the captions decoded with sampled locations.
-                "sampled_log_p_sum": tf.reduce_sum(terms["log_p_y"] * terms["hard_rows"]),
+                "sampled_log_p_sum": tf.reduce_sum(terms["log_p_per_word"] * terms["hard_rows"]),
                 "sampled_count": tf.reduce_sum(terms["hard_rows"]),
             }
             return gradients, sums

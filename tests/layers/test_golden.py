@@ -210,6 +210,38 @@ def test_reinforce_surrogate_gradient_is_the_paper_estimator():
     assert np.abs(grad[2]).max() == 0.0  # rows that used the expectation get no REINFORCE term
 
 
+def test_caption_loss_compares_each_caption_with_its_length_times_the_baseline():
+    """d loss / d log p(s_t) = -lambda_r (log p(y|s,a) - n b) / B on sampled rows (Eq. 12)."""
+    rng = np.random.default_rng(8)
+    logits = rng.normal(size=(3, 4, K)).astype("float32")
+    alphas = ref.softmax(rng.normal(size=(3, 4, L))).astype("float32")
+    tokens = np.array([[2, 5, 6, 7, 3], [2, 7, 3, 0, 0], [2, 5, 3, 0, 0]], np.int32)
+    log_p_samples = tf.Variable(rng.normal(-2.0, 0.5, size=(3, 4)).astype("float32"))
+    outputs = {
+        "logits": logits,
+        "alphas": alphas,
+        "entropies": tf.zeros((3, 4)),
+        "use_expectation": tf.constant([False, False, True]),
+    }
+    baseline, lambda_r = -1.5, 0.5
+    with tf.GradientTape() as tape:
+        terms = losses.caption_loss(
+            {**outputs, "log_p_samples": log_p_samples * 1.0},
+            tokens,
+            baseline=baseline,
+            reinforce_weight=lambda_r,
+        )
+    grad = tape.gradient(terms["loss"], log_p_samples).numpy()
+    mask = (tokens[:, 1:] != 0).astype(np.float64)
+    log_p = np.take_along_axis(ref.log_softmax(logits.astype(np.float64)), tokens[:, 1:, None], -1)
+    log_p_y = (log_p[..., 0] * mask).sum(1)
+    lengths = mask.sum(1)
+    expected = -lambda_r * (log_p_y - baseline * lengths)[:, None] * mask / 3
+    expected[2] = 0.0  # the expected-context caption has no REINFORCE term
+    np.testing.assert_allclose(grad, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(terms["log_p_per_word"], log_p_y / lengths, rtol=1e-5)
+
+
 def test_caption_loss_value_excludes_the_surrogate_but_its_gradient_includes_it():
     rng = np.random.default_rng(7)
     logits = rng.normal(size=(2, 3, K)).astype("float32")

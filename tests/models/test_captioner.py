@@ -61,7 +61,7 @@ def test_hard_attention_trains_under_xla_and_updates_the_baseline():
     model.compile(optimizer=keras.optimizers.SGD(0.0), jit_compile=True)
     model.fit(data, batch_size=4, epochs=1, verbose=0)
     assert float(model.baseline) == 0.0  # captions with the expected context do not move it
-    # The update itself: only the rows that used samples count.
+    # The update itself (per-word log-likelihoods): only the rows that used samples count.
     log_p_y = np.array([-3.0, -5.0, -9.0, -1.0], np.float32)
     model.update_baseline(log_p_y, np.array([1, 0, 1, 0], np.float32))
     np.testing.assert_allclose(float(model.baseline), 0.1 * (-6.0), rtol=1e-6)
