@@ -50,6 +50,10 @@ class ModelConfig:
     entropy_weight: float = 0.002
     # Hard attention: decay of the moving-average baseline b <- decay*b + (1-decay)*log p(y|s,a).
     baseline_decay: float = 0.9
+    # Hard attention: the REINFORCE baseline. "moving_average" (the paper's, per word, times the
+    # caption's length) or "expected_context": log p(y | a) of the same caption decoded with
+    # the expected context (one more decoder pass, no gradient; much lower variance).
+    reinforce_baseline: str = "moving_average"
     # Seed for dropout, the hard-attention sampler and weight initialisation.
     seed: int = 0
 
@@ -169,6 +173,7 @@ class ExperimentConfig:
 _SECTIONS = {f.name: f.type for f in dataclasses.fields(ExperimentConfig) if f.name != "name"}
 _CHOICES = {
     ("model", "attention"): ("soft", "hard"),
+    ("model", "reinforce_baseline"): ("moving_average", "expected_context"),
     ("data", "dataset"): ("shapes", "karpathy", "flickr8k", "coco", "tfds"),
     ("data", "resize"): ("crop", "pad", "stretch"),
     ("data", "cache_dtype"): ("float16", "float32"),

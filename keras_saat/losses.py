@@ -62,7 +62,8 @@ def caption_loss(
 
     Args:
         outputs: dict. `LSTMDecoder` outputs (logits, alphas; hard attention adds
-            log_p_samples, entropies, use_expectation).
+            log_p_samples, entropies, use_expectation, and optionally baseline_logits: the
+            logits of the same captions under the expected context, used as the baseline).
         tokens: (B, T + 1) int. `<start> w_1 .. w_n <end> <pad>..`; the targets are tokens[:, 1:].
         doubly_stochastic_lambda: float. lambda of Eq. 14. Defaults to 1.0.
         baseline: scalar. Hard attention's moving-average baseline, per word: a caption of n
@@ -93,6 +94,8 @@ def caption_loss(
         # (not on s), so the estimator stays unbiased, and the reward no longer varies
         # with how long a caption is.
         caption_baseline = ops.cast(baseline, "float32") * ops.sum(mask, axis=1)  # (B,)
+        if "baseline_logits" in outputs:  # log p(y | a) with the expected context
+            caption_baseline = sequence_log_likelihood(outputs["baseline_logits"], targets, mask)
         surrogate = reinforce_surrogate(
             log_p_y,
             outputs["log_p_samples"],

@@ -45,7 +45,9 @@ class Captioner(keras.Model):
         hard_soft_probability: float. Hard attention's expectation probability. Defaults to 0.5.
         reinforce_weight: float. lambda_r. Defaults to 1.0.
         entropy_weight: float. lambda_e. Defaults to 0.002.
-        baseline_decay: float. b <- decay b + (1 - decay) log p(y|s,a). Defaults to 0.9.
+        baseline_decay: float. b <- decay b + (1 - decay) log p(y|s,a) / |y|. Defaults to 0.9.
+        reinforce_baseline: str. "moving_average" (the paper's) or "expected_context" (each
+            caption's log p(y|a) under the expected context). Defaults to "moving_average".
         max_length: int. Default maximum caption length in words for `generate`. Defaults to 20.
         seed: int or None. Dropout and sampling seed. Defaults to None.
     """
@@ -69,6 +71,7 @@ class Captioner(keras.Model):
         reinforce_weight=1.0,
         entropy_weight=0.002,
         baseline_decay=0.9,
+        reinforce_baseline="moving_average",
         max_length=20,
         seed=None,
         **kwargs,
@@ -80,6 +83,11 @@ class Captioner(keras.Model):
         self.reinforce_weight = float(reinforce_weight)
         self.entropy_weight = float(entropy_weight)
         self.baseline_decay = float(baseline_decay)
+        if reinforce_baseline not in ("moving_average", "expected_context"):
+            raise KerasSaatError(
+                f"reinforce_baseline must be moving_average or expected_context; got {reinforce_baseline!r}"
+            )
+        self.reinforce_baseline = reinforce_baseline
         self.max_length = int(max_length)
         self.seed = seed
         self.encoder = ImageEncoder(
@@ -142,7 +150,13 @@ class Captioner(keras.Model):
     def call(self, inputs, training=False):
         """Teacher-forced outputs (see `LSTMDecoder.call`) for `inputs["tokens"]`."""
         annotations = self.annotate(self._features(inputs))  # (B, L, D)
-        return self.decoder(annotations, inputs["tokens"][:, :-1], training=training)
+        outputs = self.decoder(annotations, inputs["tokens"][:, :-1], training=training)
+        if training and self.attention == "hard" and self.reinforce_baseline == "expected_context":
+            # The same captions under the expected context: a baseline that depends on y and a
+            # but not on the sampled locations s, so REINFORCE stays unbiased.
+            expected = self.decoder(annotations, inputs["tokens"][:, :-1], training=False)
+            outputs["baseline_logits"] = ops.stop_gradient(expected["logits"])
+        return outputs
 
     def loss_terms(self, outputs, tokens):
         """`keras_saat.losses.caption_loss` with this model's settings."""
@@ -360,6 +374,7 @@ class Captioner(keras.Model):
             reinforce_weight=self.reinforce_weight,
             entropy_weight=self.entropy_weight,
             baseline_decay=self.baseline_decay,
+            reinforce_baseline=self.reinforce_baseline,
             max_length=self.max_length,
             seed=self.seed,
         )

@@ -242,6 +242,35 @@ def test_caption_loss_compares_each_caption_with_its_length_times_the_baseline()
     np.testing.assert_allclose(terms["log_p_per_word"], log_p_y / lengths, rtol=1e-5)
 
 
+def test_expected_context_baseline_is_each_captions_own_likelihood():
+    rng = np.random.default_rng(9)
+    logits = rng.normal(size=(2, 3, K)).astype("float32")
+    baseline_logits = rng.normal(size=(2, 3, K)).astype("float32")
+    tokens = np.array([[2, 5, 6, 3], [2, 7, 3, 0]], np.int32)
+    log_p_samples = tf.Variable(np.zeros((2, 3), np.float32))
+    outputs = {
+        "logits": logits,
+        "alphas": ref.softmax(rng.normal(size=(2, 3, L))).astype("float32"),
+        "entropies": tf.zeros((2, 3)),
+        "use_expectation": tf.constant([False, False]),
+        "baseline_logits": baseline_logits,
+    }
+    with tf.GradientTape() as tape:
+        terms = losses.caption_loss(
+            {**outputs, "log_p_samples": log_p_samples * 1.0}, tokens, baseline=-100.0
+        )
+    grad = tape.gradient(terms["loss"], log_p_samples).numpy()
+    mask = (tokens[:, 1:] != 0).astype(np.float64)
+
+    def log_p(values):
+        lp = np.take_along_axis(ref.log_softmax(values.astype(np.float64)), tokens[:, 1:, None], -1)
+        return (lp[..., 0] * mask).sum(1)
+
+    # The moving-average value (-100) is ignored: the reward is log p(y|s,a) - log p(y|E[s],a).
+    expected = -(log_p(logits) - log_p(baseline_logits))[:, None] * mask / 2
+    np.testing.assert_allclose(grad, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_caption_loss_value_excludes_the_surrogate_but_its_gradient_includes_it():
     rng = np.random.default_rng(7)
     logits = rng.normal(size=(2, 3, K)).astype("float32")

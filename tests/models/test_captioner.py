@@ -75,6 +75,19 @@ def test_hard_attention_trains_under_xla_and_updates_the_baseline():
     assert np.all(np.isfinite(history.history["loss"])) and float(sampling.baseline) < 0.0
 
 
+def test_expected_context_baseline_pass():
+    model, vocab = small_model("hard", dropout=0.3, reinforce_baseline="expected_context")
+    data = batch(vocab)
+    training = model(data, training=True)
+    inference = model(data, training=False)
+    np.testing.assert_allclose(training["baseline_logits"], inference["logits"], rtol=1e-5)
+    assert "baseline_logits" not in inference
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), jit_compile=True)
+    history = model.fit(data, batch_size=4, epochs=2, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    assert Captioner.from_config(model.get_config()).reinforce_baseline == "expected_context"
+
+
 @pytest.mark.parametrize("attention", ["soft", "hard"])
 def test_keras_save_and_load_give_identical_outputs(tmp_path, attention):
     model, vocab = small_model(attention)
