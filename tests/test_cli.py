@@ -152,7 +152,11 @@ def test_demo_runs_end_to_end_on_small_settings(tmp_path, capsys):
     assert len(predictions) == 8 and {"image_id", "caption"} == set(predictions[0])
     assert 0.0 <= metrics["bleu_4"] <= 1.0 and metrics["images"] == 8
     assert metrics["method"].startswith("beam 3, pycocoevalcap") and metrics["beam_size"] == 3
-    assert 0.0 <= metrics["attention_localisation"]["chance"] <= 1.0
+    where = metrics["attention_localisation"]  # a 2-epoch model may name no object right
+    if where["words"]:
+        assert 0.0 <= where["chance"] <= 1.0 and 0.0 <= where["hit_rate"] <= 1.0
+    else:
+        assert where["hit_rate"] is None and where["chance"] is None
     assert tf.train.latest_checkpoint(str(workdir / "checkpoints")) is not None
     assert list((workdir / "logs").glob("events.out.tfevents.*"))  # TensorBoard
     model = load_captioner(workdir)
