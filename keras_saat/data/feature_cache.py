@@ -52,7 +52,8 @@ def dataset_fingerprint(dataset):
     return digest.hexdigest()[:16]
 
 
-def _write_json(path, content):
+def write_json_atomic(path, content):
+    """Writes JSON through a temporary file and a rename: a killed process never leaves half a file."""
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(content, indent=1))
     os.replace(tmp, path)
@@ -367,7 +368,7 @@ def extract_features(
                 reasons.append([position, reason])
             os.replace(tmp, directory / shard["file"])
             shard.update(done=True, written=len(writer.written), skipped=reasons)
-            _write_json(index_path, index)
+            write_json_atomic(index_path, index)
             skips.merge(shard_skips)
             done += stop - start
             rate = done / max(time.perf_counter() - start_time, 1e-9)

@@ -32,6 +32,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_saat.data.feature_cache import write_json_atomic
 from keras_saat.errors import KerasSaatError
 from keras_saat.text.vocabulary import PAD_ID
 
@@ -372,7 +373,12 @@ def train_loop(
         checkpoint, str(directory), max_to_keep=max(train_config.max_checkpoints, 1)
     )
     history_path = Path(workdir) / "history.json"
-    history = json.loads(history_path.read_text()) if history_path.exists() and chief else []
+    history = []
+    if history_path.exists() and chief:
+        try:
+            history = json.loads(history_path.read_text())
+        except json.JSONDecodeError:
+            log(f"{history_path} is damaged; the per-epoch history restarts from here")
     resumed_from = None
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
@@ -501,7 +507,7 @@ def train_loop(
                 )
                 state["finished"].assign(1)
             if chief:
-                history_path.write_text(json.dumps(history, indent=1))
+                write_json_atomic(history_path, history)
             save()
     finally:
         if scratch is not None:
