@@ -404,7 +404,8 @@ def train(config, workdir, log=print, callbacks=()):
         f"best val BLEU-4 {100 * result['best_score']:.1f} at epoch {result['best_epoch']}; "
         f"saved {workdir / MODEL_FILE}"
     )
-    evaluation = evaluate(workdir, "test", log=log)
+    # The best model's frozen encoder is the one that filled the cache.
+    evaluation = evaluate(workdir, "test", log=log, prepared=(dataset, source))
     return {
         "chief": True,
         "metrics": evaluation["metrics"],
@@ -427,7 +428,7 @@ def _save_model(model, path):
     os.replace(tmp, path)
 
 
-def evaluate(workdir, split="test", beam_size=None, log=print, config_overrides=()):
+def evaluate(workdir, split="test", beam_size=None, log=print, config_overrides=(), prepared=None):
     """Captions a split with the workdir's best model and scores it (`keras-saat evaluate`).
 
     Writes eval/<split>/predictions.json (COCO results format) and metrics.json: BLEU-1..4,
@@ -440,6 +441,8 @@ def evaluate(workdir, split="test", beam_size=None, log=print, config_overrides=
         beam_size: int or None. Beam width; None = the config's decode.beam_size.
         log: callable. Defaults to print.
         config_overrides: iterable of "section.key=value" applied to the saved config.
+        prepared: (dataset, source) or None. The dataset and the feature cache (or "images")
+            `train` already has, so they are not read and fingerprinted again. Defaults to None.
 
     Returns:
         dict: metrics (0-1), method, localisation (or None), beam_size, images, seconds.
@@ -452,12 +455,15 @@ def evaluate(workdir, split="test", beam_size=None, log=print, config_overrides=
     config = load_config(workdir / "config.yaml", config_overrides)
     beam_size = int(beam_size or config.decode.beam_size)
     model = load_captioner(workdir / MODEL_FILE)
-    dataset = load_dataset(config, workdir, log)
-    records = dataset.split(split)
-    if model.encoder.trainable_layers:
-        source = "images"
+    if prepared is not None:
+        dataset, source = prepared
     else:
-        source = extract(config, model.encoder, dataset, workdir, log)
+        dataset = load_dataset(config, workdir, log)
+        if model.encoder.trainable_layers:
+            source = "images"
+        else:
+            source = extract(config, model.encoder, dataset, workdir, log)
+    records = dataset.split(split)
     start = time.perf_counter()
     results = caption_split(
         model, source, split, records, config, config.decode.batch_size, beam_size, details=True

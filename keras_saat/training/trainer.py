@@ -435,12 +435,10 @@ def train_loop(
                 totals["nll"] += float(values["nll"])
                 totals["n"] += 1
                 window_steps += 1
-                shown = {
-                    "loss": float(values["loss"]),
-                    "nll": float(values["nll"]),
-                    "lr": float(optimizer.learning_rate),
-                }
+                shown = {"loss": float(values["loss"]), "nll": float(values["nll"])}
                 report = step % max(train_config.log_every, 1) == 0  # global steps
+                if report or progress.bar is not None:  # the schedule is read only when shown
+                    shown["lr"] = float(optimizer.learning_rate)
                 if report:
                     elapsed = time.perf_counter() - window_start
                     shown["captions/s"] = window_steps * batch_size / max(elapsed, 1e-9)
