@@ -3,22 +3,35 @@
 from keras_saat import Captioner, load_captioner
 model = load_captioner("runs/demo")
 print(model.generate("photo.png"))
+
+The names below load on first use, so `keras_saat.serving`'s client and
+development server run without importing Keras or the model code.
 """
+
+import importlib
 
 __version__ = "0.1.0"
 
-from keras_saat.config import ExperimentConfig, load_config  # noqa: E402
-from keras_saat.errors import KerasSaatError  # noqa: E402
-from keras_saat.models.captioner import Captioner, build_captioner, load_captioner  # noqa: E402
-from keras_saat.text.vocabulary import Vocabulary  # noqa: E402
+_EXPORTS = {
+    "Captioner": "keras_saat.models.captioner",
+    "ExperimentConfig": "keras_saat.config",
+    "KerasSaatError": "keras_saat.errors",
+    "Vocabulary": "keras_saat.text.vocabulary",
+    "build_captioner": "keras_saat.models.captioner",
+    "load_captioner": "keras_saat.models.captioner",
+    "load_config": "keras_saat.config",
+}
 
-__all__ = [
-    "Captioner",
-    "ExperimentConfig",
-    "KerasSaatError",
-    "Vocabulary",
-    "__version__",
-    "build_captioner",
-    "load_captioner",
-    "load_config",
-]
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'keras_saat' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

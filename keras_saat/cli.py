@@ -150,6 +150,57 @@ def cmd_caption(args):
         raise KerasSaatError(f"{failed} of {len(args.images)} images could not be captioned")
 
 
+def cmd_export(args):
+    from keras_saat.serving.export import export_workdir
+
+    path = export_workdir(
+        args.workdir,
+        args.out,
+        version=args.version,
+        beam_size=args.beam_size,
+        max_length=args.max_length,
+        max_pixels=args.max_pixels,
+        model_name=args.name,
+        log=_log,
+    )
+    _log(
+        f"serve it with TF Serving (see export/README.md), or for development:\n"
+        f"  keras-saat serve --model-base {path.parent} --name {args.name or _model_name(path)}"
+    )
+
+
+def _model_name(version_dir):
+    import json
+
+    return json.loads((version_dir / "assets.extra" / "keras_saat.json").read_text())["model_name"]
+
+
+def cmd_serve(args):
+    import threading
+
+    from keras_saat.serving.dev_server import DevServer
+
+    server = DevServer(
+        args.model_base,
+        args.name,
+        host=args.host,
+        port=args.port,
+        grpc_port=args.grpc_port,
+        version=args.version,
+        log=_log,
+    ).start()
+    _log(
+        f"serving {server.name} version {server.version} from {server.path}\n"
+        f"  REST {server.url}/v1/models/{server.name}"
+        + (f"\n  gRPC {server.host}:{server.grpc_port}" if server.grpc_port is not None else "")
+        + "\nthis is a development server; production uses TF Serving (export/README.md). Ctrl-C stops it."
+    )
+    try:
+        threading.Event().wait()
+    finally:
+        server.stop()
+
+
 def _plot_path(plot, image, count):
     """OUT.png for one image; OUT_<image name>.png for several."""
     from pathlib import Path
@@ -222,6 +273,38 @@ def build_parser():
         "--plot", metavar="OUT.png", help="write the paper's Figure 2 layout (one file per image)"
     )
     p.set_defaults(func=cmd_caption)
+
+    p = sub.add_parser("export", help="write the best model as a SavedModel for TF Serving")
+    p.add_argument("--workdir", required=True, help="a trained workdir")
+    p.add_argument("--out", required=True, metavar="BASE", help="TF Serving model base folder")
+    p.add_argument(
+        "--version", type=int, default=None, help="version folder (default: the next free one)"
+    )
+    p.add_argument(
+        "--beam-size", type=int, default=None, help="beam width (default: decode.beam_size, 3)"
+    )
+    p.add_argument(
+        "--max-length", type=int, default=None, help="maximum words (default: decode.max_length)"
+    )
+    p.add_argument(
+        "--max-pixels",
+        type=int,
+        default=None,
+        help="largest width x height an image may declare (default: export.max_pixels, 25000000)",
+    )
+    p.add_argument("--name", default=None, help="model name (default: export.model_name)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "serve", help="development server with TF Serving's REST API (production: TF Serving)"
+    )
+    p.add_argument("--model-base", required=True, metavar="BASE", help="TF Serving model base")
+    p.add_argument("--name", default="keras_saat", help="model name in URLs (default keras_saat)")
+    p.add_argument("--port", type=int, default=8501, help="REST port (default 8501)")
+    p.add_argument("--grpc-port", type=int, default=None, help="also serve gRPC on this port")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--version", type=int, default=None, help="version (default: the highest)")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser(
         "demo", help="generate Shapes, train a soft-attention captioner, show captions"

@@ -161,6 +161,20 @@ class DecodeConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class ExportConfig:
+    # The model name TF Serving serves it under (models.config, warmup requests, the client).
+    model_name: str = "keras_saat"
+    # Largest width x height an image header may declare; bigger images come back invalid
+    # before any pixel is decoded (decompression bombs).
+    max_pixels: int = 25_000_000
+    # How images of another size reach the model's input: "crop", "pad" or "stretch"
+    # ("" = data.resize, what training saw).
+    resize: str = ""
+    # Write assets.extra/tf_serving_warmup_requests, which TF Serving replays before serving.
+    warmup: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
 class ExperimentConfig:
     # A name for logs and the metadata of exported models.
     name: str = "experiment"
@@ -168,6 +182,7 @@ class ExperimentConfig:
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
+    export: ExportConfig = dataclasses.field(default_factory=ExportConfig)
 
 
 _SECTIONS = {f.name: f.type for f in dataclasses.fields(ExperimentConfig) if f.name != "name"}
@@ -176,6 +191,7 @@ _CHOICES = {
     ("model", "reinforce_baseline"): ("moving_average", "expected_context"),
     ("data", "dataset"): ("shapes", "karpathy", "flickr8k", "coco", "tfds"),
     ("data", "resize"): ("crop", "pad", "stretch"),
+    ("export", "resize"): ("", "crop", "pad", "stretch"),
     ("data", "cache_dtype"): ("float16", "float32"),
     ("train", "optimizer"): ("adam", "rmsprop"),
     ("train", "lr_schedule"): ("constant", "cosine", "exponential"),
@@ -231,7 +247,9 @@ def from_dict(values, base=None):
     if values is None:
         return config
     if not isinstance(values, dict):
-        raise KerasSaatError("a config must be a mapping with sections model, data, train, decode")
+        raise KerasSaatError(
+            "a config must be a mapping with sections model, data, train, decode, export"
+        )
     updates = {}
     for key, value in values.items():
         if key == "name":

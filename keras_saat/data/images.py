@@ -36,10 +36,10 @@ RESIZE_MODES = ("crop", "pad", "stretch")
 
 
 def resize_image(image, size, mode="crop"):
-    """Resizes one (h, w, 3) image to (size, size, 3) float32, core TF ops only.
+    """Resizes an (h, w, 3) image, or a (B, h, w, 3) batch, to size x size float32; core TF ops.
 
     Args:
-        image: (h, w, 3) tensor, any numeric dtype, values in [0, 255].
+        image: (h, w, 3) or (B, h, w, 3) tensor, any numeric dtype, values in [0, 255].
         size: int. Output side.
         mode: str. "crop": scale the shorter side to `size`, then centre-crop (the
             paper's practice); "pad": scale the longer side, then pad with zeros;
@@ -54,7 +54,7 @@ def resize_image(image, size, mode="crop"):
         return tf.image.resize_with_pad(image, size, size)
     if mode != "crop":
         raise KerasSaatError(f"resize mode {mode!r} is not one of {', '.join(RESIZE_MODES)}")
-    shape = tf.cast(tf.shape(image)[:2], tf.float32)
+    shape = tf.cast(tf.shape(image)[-3:-1], tf.float32)
     scale = size / tf.reduce_min(shape)
     scaled = tf.cast(tf.math.ceil(shape * scale), tf.int32)
     image = tf.image.resize(image, scaled)

@@ -515,13 +515,18 @@ def _check_resume_config(config, workdir):
         "checkpoint_every",
         "max_checkpoints",
     }
+    # Decoding and export settings do not touch the trained weights.
     mine = {
         **to_dict(config),
         "train": {k: v for k, v in to_dict(config)["train"].items() if k not in keep},
+        "decode": None,
+        "export": None,
     }
     theirs = {
         **to_dict(previous),
         "train": {k: v for k, v in to_dict(previous)["train"].items() if k not in keep},
+        "decode": None,
+        "export": None,
     }
     if mine != theirs:
         changed = [

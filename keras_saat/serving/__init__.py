@@ -1,0 +1,33 @@
+"""Serving: SavedModel export for TF Serving, REST and gRPC clients, a development server.
+
+    keras-saat export --workdir runs/demo --out models/keras_saat
+    keras-saat serve --model-base models/keras_saat --name keras_saat --port 8501
+
+    from keras_saat.serving import RestClient
+    RestClient("http://localhost:8501", "keras_saat").caption(["photo.jpg"])
+
+The clients and the development server import neither Keras nor the model
+code; `export_captioner` and `export_workdir` need both.
+"""
+
+import importlib
+
+_EXPORTS = {
+    "DevServer": "keras_saat.serving.dev_server",
+    "ExportSettings": "keras_saat.serving.export",
+    "GrpcClient": "keras_saat.serving.grpc_client",
+    "RestClient": "keras_saat.serving.rest_client",
+    "decode_images": "keras_saat.serving.image_bytes",
+    "export_captioner": "keras_saat.serving.export",
+    "export_workdir": "keras_saat.serving.export",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'keras_saat.serving' has no attribute {name!r}")

@@ -1,0 +1,427 @@
+"""DevServer: TF Serving's REST API (and gRPC Predict) for machines without TF Serving.
+
+A development and test server, not a production one: production uses the
+tensorflow/serving image (see export/README.md). It implements the part of TF
+Serving's API that keras-saat's model uses:
+
+    GET  /v1/models/NAME[/versions/N]             model status
+    GET  /v1/models/NAME[/versions/N]/metadata    signatures
+    POST /v1/models/NAME[/versions/N]:predict     row ("instances") or columnar ("inputs")
+    gRPC tensorflow.serving.PredictionService/Predict and GetModelMetadata
+
+Bad requests get HTTP 400 with {"error": "..."}, as TF Serving answers. The
+SavedModel is loaded with `tf.saved_model.load`: no Keras and no keras_saat
+model code, as in TF Serving. Its warm-up requests are replayed at start.
+"""
+
+import base64
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+
+from keras_saat.errors import KerasSaatError
+
+MAX_BODY_BYTES = 256 * 1024 * 1024
+_PATH = re.compile(
+    r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d+)|/labels/(?P<label>[^/:]+))?"
+    r"(?:(?P<verb>:predict|:classify|:regress)|(?P<metadata>/metadata))?/?$"
+)
+
+
+class BadRequest(ValueError):
+    """A request the model cannot answer; HTTP 400 (or gRPC INVALID_ARGUMENT)."""
+
+
+class NotFound(LookupError):
+    """An unknown model, version or path; HTTP 404 (or gRPC NOT_FOUND)."""
+
+
+def latest_version(model_base):
+    """The highest numeric version folder with a saved_model.pb (TF Serving's default policy)."""
+    base = Path(model_base)
+    if not base.is_dir():
+        raise KerasSaatError(f"model base {base} is not a folder; run `keras-saat export` first")
+    versions = [
+        int(p.name) for p in base.iterdir() if p.name.isdigit() and (p / "saved_model.pb").is_file()
+    ]
+    if not versions:
+        raise KerasSaatError(
+            f"{base} holds no version folder (BASE/<number>/saved_model.pb); run `keras-saat export`"
+        )
+    return max(versions)
+
+
+def _json_value(array):
+    """A NumPy array (or scalar) as JSON values; strings as UTF-8 text, else {"b64": ...}."""
+    if isinstance(array, bytes):
+        try:
+            return array.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"b64": base64.b64encode(array).decode("ascii")}
+    array = np.asarray(array)
+    if array.dtype == object or array.dtype.kind == "S":
+        return [_json_value(item) for item in array] if array.ndim else _json_value(array.item())
+    return array.tolist()
+
+
+def _strings(value, where):
+    """JSON text or {"b64": ...} (possibly nested in lists) -> nested lists of bytes."""
+    if isinstance(value, list):
+        return [_strings(item, where) for item in value]
+    if isinstance(value, dict):
+        if set(value) != {"b64"} or not isinstance(value["b64"], str):
+            raise BadRequest(f'{where}: a binary value is written {{"b64": "<base64 text>"}}')
+        try:
+            return base64.b64decode(value["b64"], validate=True)
+        except ValueError:
+            raise BadRequest(f"{where}: the b64 value is not valid base64") from None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise BadRequest(f'{where}: expected text or {{"b64": ...}}, got {type(value).__name__}')
+
+
+def _named(value):
+    """A JSON object of named inputs (not a {"b64": ...} value)."""
+    return isinstance(value, dict) and set(value) != {"b64"}
+
+
+class DevServer:
+    """Serves the latest version under a TF Serving model base over REST (and gRPC).
+
+    Args:
+        model_base: path. TF Serving's model base path: BASE/<version>/saved_model.pb.
+        name: str. The model name in request paths. Defaults to "keras_saat".
+        host: str. Address to bind. Defaults to "127.0.0.1".
+        port: int. REST port (0 = any free port). Defaults to 8501.
+        grpc_port: int or None. gRPC port (0 = any free port; None = no gRPC). Defaults to None.
+        version: int or None. The version to serve; None = the highest. Defaults to None.
+        log: callable. Defaults to print.
+    """
+
+    def __init__(
+        self, model_base, name="keras_saat", host="127.0.0.1", port=8501, grpc_port=None,
+        version=None, log=print,
+    ):  # fmt: skip
+        import tensorflow as tf
+        from tensorflow.core.protobuf import saved_model_pb2
+
+        self.name = name
+        self.version = int(version) if version is not None else latest_version(model_base)
+        self.path = Path(model_base) / str(self.version)
+        if not (self.path / "saved_model.pb").is_file():
+            raise KerasSaatError(f"{self.path} has no saved_model.pb")
+        self.log = log
+        proto = saved_model_pb2.SavedModel()
+        proto.ParseFromString((self.path / "saved_model.pb").read_bytes())
+        self.signature_defs = {
+            key: value
+            for key, value in proto.meta_graphs[0].signature_def.items()
+            if not key.startswith("__")
+        }
+        self.loaded = tf.saved_model.load(str(self.path))
+        self.functions = {key: self.loaded.signatures[key] for key in self.signature_defs}
+        self.host, self.port, self.grpc_port = host, int(port), grpc_port
+        self._http = None
+        self._grpc = None
+        self.warmup()
+
+    # --------------------------------------------------------------- the model
+    def input_specs(self, signature):
+        if signature not in self.functions:
+            raise BadRequest(
+                f'Serving signature name: "{signature}" not found in signature def; '
+                f"signatures: {', '.join(sorted(self.functions))}"
+            )
+        return self.functions[signature].structured_input_signature[1]
+
+    def run(self, signature, inputs):
+        """Runs a signature on a dict of NumPy arrays; returns a dict of NumPy arrays."""
+        import tensorflow as tf
+
+        specs = self.input_specs(signature)
+        missing = sorted(set(specs) - set(inputs))
+        extra = sorted(set(inputs) - set(specs))
+        if missing or extra:
+            raise BadRequest(
+                f"signature {signature} takes inputs {', '.join(sorted(specs))}; "
+                + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(extra)}")
+            )
+        tensors = {}
+        for key, spec in specs.items():
+            value = inputs[key]
+            try:
+                tensor = tf.convert_to_tensor(value, spec.dtype)
+            except (ValueError, TypeError) as err:
+                raise BadRequest(
+                    f"input {key}: cannot make a {spec.dtype.name} tensor: {err}"
+                ) from None
+            if not spec.shape.is_compatible_with(tensor.shape):
+                raise BadRequest(
+                    f"input {key} has shape {tensor.shape.as_list()}; the signature expects "
+                    f"{[d if d is not None else -1 for d in spec.shape.as_list()]} (-1 = any)"
+                )
+            tensors[key] = tensor
+        try:
+            outputs = self.functions[signature](**tensors)
+        except tf.errors.InvalidArgumentError as err:
+            raise BadRequest(err.message.splitlines()[0]) from None
+        return {key: value.numpy() for key, value in outputs.items()}
+
+    def warmup(self):
+        """Replays assets.extra/tf_serving_warmup_requests, as TF Serving does at load."""
+        import tensorflow as tf
+
+        path = self.path / "assets.extra" / "tf_serving_warmup_requests"
+        if not path.is_file():
+            return 0
+        from tensorflow_serving.apis import prediction_log_pb2
+
+        count = 0
+        for record in tf.data.TFRecordDataset(str(path)):
+            log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+            request = log.predict_log.request
+            inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+            self.run(request.model_spec.signature_name or "serving_default", inputs)
+            count += 1
+        return count
+
+    # -------------------------------------------------------------------- REST
+    def status(self):
+        return {
+            "model_version_status": [
+                {
+                    "version": str(self.version),
+                    "state": "AVAILABLE",
+                    "status": {"error_code": "OK", "error_message": ""},
+                }
+            ]
+        }
+
+    def metadata(self):
+        from google.protobuf import json_format
+
+        return {
+            "model_spec": {"name": self.name, "signature_name": "", "version": str(self.version)},
+            "metadata": {
+                "signature_def": {
+                    "signature_def": {
+                        key: json_format.MessageToDict(value, preserving_proto_field_name=True)
+                        for key, value in self.signature_defs.items()
+                    },
+                    "@type": "type.googleapis.com/tensorflow.serving.SignatureDefMap",
+                }
+            },
+        }
+
+    def rest_predict(self, body):
+        """A `:predict` request body (dict) -> the response body (dict)."""
+        if not isinstance(body, dict):
+            raise BadRequest("the request body must be a JSON object")
+        signature = body.get("signature_name") or "serving_default"
+        specs = self.input_specs(signature)
+        names = sorted(specs)
+        if ("instances" in body) == ("inputs" in body):
+            raise BadRequest(
+                'the request needs exactly one of "instances" (row format) or "inputs" (columnar format)'
+            )
+        if "instances" in body:
+            instances = body["instances"]
+            if not isinstance(instances, list):
+                raise BadRequest('"instances" must be a list, one entry per example')
+            columns = {name: [] for name in names}
+            for i, instance in enumerate(instances):
+                named = _named(instance)
+                if (len(names) > 1 or named) and (not named or set(instance) != set(names)):
+                    raise BadRequest(f"instance {i} must be an object with keys {', '.join(names)}")
+                for name in names:
+                    columns[name].append(instance[name] if named else instance)
+        else:
+            inputs = body["inputs"]
+            named = _named(inputs)
+            if len(names) > 1 and not named:
+                raise BadRequest(f'"inputs" must be an object with keys {", ".join(names)}')
+            columns = inputs if named else {names[0]: inputs}
+        arrays = {}
+        for name, value in columns.items():
+            spec = specs.get(name)
+            if spec is not None and "instances" in body and not instances:
+                # An empty batch keeps the signature's rank.
+                shape = [0, *[d or 0 for d in spec.shape.as_list()[1:]]]
+                dtype = object if spec.dtype.name == "string" else spec.dtype.as_numpy_dtype
+                arrays[name] = np.empty(shape, dtype)
+            elif spec is not None and spec.dtype.name == "string":
+                arrays[name] = np.array(_strings(value, f"input {name}"), dtype=object)
+            else:
+                arrays[name] = value
+        outputs = self.run(signature, arrays)
+        if "inputs" in body:
+            return {"outputs": {key: _json_value(value) for key, value in outputs.items()}}
+        batch = len(next(iter(outputs.values())))
+        return {
+            "predictions": [
+                {key: _json_value(value[i]) for key, value in outputs.items()} for i in range(batch)
+            ]
+        }
+
+    def _route(self, method, path, body):
+        """(status, response dict) for one HTTP request."""
+        match = _PATH.match(path.split("?")[0])
+        if not match:
+            raise NotFound(f"malformed request: {method} {path}")
+        if match["name"] != self.name:
+            raise NotFound(f"Servable not found for request: Latest({match['name']})")
+        if match["version"] is not None and int(match["version"]) != self.version:
+            raise NotFound(
+                f"Servable not found for request: Specific({self.name}, {match['version']})"
+            )
+        if match["label"] is not None:
+            raise NotFound(f"no version label {match['label']!r}: the dev server has no labels")
+        if method == "GET" and match["verb"] is None:
+            return self.metadata() if match["metadata"] else self.status()
+        if method == "POST" and match["verb"] == ":predict":
+            try:
+                request = json.loads(body)
+            except (ValueError, UnicodeDecodeError) as err:
+                raise BadRequest(f"the request body is not valid JSON: {err}") from None
+            return self.rest_predict(request)
+        if method == "POST" and match["verb"]:
+            raise BadRequest(f"{match['verb'][1:]} is not supported by this model; use predict")
+        raise NotFound(f"malformed request: {method} {path}")
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _answer(self, status, payload):
+                data = json.dumps(payload).encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _serve(self, method):
+                try:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    if length > MAX_BODY_BYTES:
+                        self.close_connection = True
+                        raise BadRequest(f"request body over {MAX_BODY_BYTES} bytes")
+                    body = self.rfile.read(length) if length else b""
+                    self._answer(200, server._route(method, self.path, body))
+                except BadRequest as err:
+                    self._answer(400, {"error": str(err)})
+                except NotFound as err:
+                    self._answer(404, {"error": str(err)})
+                except Exception as err:  # the server keeps serving; the client learns why
+                    self._answer(500, {"error": f"{type(err).__name__}: {err}"})
+
+            def do_GET(self):
+                self._serve("GET")
+
+            def do_POST(self):
+                self._serve("POST")
+
+            def log_message(self, format, *args):
+                pass
+
+        return Handler
+
+    # -------------------------------------------------------------------- gRPC
+    def _grpc_server(self):
+        from concurrent import futures
+
+        import grpc
+        import tensorflow as tf
+        from google.protobuf import any_pb2
+        from tensorflow_serving.apis import (
+            get_model_metadata_pb2,
+            predict_pb2,
+            prediction_service_pb2_grpc,
+        )
+
+        server = self
+
+        class Servicer(prediction_service_pb2_grpc.PredictionServiceServicer):
+            def _check(self, spec, context):
+                if spec.name != server.name:
+                    context.abort(grpc.StatusCode.NOT_FOUND, f"Servable not found: {spec.name}")
+                if spec.HasField("version") and spec.version.value != server.version:
+                    context.abort(
+                        grpc.StatusCode.NOT_FOUND,
+                        f"Servable not found: Specific({spec.name}, {spec.version.value})",
+                    )
+
+            def Predict(self, request, context):
+                self._check(request.model_spec, context)
+                signature = request.model_spec.signature_name or "serving_default"
+                inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+                try:
+                    outputs = server.run(signature, inputs)
+                except BadRequest as err:
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+                response = predict_pb2.PredictResponse()
+                response.model_spec.name = server.name
+                response.model_spec.signature_name = signature
+                response.model_spec.version.value = server.version
+                for key, value in outputs.items():
+                    response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
+                return response
+
+            def GetModelMetadata(self, request, context):
+                self._check(request.model_spec, context)
+                signatures = get_model_metadata_pb2.SignatureDefMap()
+                for key, value in server.signature_defs.items():
+                    signatures.signature_def[key].CopyFrom(value)
+                packed = any_pb2.Any()
+                packed.Pack(signatures)
+                response = get_model_metadata_pb2.GetModelMetadataResponse()
+                response.model_spec.name = server.name
+                response.model_spec.version.value = server.version
+                response.metadata["signature_def"].CopyFrom(packed)
+                return response
+
+        limit = MAX_BODY_BYTES
+        grpc_server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=8),
+            options=[
+                ("grpc.max_send_message_length", limit),
+                ("grpc.max_receive_message_length", limit),
+            ],
+        )
+        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Servicer(), grpc_server)
+        self.grpc_port = grpc_server.add_insecure_port(f"{self.host}:{self.grpc_port}")
+        return grpc_server
+
+    # --------------------------------------------------------------- lifetime
+    def start(self):
+        """Starts serving in background threads; returns self (ports are then known)."""
+        try:
+            self._http = ThreadingHTTPServer((self.host, self.port), self._handler())
+        except OSError as err:
+            raise KerasSaatError(
+                f"cannot listen on {self.host}:{self.port}: {err.strerror}"
+            ) from None
+        self._http.daemon_threads = True
+        self.port = self._http.server_address[1]
+        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+        if self.grpc_port is not None:
+            self._grpc = self._grpc_server()
+            self._grpc.start()
+        return self
+
+    def stop(self):
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+        if self._grpc is not None:
+            self._grpc.stop(grace=1)
+
+    @property
+    def url(self):
+        return f"http://{self.host}:{self.port}"

@@ -1,0 +1,195 @@
+"""The development server speaks TF Serving's REST (and gRPC) API; the clients read it."""
+
+import base64
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from keras_saat.errors import KerasSaatError
+from keras_saat.serving import DevServer, GrpcClient, RestClient
+from tests.serving.images import BAD, encode
+
+pytestmark = pytest.mark.slow
+REQUESTS = Path(__file__).parents[2] / "export" / "requests"
+
+
+@pytest.fixture(scope="module")
+def server(export_base):
+    server = DevServer(export_base, "cap", port=0, grpc_port=0, log=lambda *_: None).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def images(test_images):
+    return test_images
+
+
+def post(server, path, body):
+    request = urllib.request.Request(f"{server.url}{path}", data=body, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_rest_row_and_columnar_equal_the_signature(server, images):
+    client = RestClient(server.url, "cap")
+    data = [path.read_bytes() for path in images] + [BAD["text"][0]()]
+    rows = client.caption(data)
+    columns = client.caption(data, columnar=True)
+    direct = server.run("serving_default", {"image_bytes": np.array(data, dtype=object)})
+    for i, (row, column) in enumerate(zip(rows, columns, strict=True)):
+        assert row["caption"] == column["caption"] == direct["caption"][i].decode()
+        assert row["valid"] == column["valid"] == bool(direct["valid"][i])
+        np.testing.assert_allclose(row["attention"], column["attention"])
+        n = len(row["tokens"])
+        np.testing.assert_allclose(row["attention"], direct["attention"][i, :n], atol=1e-6)
+        if row["valid"]:
+            assert row["tokens"][: len(row["caption"].split())] == row["caption"].split()
+            assert row["attention"].shape == (n, 8, 8) and n >= 1
+    assert not rows[-1]["valid"] and rows[-1]["error"].startswith("not an image")
+    pixels = client.caption_pixels(np.zeros((2, 20, 30, 3)))
+    assert [p["valid"] for p in pixels] == [True, True]
+
+
+def test_status_metadata_and_warmup(server):
+    client = RestClient(server.url, "cap")
+    assert client.status()["model_version_status"][0] == {
+        "version": "1",
+        "state": "AVAILABLE",
+        "status": {"error_code": "OK", "error_message": ""},
+    }
+    assert RestClient(server.url, "cap", version=1).status()["model_version_status"]
+    signatures = client.metadata()["metadata"]["signature_def"]["signature_def"]
+    assert set(signatures) == {"serving_default", "serving_pixels"}
+    inputs = signatures["serving_default"]["inputs"]["image_bytes"]
+    assert inputs["dtype"] == "DT_STRING"
+    outputs = signatures["serving_default"]["outputs"]
+    assert set(outputs) == {"caption", "tokens", "log_prob", "attention", "valid", "error"}
+    assert server.warmup() == 2  # both recorded requests replay
+
+
+@pytest.mark.parametrize(
+    "path, body, status, message",
+    [
+        ("/v1/models/cap:predict", b"{not json", 400, "not valid JSON"),
+        ("/v1/models/cap:predict", b'{"instances": [{"b64": "@@"}]}', 400, "not valid base64"),
+        ("/v1/models/cap:predict", b'{"instances": [], "inputs": []}', 400, "exactly one of"),
+        ("/v1/models/cap:predict", b'{"instances": [1]}', 400, "expected text"),
+        ("/v1/models/cap:predict", b'{"signature_name": "nope", "instances": []}', 400, '"nope" not found'),
+        ("/v1/models/cap:predict", b'{"signature_name": "serving_pixels", "inputs": [1, 2]}', 400, "has shape [2]"),
+        ("/v1/models/cap:predict", b'{"inputs": {"images": []}}', 400, "missing image_bytes"),
+        ("/v1/models/cap:classify", b"{}", 400, "classify is not supported"),
+        ("/v1/models/other:predict", b'{"instances": []}', 404, "Latest(other)"),
+        ("/v1/models/cap/versions/7:predict", b'{"instances": []}', 404, "Specific(cap, 7)"),
+        ("/v2/nothing", b"{}", 404, "malformed request"),
+    ],
+)  # fmt: skip
+def test_bad_requests_get_an_error_body(server, path, body, status, message):
+    code, answer = post(server, path, body)
+    assert code == status and message in answer["error"], answer
+
+
+def test_the_sample_request_bodies(server):
+    for name, key in (("instances.json", "predictions"), ("inputs.json", "outputs")):
+        code, answer = post(server, "/v1/models/cap:predict", (REQUESTS / name).read_bytes())
+        assert code == 200, answer
+        valid = answer[key][0]["valid"] if key == "predictions" else answer[key]["valid"][0]
+        assert valid is True
+    sample = json.loads((REQUESTS / "instances.json").read_text())["instances"][0]["b64"]
+    assert base64.b64decode(sample) == (REQUESTS / "shapes.jpg").read_bytes()
+
+
+def test_concurrent_clients_all_succeed(server, images):
+    """8 clients, 200 requests of 1-3 images (some bad), all answered correctly."""
+    data = [path.read_bytes() for path in images]
+    expected = {
+        i: RestClient(server.url, "cap").caption([d])[0]["caption"] for i, d in enumerate(data)
+    }
+    failures, answered = [], []
+
+    def client(worker):
+        rest = RestClient(server.url, "cap")
+        for k in range(25):
+            picks = [(worker + k + j) % len(data) for j in range(1 + k % 3)]
+            batch = [data[i] for i in picks] + ([b""] if k % 5 == 0 else [])
+            try:
+                result = rest.caption(batch, columnar=bool(k % 2))
+            except KerasSaatError as err:
+                failures.append(str(err))
+                continue
+            captions = [r["caption"] for r in result[: len(picks)]]
+            if captions != [expected[i] for i in picks] or (k % 5 == 0 and result[-1]["valid"]):
+                failures.append(f"worker {worker} request {k}: {captions}")
+            answered.append(1)
+
+    threads = [threading.Thread(target=client, args=(w,)) for w in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    assert failures == [] and len(answered) == 200
+
+
+def test_grpc_client(server, images):
+    client = GrpcClient(f"127.0.0.1:{server.grpc_port}", "cap")
+    data = [path.read_bytes() for path in images[:2]] + [encode("TIFF")]
+    results = client.caption(data)
+    rest = RestClient(server.url, "cap").caption(data)
+    assert [r["caption"] for r in results] == [r["caption"] for r in rest]
+    assert [r["valid"] for r in results] == [True, True, False]
+    assert "unsupported image format TIFF" in results[2]["error"]
+    np.testing.assert_allclose(results[0]["attention"], rest[0]["attention"], atol=1e-6)
+    assert set(client.metadata().signature_def) == {"serving_default", "serving_pixels"}
+    with pytest.raises(KerasSaatError, match="NOT_FOUND"):
+        GrpcClient(f"127.0.0.1:{server.grpc_port}", "other").caption(data[:1])
+    with pytest.raises(KerasSaatError, match="INVALID_ARGUMENT"):
+        client.predict({"images": np.array([b""], dtype=object)})
+    client.close()
+
+
+def test_the_serve_command(export_base, images):
+    """`keras-saat serve` in its own process: it starts, answers, and imports no model code."""
+    process = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys; from keras_saat.cli import main; sys.exit(main())",
+         "serve", "--model-base", str(export_base), "--name", "cap", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        url = None
+        deadline = time.time() + 300
+        while url is None and time.time() < deadline:
+            line = process.stdout.readline()
+            assert line, process.stderr.read()[-2000:]
+            found = re.search(r"REST (http://\S+)/v1/models/cap", line)
+            url = found and found.group(1)
+        result = RestClient(url, "cap").caption([images[0]])
+        assert result[0]["valid"] and result[0]["caption"]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_the_dev_server_imports_no_model_code(export_base):
+    code = (
+        "import sys; from keras_saat.serving import DevServer, RestClient; "
+        f"DevServer({str(export_base)!r}, 'cap', port=0).start(); "
+        "print(sorted(m for m in sys.modules if m.startswith(('keras_saat.models', "
+        "'keras_saat.layers', 'keras_saat.encoders', 'keras_saat.serving.export'))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"

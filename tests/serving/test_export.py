@@ -1,0 +1,182 @@
+"""The exported SavedModel, loaded the way TF Serving loads it, equals `Captioner.generate`."""
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_saat import load_captioner
+from keras_saat.cli import main
+from keras_saat.data.images import load_image
+from keras_saat.text.vocabulary import END_TOKEN
+from tests.serving.images import BAD
+
+HELPER = Path(__file__).with_name("tf_serving_like.py")
+pytestmark = pytest.mark.slow
+
+
+def helper(*argv):
+    """Runs tf_serving_like.py in a fresh interpreter (no keras_saat on its path)."""
+    result = subprocess.run(
+        [sys.executable, str(HELPER), *map(str, argv)],
+        capture_output=True,
+        text=True,
+        cwd=HELPER.parent,
+        env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"},
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def served(export_base, test_images, tmp_path_factory):
+    """Both signatures run by a TF1 Session on good images mixed with every bad case."""
+    out = tmp_path_factory.mktemp("served")
+    good = [path.read_bytes() for path in test_images]
+    bad = [make() for make, _ in BAD.values()]
+    batch = [good[0], *bad[:6], good[1], *bad[6:], good[2]]
+    pixels = np.stack([load_image(path, 128) for path in test_images])
+    pixels[1, 0, 0, 0] = np.nan
+    requests = {
+        "serving_default": {"image_bytes": np.array(batch, dtype=object)},
+        "serving_pixels": {"pixels": pixels},
+    }
+    (out / "in.pkl").write_bytes(pickle.dumps(requests))
+    helper("run", export_base / "1", out / "in.pkl", out / "out.pkl")
+    return batch, pickle.loads((out / "out.pkl").read_bytes())
+
+
+def test_export_layout_and_metadata(export_base, trained_workdir):
+    version = export_base / "1"
+    assert (version / "saved_model.pb").is_file() and (version / "variables").is_dir()
+    assert not [p for p in export_base.iterdir() if p.name.startswith(".")]  # no staging left
+    info = json.loads((version / "assets.extra" / "keras_saat.json").read_text())
+    model = load_captioner(trained_workdir)
+    assert info["model_name"] == "cap" and info["version"] == 1
+    assert info["beam_size"] == 3 and info["max_length"] == 8
+    assert info["grid_shape"] == [8, 8] and info["image_size"] == 128
+    assert info["backbone"] == "shapes_cnn" and info["vocabulary_size"] == len(model.vocabulary)
+    assert info["package_version"] and info["config"]["decode"]["max_length"] == 8
+    vocab = (version / "assets.extra" / "vocab.txt").read_text().splitlines()
+    assert vocab == list(model.vocabulary.words)
+
+
+def test_warmup_requests_are_prediction_logs(export_base):
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    path = export_base / "1" / "assets.extra" / "tf_serving_warmup_requests"
+    logs = [
+        prediction_log_pb2.PredictionLog.FromString(record.numpy())
+        for record in tf.data.TFRecordDataset(str(path))
+    ]
+    requests = [log.predict_log.request for log in logs]
+    assert [r.model_spec.signature_name for r in requests] == ["serving_default", "serving_pixels"]
+    assert all(r.model_spec.name == "cap" for r in requests)
+    images = tf.make_ndarray(requests[0].inputs["image_bytes"])
+    assert images.shape == (2,) and images[0][:2] == b"\xff\xd8" and images[1][:4] == b"\x89PNG"
+    assert tf.make_ndarray(requests[1].inputs["pixels"]).shape == (1, 128, 128, 3)
+
+
+def test_tf1_session_outputs_equal_generate(served, trained_workdir, test_images):
+    batch, results = served
+    assert results["imported"] == []  # the loading process never imported keras_saat
+    out = results["serving_default"]
+    n = len(batch)
+    assert out["caption"].shape == (n,) and out["valid"].shape == (n,)
+    assert out["tokens"].shape == (n, 9) and out["attention"].shape == (n, 9, 8, 8)
+    model = load_captioner(trained_workdir)
+    model.decode_jit_compile = False  # the serving graph does not use XLA (TF Serving's default)
+    expected = model.generate(test_images, beam_size=3, max_length=8, return_details=True)
+    good_rows = [0, 7, n - 1]
+    for row, want in zip(good_rows, expected, strict=True):
+        assert out["valid"][row] and out["error"][row] == b"" and want["caption"]
+        assert out["caption"][row].decode() == want["caption"]
+        steps = len(want["attention"])
+        tokens = [t.decode() for t in out["tokens"][row]]
+        assert tokens[: len(want["words"])] == want["words"]
+        assert tokens[len(want["words"]) : steps] in ([END_TOKEN], [])
+        assert tokens[steps:] == [""] * (9 - steps)
+        np.testing.assert_allclose(out["log_prob"][row], want["log_prob"], rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(out["attention"][row, :steps], want["attention"], atol=1e-5)
+        assert not out["attention"][row, steps:].any()
+        np.testing.assert_allclose(out["attention"][row, :steps].sum(axis=(1, 2)), 1.0, atol=1e-5)
+    bad_rows = [row for row in range(n) if row not in good_rows]
+    for row, (name, (_, message)) in zip(bad_rows, BAD.items(), strict=True):
+        assert not out["valid"][row] and message in out["error"][row].decode(), name
+        assert out["caption"][row] == b"" and not any(out["tokens"][row])
+        assert out["log_prob"][row] == 0.0 and not out["attention"][row].any()
+
+    pixels = results["serving_pixels"]
+    assert pixels["valid"].tolist() == [True, False, True]
+    assert pixels["error"][1] == b"pixels contain NaN or infinity"
+    assert [c.decode() for c in pixels["caption"][[0, 2]]] == [
+        expected[0]["caption"],
+        expected[2]["caption"],
+    ]
+
+
+def test_core_tensorflow_ops_only(export_base, tmp_path):
+    helper("ops", export_base / "1", tmp_path / "ops.json")
+    report = json.loads((tmp_path / "ops.json").read_text())
+    assert report["imported"] == []
+    assert report["text_ops_known"] > 10  # the check would see tensorflow_text's ops
+    assert report["unregistered"] == [] and report["tensorflow_text_ops"] == []
+    for op in ("DecodeImage", "While", "ResizeBilinear", "DatasetToSingleElement"):
+        assert op in report["ops"], op
+
+
+def test_saved_model_cli_show_and_run(export_base, test_images, tmp_path):
+    cli = Path(sys.executable).with_name("saved_model_cli")
+    env = {"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"}
+    shown = subprocess.run(
+        [str(cli), "show", "--dir", str(export_base / "1"), "--all"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    for text in (
+        "signature_def['serving_default']",
+        "signature_def['serving_pixels']",
+        "inputs['image_bytes']",
+        "dtype: DT_STRING",
+        "outputs['attention']",
+        "shape: (-1, 9, 8, 8)",
+    ):
+        assert text in shown.stdout, text
+    np.save(tmp_path / "in.npy", np.array([test_images[0].read_bytes(), b""], dtype=object))
+    ran = subprocess.run(
+        [str(cli), "run", "--dir", str(export_base / "1"), "--tag_set", "serve",
+         "--signature_def", "serving_default", "--inputs", f"image_bytes={tmp_path / 'in.npy'}"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "Result for output key error:\n[b'' b'empty image bytes']" in ran.stdout
+
+
+def test_versions_and_refusals(export_base, trained_workdir, capsys):
+    base = export_base.parent / "versions"
+    assert (
+        main(["export", "--workdir", str(trained_workdir), "--out", str(base), "--beam-size", "1"])
+        == 0
+    )
+    assert (
+        main(["export", "--workdir", str(trained_workdir), "--out", str(base), "--version", "5"])
+        == 0
+    )
+    assert main(["export", "--workdir", str(trained_workdir), "--out", str(base)]) == 0
+    assert sorted(p.name for p in base.iterdir()) == ["1", "5", "6"]
+    assert (
+        json.loads((base / "1" / "assets.extra" / "keras_saat.json").read_text())["beam_size"] == 1
+    )
+    capsys.readouterr()
+    assert (
+        main(["export", "--workdir", str(trained_workdir), "--out", str(base), "--version", "5"])
+        == 2
+    )
+    assert "5 already exists; pass another --version" in capsys.readouterr().err
+    assert main(["export", "--workdir", str(base), "--out", str(base)]) == 2
+    assert "has no config.yaml; train a model there first" in capsys.readouterr().err
