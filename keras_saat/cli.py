@@ -201,6 +201,24 @@ def cmd_serve(args):
         server.stop()
 
 
+def cmd_bench(args):
+    import json
+
+    from keras_saat.bench import PARTS, run_all, write_report
+
+    unknown = sorted(set(args.part) - set(PARTS))
+    if unknown:
+        from keras_saat.errors import KerasSaatError
+
+        raise KerasSaatError(f"unknown bench part {unknown[0]!r}; parts: {', '.join(PARTS)}")
+    log = (lambda _: None) if args.json else _log
+    report = run_all(args.part or None, log=log)
+    if args.out:
+        write_report(report, args.out)
+    if args.json:
+        print(json.dumps(report))
+
+
 def _plot_path(plot, image, count):
     """OUT.png for one image; OUT_<image name>.png for several."""
     from pathlib import Path
@@ -305,6 +323,17 @@ def build_parser():
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--version", type=int, default=None, help="version (default: the highest)")
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("bench", help="measure speed and memory against this machine's limit")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument(
+        "--part",
+        action="append",
+        default=[],
+        help="matmul, train, extract, decode or serving (repeatable; default all)",
+    )
+    p.add_argument("--out", metavar="FILE.json", help="also write the report here")
+    p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser(
         "demo", help="generate Shapes, train a soft-attention captioner, show captions"

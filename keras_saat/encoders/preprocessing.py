@@ -23,6 +23,11 @@ def torch(pixels):
     )
 
 
+def inception(pixels):
+    """Keras "tf" mode (InceptionV3): scale to [-1, 1]."""
+    return pixels / 127.5 - 1.0
+
+
 def unit(pixels):
     """Scale to [0, 1] (the Shapes CNN)."""
     return pixels / 255.0
@@ -33,4 +38,4 @@ def raw(pixels):
     return pixels
 
 
-PREPROCESSING = {"caffe": caffe, "torch": torch, "unit": unit, "raw": raw}
+PREPROCESSING = {"caffe": caffe, "torch": torch, "inception": inception, "unit": unit, "raw": raw}

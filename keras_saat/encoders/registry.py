@@ -1,7 +1,7 @@
 """Backbone registry: name -> builder, feature layer, preprocessing, default size.
 
 Entries: VGG16/VGG19 (the paper's conv5_3 map before the last pooling:
-14x14x512 at 224), keras.applications EfficientNetB0-B7 and EfficientNetV2
+14x14x512 at 224), InceptionV3 (8x8x2048 at 299), keras.applications EfficientNetB0-B7 and EfficientNetV2
 (their top_activation map), qubvel's `efficientnet` package when installed
 (`efficientnet_qubvel_b0` ... `_b7`), and `shapes_cnn` for 128x128 Shapes scenes.
 """
@@ -77,6 +77,10 @@ def _shapes(input_shape, weights):
 
 register_backbone(BackboneSpec("vgg16", _applications("VGG16"), "block5_conv3", "caffe", 224))
 register_backbone(BackboneSpec("vgg19", _applications("VGG19"), "block5_conv4", "caffe", 224))
+# The TensorFlow image captioning tutorial's encoder: 8x8x2048 at 299.
+register_backbone(
+    BackboneSpec("inceptionv3", _applications("InceptionV3"), "mixed10", "inception", 299)
+)
 _EFFICIENTNET_SIZES = (224, 240, 260, 300, 380, 456, 528, 600)
 for _i, _size in enumerate(_EFFICIENTNET_SIZES):
     register_backbone(

@@ -1,0 +1,57 @@
+"""The benchmark harness: its FLOP count matches the model it times, and `bench --json` works."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from keras_saat.bench import forward_flops, train_step_flops
+
+
+def test_the_flop_count_matches_the_model_weights():
+    """Every matmul of the count, read off the built layers' kernel shapes."""
+    from keras_saat.bench import _captioner
+
+    size = dict(
+        backbone="shapes_cnn", locations=64, channels=128, feature_dim=24, embedding_dim=8,
+        lstm_units=12, attention_units=10, vocab=30, length=5, batch=3,
+    )  # fmt: skip
+    model = _captioner(size, "soft")
+    decoder, attention = model.decoder, model.decoder.attention
+
+    def kernel(layer):
+        return int(np.prod(layer.kernel.shape))
+
+    L, T = size["locations"], size["length"]
+    per_image = 2 * L * kernel(model.squeeze) + 2 * L * kernel(attention.annotation_projection)
+    per_image += 2 * kernel(decoder.init_h) + 2 * kernel(decoder.init_c)
+    lstm = sum(
+        int(np.prod(w.shape))
+        for w in (decoder.lstm_embedding_kernel, decoder.lstm_context_kernel, decoder.lstm_recurrent_kernel)
+    )  # fmt: skip
+    per_step = (
+        2 * kernel(attention.hidden_projection)
+        + L * size["attention_units"]  # the add before tanh
+        + 2 * L * kernel(attention.score)
+        + 2 * L * size["feature_dim"]  # the context sum
+        + 2 * kernel(attention.gate)
+        + 2 * lstm
+        + 2 * (kernel(decoder.output_hidden) + kernel(decoder.output_context))
+        + 2 * kernel(decoder.output_logits)
+    )
+    assert forward_flops(size) == size["batch"] * (per_image + T * per_step)
+    assert train_step_flops(size) == 3 * forward_flops(size)
+
+
+def test_bench_json_prints_one_object():
+    done = subprocess.run(
+        [sys.executable, "-m", "keras_saat.cli", "bench", "--part", "matmul", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["matmul_gflops"] > 0 and report["peak_rss_mb"]["matmul"] > 0
+    assert report["machine"]["cpus"] >= 1
