@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_saat.layers.soft_attention import SoftAttention
+from keras_saat.layers.soft_attention import SoftAttention, expected_context
 
 
 @keras.saving.register_keras_serializable(package="keras_saat")
@@ -34,7 +34,7 @@ class HardAttention(SoftAttention):
         beta = self.gate_value(hidden)  # (B, 1)
         log_alpha = ops.log(ops.maximum(alpha, 1e-12))
         entropy = -ops.sum(alpha * log_alpha, axis=-1)  # (B,)
-        expected = ops.einsum("bl,bld->bd", alpha, annotations)  # (B, D)
+        expected = expected_context(alpha, annotations)  # (B, D)
         if not training:
             sample = ops.cast(ops.argmax(alpha, axis=-1), "int32")
             return {
@@ -49,7 +49,7 @@ class HardAttention(SoftAttention):
             keras.random.categorical(log_alpha, 1, seed=self.seed_generator)[:, 0], "int32"
         )  # (B,)
         one_hot = ops.one_hot(sample, ops.shape(alpha)[-1], dtype=alpha.dtype)  # (B, L)
-        sampled = ops.einsum("bl,bld->bd", one_hot, annotations)  # a_{s_t}: (B, D)
+        sampled = expected_context(one_hot, annotations)  # a_{s_t}: (B, D)
         if use_expectation is not None:
             sampled = ops.where(use_expectation[:, None], expected, sampled)
         log_p_sample = ops.sum(one_hot * log_alpha, axis=-1)  # (B,)
