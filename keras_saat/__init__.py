@@ -8,7 +8,7 @@ The names below load on first use, so `keras_saat.serving`'s client and
 development server run without importing Keras or the model code.
 """
 
-import importlib
+from keras_saat._lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -25,12 +25,7 @@ _EXPORTS = {
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 
-def __getattr__(name):
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'keras_saat' has no attribute {name!r}")
+__getattr__ = lazy_getattr("keras_saat", _EXPORTS, globals())
 
 
 def __dir__():

@@ -10,7 +10,7 @@ The clients and the development server import neither Keras nor the model
 code; `export_captioner` and `export_workdir` need both.
 """
 
-import importlib
+from keras_saat._lazy import lazy_getattr
 
 _EXPORTS = {
     "DevServer": "keras_saat.serving.dev_server",
@@ -25,9 +25,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name):
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'keras_saat.serving' has no attribute {name!r}")
+__getattr__ = lazy_getattr("keras_saat.serving", _EXPORTS, globals())
