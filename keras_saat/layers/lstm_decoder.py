@@ -149,6 +149,10 @@ class LSTMDecoder(keras.layers.Layer):
         steps = input_ids.shape[1]
         embedded = self.embedding(input_ids)  # (B, T, m)
         embedding_gates = ops.matmul(embedded, self.lstm_embedding_kernel)  # (B, T, 4n)
+        # One unstack, not a slice per step: the gradient of T slices `[:, t]` is T
+        # zero-padded (B, T, 4n) tensors summed (86 ms of a 480 ms step at the tutorial
+        # size); the gradient of unstack is a single stack.
+        step_gates = ops.unstack(embedding_gates, steps, axis=1)  # T x (B, 4n)
         projected = self.attention.project(annotations)  # (B, L, units), once per image
         h, c = self.initial_state(annotations)
         use_expectation = None
@@ -158,7 +162,7 @@ class LSTMDecoder(keras.layers.Layer):
         collected = {}
         for t in range(steps):
             att = self._attend(annotations, projected, h, training, use_expectation)
-            h, c = self.lstm(embedding_gates[:, t], att["z"], h, c)
+            h, c = self.lstm(step_gates[t], att["z"], h, c)
             for key, value in (("h", h), *att.items()):
                 collected.setdefault(key, []).append(value)
         stacked = {k: ops.stack(v, axis=1) for k, v in collected.items()}  # (B, T, ...)
