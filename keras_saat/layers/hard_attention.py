@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_saat.layers.soft_attention import SoftAttention, expected_context
+from keras_saat.layers.soft_attention import SoftAttention
 
 
 @keras.saving.register_keras_serializable(package="keras_saat")
@@ -28,14 +28,31 @@ class HardAttention(SoftAttention):
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
 
-    def call(self, annotations, projected, hidden, training=False, use_expectation=None):
-        """Returns dict(z, alpha, beta, sample (B,) int32, log_p_sample (B,), entropy (B,))."""
-        alpha = self.attend(projected, hidden)  # (B, L)
-        beta = self.gate_value(hidden)  # (B, 1)
+    def context_rows(self, training=False):
+        """Weightings of the annotations per step: alpha, and in training the one-hot sample."""
+        return 2 if training else 1
+
+    def call(
+        self,
+        annotations,
+        projected,
+        hidden,
+        training=False,
+        use_expectation=None,
+        query=None,
+        gate_input=None,
+        context_matmul=None,
+    ):
+        """Returns dict(z, alpha, beta, sample (B,) int32, log_p_sample (B,), entropy (B,)).
+
+        `query`, `gate_input` and `context_matmul` as in `SoftAttention.call`.
+        """
+        alpha = self.attend(projected, hidden, query)  # (B, L)
+        beta = self.gate_value(hidden, gate_input)  # (B, 1)
         log_alpha = ops.log(ops.maximum(alpha, 1e-12))
         entropy = -ops.sum(alpha * log_alpha, axis=-1)  # (B,)
-        expected = expected_context(alpha, annotations)  # (B, D)
         if not training:
+            expected = self.contexts(alpha[:, None, :], annotations, context_matmul)[:, 0]
             sample = ops.cast(ops.argmax(alpha, axis=-1), "int32")
             return {
                 "z": beta * expected,
@@ -49,7 +66,9 @@ class HardAttention(SoftAttention):
             keras.random.categorical(log_alpha, 1, seed=self.seed_generator)[:, 0], "int32"
         )  # (B,)
         one_hot = ops.one_hot(sample, ops.shape(alpha)[-1], dtype=alpha.dtype)  # (B, L)
-        sampled = expected_context(one_hot, annotations)  # a_{s_t}: (B, D)
+        # sum_i alpha_i a_i and a_{s_t} (the one-hot row) in one batched matmul.
+        both = self.contexts(ops.stack([alpha, one_hot], axis=1), annotations, context_matmul)
+        expected, sampled = both[:, 0], both[:, 1]  # (B, D) each
         if use_expectation is not None:
             sampled = ops.where(use_expectation[:, None], expected, sampled)
         log_p_sample = ops.sum(one_hot * log_alpha, axis=-1)  # (B,)

@@ -1,10 +1,12 @@
 """LSTMDecoder: the attention LSTM with the deep output layer (Eq. 1-3, 7)."""
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_saat.layers.hard_attention import HardAttention
 from keras_saat.layers.soft_attention import SoftAttention
+from keras_saat.layers.stacked_matmul import StepMatmuls
 
 
 def _forget_bias_one(shape, dtype=None):
@@ -108,14 +110,19 @@ class LSTMDecoder(keras.layers.Layer):
         mean = ops.mean(annotations, axis=1)  # (B, D)
         return self.init_h(mean), self.init_c(mean)
 
-    def lstm(self, embedding_gates, z, h, c):
-        """One LSTM update (Eq. 1-3). `embedding_gates` is E y_{t-1} @ W_e: (batch, 4n)."""
+    def lstm(self, embedding_gates, z, h, c, context=None, recurrent=None):
+        """One LSTM update (Eq. 1-3). `embedding_gates` is E y_{t-1} @ W_e: (batch, 4n).
+
+        `context` (z @ W_z) and `recurrent` (h @ U), each (batch, 4n), are computed here
+        unless the caller passes them (teacher forcing computes them with `StepMatmuls`).
+        """
         dtype = h.dtype  # the compute dtype (float16 under mixed precision, also outside __call__)
+        if context is None:
+            context = ops.matmul(z, ops.cast(self.lstm_context_kernel, dtype))
+        if recurrent is None:
+            recurrent = ops.matmul(h, ops.cast(self.lstm_recurrent_kernel, dtype))
         gates = (
-            ops.cast(embedding_gates, dtype)
-            + ops.matmul(z, ops.cast(self.lstm_context_kernel, dtype))
-            + ops.matmul(h, ops.cast(self.lstm_recurrent_kernel, dtype))
-            + ops.cast(self.lstm_bias, dtype)
+            ops.cast(embedding_gates, dtype) + context + recurrent + ops.cast(self.lstm_bias, dtype)
         )  # (B, 4n)
         i, f, g, o = ops.split(gates, 4, axis=-1)
         c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
@@ -127,12 +134,17 @@ class LSTMDecoder(keras.layers.Layer):
         out = embedded + self.output_hidden(h) + self.output_context(z)
         return self.output_logits(self.output_dropout(out, training=training))
 
-    def _attend(self, annotations, projected, h, training, use_expectation):
+    def _attend(self, annotations, projected, h, training, use_expectation, **products):
         if self.attention_type == "hard":
             return self.attention(
-                annotations, projected, h, training=training, use_expectation=use_expectation
+                annotations,
+                projected,
+                h,
+                training=training,
+                use_expectation=use_expectation,
+                **products,
             )
-        return self.attention(annotations, projected, h, training=training)
+        return self.attention(annotations, projected, h, training=training, **products)
 
     def call(self, annotations, input_ids, training=False):
         """Teacher forcing over a static length T.
@@ -159,10 +171,34 @@ class LSTMDecoder(keras.layers.Layer):
         if self.attention_type == "hard" and training:
             draw = keras.random.uniform((ops.shape(annotations)[0],), seed=self.seed_generator)
             use_expectation = draw < self.hard_soft_probability  # (B,)
+        # Every kernel that multiplies h_{t-1} (U, the attention's W_h and f_beta) in one
+        # matmul per step, and z @ W_z; each kernel's gradient is one matmul over the
+        # stacked steps (keras_saat/layers/stacked_matmul.py). Same values as `step`.
+        batch_size = ops.shape(annotations)[0]
+        dtype = h.dtype
+        hidden_kernels = {"recurrent": self.lstm_recurrent_kernel}
+        hidden_kernels.update(self.attention.hidden_kernels())
+        hidden_matmul = StepMatmuls(
+            ops.concatenate([ops.cast(k, dtype) for k in hidden_kernels.values()], axis=1),
+            steps,
+            [batch_size],
+        )
+        context_matmul = StepMatmuls(ops.cast(self.lstm_context_kernel, dtype), steps, [batch_size])
+        # The context sum_i alpha_ti a_i as a StepMatmuls over the annotations: their
+        # gradient becomes one batched matmul instead of a (B, L, D) tensor per step.
+        rows = self.attention.context_rows(training)
+        annotations_matmul = StepMatmuls(annotations, steps, [batch_size, rows])
+        split_at = np.cumsum([int(k.shape[1]) for k in hidden_kernels.values()])[:-1]
         collected = {}
         for t in range(steps):
-            att = self._attend(annotations, projected, h, training, use_expectation)
-            h, c = self.lstm(step_gates[t], att["z"], h, c)
+            products = [hidden_matmul(h)]
+            if len(hidden_kernels) > 1:
+                products = ops.split(products[0], [int(i) for i in split_at], axis=-1)
+            products = dict(zip(hidden_kernels, products, strict=True))
+            recurrent = products.pop("recurrent")
+            products["context_matmul"] = annotations_matmul
+            att = self._attend(annotations, projected, h, training, use_expectation, **products)
+            h, c = self.lstm(step_gates[t], att["z"], h, c, context_matmul(att["z"]), recurrent)
             for key, value in (("h", h), *att.items()):
                 collected.setdefault(key, []).append(value)
         stacked = {k: ops.stack(v, axis=1) for k, v in collected.items()}  # (B, T, ...)

@@ -4,16 +4,6 @@ import keras
 from keras import ops
 
 
-def expected_context(alpha, annotations):
-    """sum_i alpha_i a_i (Eq. 6): (batch, L), (batch, L, D) -> (batch, D).
-
-    A batched (1, L) x (L, D) matmul. `einsum("bl,bld->bd")` computes the same, but on CPU
-    it and its gradient run 2.5 x slower (347 against 135 ms for 20 steps at the paper's
-    size, forward and backward; see benchmarks/RESULTS.md).
-    """
-    return ops.matmul(alpha[:, None, :], annotations)[:, 0, :]
-
-
 @keras.saving.register_keras_serializable(package="keras_saat")
 class SoftAttention(keras.layers.Layer):
     """e_ti = v^T tanh(W_a a_i + W_h h_{t-1}); alpha_t = softmax_i(e_t); z_t = beta_t sum_i alpha_ti a_i.
@@ -48,23 +38,77 @@ class SoftAttention(keras.layers.Layer):
         """W_a a + b_a: (batch, L, D) -> (batch, L, units)."""
         return self.annotation_projection(annotations)
 
-    def attend(self, projected, hidden):
-        """Attention weights alpha_t (Eq. 4-5): (batch, L)."""
-        energy = ops.tanh(projected + self.hidden_projection(hidden)[:, None, :])  # (B, L, units)
+    def hidden_kernels(self):
+        """The kernels applied to h_{t-1}, by `call` argument: W_h (n, units) as "query",
+        and f_beta's kernel (n, 1) as "gate_input" when gating.
+
+        A decoder may multiply h_{t-1} by them in one matmul and pass the parts to `call`.
+        """
+        kernels = {"query": self.hidden_projection.kernel}
+        if self.gate is not None:
+            kernels["gate_input"] = self.gate.kernel
+        return kernels
+
+    def attend(self, projected, hidden, query=None):
+        """Attention weights alpha_t (Eq. 4-5): (batch, L).
+
+        `query` is W_h h_{t-1} (batch, units) when the caller has computed it.
+        """
+        if query is None:
+            query = self.hidden_projection(hidden)
+        energy = ops.tanh(projected + query[:, None, :])  # (B, L, units)
         scores = ops.squeeze(self.score(energy), -1)  # (B, L)
         return ops.softmax(scores, axis=-1)
 
-    def gate_value(self, hidden):
-        """beta_t (Eq. 13): (batch, 1); ones when gating is off."""
+    def gate_value(self, hidden, gate_input=None):
+        """beta_t (Eq. 13): (batch, 1); ones when gating is off.
+
+        `gate_input` is h_{t-1} @ f_beta's kernel (batch, 1), without the bias, when the
+        caller has computed it.
+        """
         if self.gate is None:
             return ops.ones((ops.shape(hidden)[0], 1), hidden.dtype)
-        return ops.sigmoid(self.gate(hidden))
+        if gate_input is None:
+            return ops.sigmoid(self.gate(hidden))
+        return ops.sigmoid(gate_input + ops.cast(self.gate.bias, gate_input.dtype))
 
-    def call(self, annotations, projected, hidden, training=False):
-        """Returns dict(z (B, D), alpha (B, L), beta (B, 1))."""
-        alpha = self.attend(projected, hidden)
-        context = expected_context(alpha, annotations)  # (B, D), Eq. 6
-        beta = self.gate_value(hidden)
+    def context_rows(self, training=False):
+        """How many weightings of the annotations `call` takes per step: 1 here."""
+        return 1
+
+    @staticmethod
+    def contexts(rows, annotations, context_matmul=None):
+        """sum_i rows_ri a_i: (B, R, L), (B, L, D) -> (B, R, D). With rows = alpha_t, Eq. 6.
+
+        A batched matmul. `einsum("bl,bld->bd")` computes the same, but on CPU it and its
+        gradient run 2.5 x slower (347 against 135 ms for 20 steps at the paper's size,
+        forward and backward; see benchmarks/RESULTS.md).
+
+        `context_matmul`, when given, computes `rows @ annotations` (a decoder passes a
+        `StepMatmuls` over the annotations, whose gradient is faster).
+        """
+        if context_matmul is None:
+            return ops.matmul(rows, annotations)
+        return context_matmul(rows)
+
+    def call(
+        self,
+        annotations,
+        projected,
+        hidden,
+        training=False,
+        query=None,
+        gate_input=None,
+        context_matmul=None,
+    ):
+        """Returns dict(z (B, D), alpha (B, L), beta (B, 1)).
+
+        `query` and `gate_input`: h_{t-1}'s products with `hidden_kernels()`, if computed;
+        `context_matmul`: see `contexts`, with `context_rows()` rows per step.
+        """
+        alpha = self.attend(projected, hidden, query)
+        context = self.contexts(alpha[:, None, :], annotations, context_matmul)[:, 0]  # Eq. 6
+        beta = self.gate_value(hidden, gate_input)
         return {"z": beta * context, "alpha": alpha, "beta": beta}
 
     def get_config(self):

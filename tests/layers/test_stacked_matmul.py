@@ -1,0 +1,119 @@
+"""StepMatmuls gives the values and gradients of per-step tf.matmul, in loops and in the decoder."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_saat.layers import LSTMDecoder, lstm_decoder
+from keras_saat.layers.stacked_matmul import StepMatmuls
+
+B, T = 4, 6
+
+
+class PlainMatmuls:
+    """The reference: one tf.matmul per step, differentiated by autodiff as usual."""
+
+    def __init__(self, kernel, steps, rows):
+        self.kernel = kernel
+
+    def __call__(self, x):
+        return tf.matmul(x, self.kernel)
+
+
+def recurrence(matmuls_class, kernel, inputs, rows):
+    """A tanh recurrence x_t = tanh(inputs_t + x_{t-1} W) whose last output is left unused."""
+    matmuls = matmuls_class(kernel, T, rows)
+    x = inputs[0]
+    total = 0.0
+    for t in range(T):
+        y = matmuls(x)
+        if t < T - 1:
+            x = tf.tanh(inputs[t + 1] + y)
+            total += tf.reduce_sum(x * tf.cos(tf.range(tf.size(x), dtype=x.dtype)[: x.shape[-1]]))
+    return total
+
+
+def gradients(matmuls_class, kernel, inputs, rows, compiled):
+    def run():
+        with tf.GradientTape() as tape:
+            tape.watch([kernel, inputs])
+            loss = recurrence(matmuls_class, kernel, tf.unstack(inputs), rows)
+        return [loss, *tape.gradient(loss, [kernel, inputs])]
+
+    return [v.numpy() for v in (tf.function(run)() if compiled else run())]
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("batched", [False, True])
+def test_values_and_gradients_equal_per_step_matmuls(batched, compiled):
+    rng = np.random.default_rng(0)
+    if batched:  # a per-example kernel (B, n, n) and inputs (B, 2, n): the annotations case
+        kernel = tf.constant(rng.normal(0, 0.5, (B, 5, 5)), tf.float32)
+        inputs = tf.constant(rng.normal(size=(T, B, 2, 5)), tf.float32)
+        rows = [B, 2]
+    else:
+        kernel = tf.constant(rng.normal(0, 0.5, (5, 5)), tf.float32)
+        inputs = tf.constant(rng.normal(size=(T, B, 5)), tf.float32)
+        rows = [B]
+    got = gradients(StepMatmuls, kernel, inputs, rows, compiled)
+    want = gradients(PlainMatmuls, kernel, inputs, rows, compiled)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    assert np.abs(got[1]).max() > 0.1  # the kernel gradient is not trivially zero
+
+
+def test_wrong_number_of_steps_is_an_error():
+    kernel = tf.ones((3, 3))
+    matmuls = StepMatmuls(kernel, 2, [1])
+    matmuls(tf.ones((1, 3)))
+    matmuls(tf.ones((1, 3)))
+    with pytest.raises(RuntimeError, match="built for 2 steps"):
+        matmuls(tf.ones((1, 3)))
+    with tf.GradientTape() as tape:
+        tape.watch(kernel)
+        short = StepMatmuls(kernel, 3, [1])
+        loss = tf.reduce_sum(short(tf.ones((1, 3))))
+    with pytest.raises(RuntimeError, match="called 1 times"):
+        tape.gradient(loss, kernel)
+
+
+def decoder_gradients(monkeypatch, attention, gating, plain):
+    if plain:
+        monkeypatch.setattr(lstm_decoder, "StepMatmuls", PlainMatmuls)
+    decoder = LSTMDecoder(
+        13, embedding_dim=6, lstm_units=7, attention_units=5, attention=attention,
+        gating=gating, dropout=0.3, seed=3, name="decoder",
+    )  # fmt: skip
+    decoder.build(4)
+    rng = np.random.default_rng(1)
+    for weight in decoder.trainable_weights:
+        weight.assign(rng.normal(0.0, 0.4, weight.shape).astype("float32"))
+    annotations = tf.constant(rng.normal(size=(8, 9, 4)), tf.float32)
+    ids = tf.constant(rng.integers(0, 13, (8, 5)), tf.int32)
+    probe = {k: tf.constant(rng.normal(size=s), tf.float32) for k, s in
+             (("logits", (8, 5, 13)), ("alphas", (8, 5, 9)), ("betas", (8, 5)))}  # fmt: skip
+    with tf.GradientTape() as tape:
+        tape.watch(annotations)
+        out = decoder(annotations, ids, training=True)
+        loss = sum(tf.reduce_sum(out[k] * probe[k]) for k in probe)
+    grads = tape.gradient(loss, [annotations, *decoder.trainable_weights])
+    names = ["annotations"] + [w.path for w in decoder.trainable_weights]
+    samples = out["samples"].numpy() if attention == "hard" else None
+    return loss.numpy(), dict(zip(names, [tf.convert_to_tensor(g).numpy() for g in grads], strict=True)), samples
+
+
+@pytest.mark.parametrize(
+    "attention,gating", [("soft", True), ("soft", False), ("hard", True)]
+)  # fmt: skip
+def test_decoder_gradients_equal_those_of_per_step_matmuls(monkeypatch, attention, gating):
+    loss, got, samples = decoder_gradients(monkeypatch, attention, gating, plain=False)
+    with monkeypatch.context() as patch:
+        plain_loss, want, plain_samples = decoder_gradients(patch, attention, gating, plain=True)
+    np.testing.assert_allclose(loss, plain_loss, rtol=1e-6)
+    if attention == "hard":
+        np.testing.assert_array_equal(samples, plain_samples)
+    assert got.keys() == want.keys()
+    for name in got:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5, err_msg=name)
+    kernels = [n for n in got if "recurrent_kernel" in n or "context_kernel" in n]
+    assert len(kernels) == 2 and all(np.abs(got[n]).max() > 1e-3 for n in kernels)
