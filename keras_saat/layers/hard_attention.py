@@ -28,7 +28,7 @@ class HardAttention(SoftAttention):
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
 
-    def context_rows(self, training=False):
+    def context_count(self, training=False):
         """Weightings of the annotations per step: alpha, and in training the one-hot sample."""
         return 2 if training else 1
 
@@ -41,18 +41,19 @@ class HardAttention(SoftAttention):
         use_expectation=None,
         query=None,
         gate_input=None,
-        context_matmul=None,
+        context_matmuls=None,
     ):
         """Returns dict(z, alpha, beta, sample (B,) int32, log_p_sample (B,), entropy (B,)).
 
-        `query`, `gate_input` and `context_matmul` as in `SoftAttention.call`.
+        `query`, `gate_input` and `context_matmuls` as in `SoftAttention.call`.
         """
         alpha = self.attend(projected, hidden, query)  # (B, L)
         beta = self.gate_value(hidden, gate_input)  # (B, 1)
         log_alpha = ops.log(ops.maximum(alpha, 1e-12))
         entropy = -ops.sum(alpha * log_alpha, axis=-1)  # (B,)
+        matmuls = context_matmuls or [None, None]
         if not training:
-            expected = self.contexts(alpha[:, None, :], annotations, context_matmul)[:, 0]
+            expected = self.context(alpha, annotations, matmuls[0])
             sample = ops.cast(ops.argmax(alpha, axis=-1), "int32")
             return {
                 "z": beta * expected,
@@ -66,9 +67,9 @@ class HardAttention(SoftAttention):
             keras.random.categorical(log_alpha, 1, seed=self.seed_generator)[:, 0], "int32"
         )  # (B,)
         one_hot = ops.one_hot(sample, ops.shape(alpha)[-1], dtype=alpha.dtype)  # (B, L)
-        # sum_i alpha_i a_i and a_{s_t} (the one-hot row) in one batched matmul.
-        both = self.contexts(ops.stack([alpha, one_hot], axis=1), annotations, context_matmul)
-        expected, sampled = both[:, 0], both[:, 1]  # (B, D) each
+        # Two (B, 1, L) x (B, L, D) matmuls: one (B, 2, L) matmul was 13 % slower a step.
+        expected = self.context(alpha, annotations, matmuls[0])  # (B, D)
+        sampled = self.context(one_hot, annotations, matmuls[1])  # a_{s_t}: (B, D)
         if use_expectation is not None:
             sampled = ops.where(use_expectation[:, None], expected, sampled)
         log_p_sample = ops.sum(one_hot * log_alpha, axis=-1)  # (B,)

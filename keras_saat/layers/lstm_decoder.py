@@ -186,8 +186,10 @@ class LSTMDecoder(keras.layers.Layer):
         context_matmul = StepMatmuls(ops.cast(self.lstm_context_kernel, dtype), steps, [batch_size])
         # The context sum_i alpha_ti a_i as a StepMatmuls over the annotations: their
         # gradient becomes one batched matmul instead of a (B, L, D) tensor per step.
-        rows = self.attention.context_rows(training)
-        annotations_matmul = StepMatmuls(annotations, steps, [batch_size, rows])
+        context_matmuls = [
+            StepMatmuls(annotations, steps, [batch_size, 1])
+            for _ in range(self.attention.context_count(training))
+        ]
         split_at = np.cumsum([int(k.shape[1]) for k in hidden_kernels.values()])[:-1]
         collected = {}
         for t in range(steps):
@@ -196,7 +198,7 @@ class LSTMDecoder(keras.layers.Layer):
                 products = ops.split(products[0], [int(i) for i in split_at], axis=-1)
             products = dict(zip(hidden_kernels, products, strict=True))
             recurrent = products.pop("recurrent")
-            products["context_matmul"] = annotations_matmul
+            products["context_matmuls"] = context_matmuls
             att = self._attend(annotations, projected, h, training, use_expectation, **products)
             h, c = self.lstm(step_gates[t], att["z"], h, c, context_matmul(att["z"]), recurrent)
             for key, value in (("h", h), *att.items()):

@@ -72,24 +72,24 @@ class SoftAttention(keras.layers.Layer):
             return ops.sigmoid(self.gate(hidden))
         return ops.sigmoid(gate_input + ops.cast(self.gate.bias, gate_input.dtype))
 
-    def context_rows(self, training=False):
-        """How many weightings of the annotations `call` takes per step: 1 here."""
+    def context_count(self, training=False):
+        """How many weightings of the annotations `call` sums per step: 1, alpha_t."""
         return 1
 
     @staticmethod
-    def contexts(rows, annotations, context_matmul=None):
-        """sum_i rows_ri a_i: (B, R, L), (B, L, D) -> (B, R, D). With rows = alpha_t, Eq. 6.
+    def context(weights, annotations, context_matmul=None):
+        """sum_i w_i a_i: (B, L), (B, L, D) -> (B, D). With w = alpha_t, Eq. 6.
 
         A batched matmul. `einsum("bl,bld->bd")` computes the same, but on CPU it and its
         gradient run 2.5 x slower (347 against 135 ms for 20 steps at the paper's size,
         forward and backward; see benchmarks/RESULTS.md).
 
-        `context_matmul`, when given, computes `rows @ annotations` (a decoder passes a
-        `StepMatmuls` over the annotations, whose gradient is faster).
+        `context_matmul`, when given, computes `w[:, None, :] @ annotations` (a decoder
+        passes a `StepMatmuls` over the annotations, whose gradient is faster).
         """
         if context_matmul is None:
-            return ops.matmul(rows, annotations)
-        return context_matmul(rows)
+            return ops.matmul(weights[:, None, :], annotations)[:, 0]
+        return context_matmul(weights[:, None, :])[:, 0]
 
     def call(
         self,
@@ -99,15 +99,16 @@ class SoftAttention(keras.layers.Layer):
         training=False,
         query=None,
         gate_input=None,
-        context_matmul=None,
+        context_matmuls=None,
     ):
         """Returns dict(z (B, D), alpha (B, L), beta (B, 1)).
 
         `query` and `gate_input`: h_{t-1}'s products with `hidden_kernels()`, if computed;
-        `context_matmul`: see `contexts`, with `context_rows()` rows per step.
+        `context_matmuls`: `context_count()` functions for `context`, or None.
         """
         alpha = self.attend(projected, hidden, query)
-        context = self.contexts(alpha[:, None, :], annotations, context_matmul)[:, 0]  # Eq. 6
+        matmuls = context_matmuls or [None]
+        context = self.context(alpha, annotations, matmuls[0])  # (B, D), Eq. 6
         beta = self.gate_value(hidden, gate_input)
         return {"z": beta * context, "alpha": alpha, "beta": beta}
 

@@ -99,7 +99,11 @@ def decoder_gradients(monkeypatch, attention, gating, plain):
     grads = tape.gradient(loss, [annotations, *decoder.trainable_weights])
     names = ["annotations"] + [w.path for w in decoder.trainable_weights]
     samples = out["samples"].numpy() if attention == "hard" else None
-    return loss.numpy(), dict(zip(names, [tf.convert_to_tensor(g).numpy() for g in grads], strict=True)), samples
+    return (
+        loss.numpy(),
+        dict(zip(names, [tf.convert_to_tensor(g).numpy() for g in grads], strict=True)),
+        samples,
+    )
 
 
 @pytest.mark.parametrize(
