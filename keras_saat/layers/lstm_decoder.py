@@ -1,7 +1,8 @@
 """LSTMDecoder: the attention LSTM with the deep output layer (Eq. 1-3, 7)."""
 
+import itertools
+
 import keras
-import numpy as np
 from keras import ops
 
 from keras_saat.layers.hard_attention import HardAttention
@@ -167,22 +168,21 @@ class LSTMDecoder(keras.layers.Layer):
         step_gates = ops.unstack(embedding_gates, steps, axis=1)  # T x (B, 4n)
         projected = self.attention.project(annotations)  # (B, L, units), once per image
         h, c = self.initial_state(annotations)
+        batch_size = ops.shape(annotations)[0]
         use_expectation = None
         if self.attention_type == "hard" and training:
-            draw = keras.random.uniform((ops.shape(annotations)[0],), seed=self.seed_generator)
+            draw = keras.random.uniform((batch_size,), seed=self.seed_generator)
             use_expectation = draw < self.hard_soft_probability  # (B,)
         # Every kernel that multiplies h_{t-1} (U, the attention's W_h and f_beta) in one
         # matmul per step, and z @ W_z; each kernel's gradient is one matmul over the
         # stacked steps (keras_saat/layers/stacked_matmul.py). Same values as `step`.
-        batch_size = ops.shape(annotations)[0]
         dtype = h.dtype
-        hidden_kernels = {"recurrent": self.lstm_recurrent_kernel}
-        hidden_kernels.update(self.attention.hidden_kernels())
+        attention_kernels = self.attention.hidden_kernels()  # {call argument: kernel}
+        kernels = [self.lstm_recurrent_kernel, *attention_kernels.values()]
         hidden_matmul = StepMatmuls(
-            ops.concatenate([ops.cast(k, dtype) for k in hidden_kernels.values()], axis=1),
-            steps,
-            [batch_size],
+            ops.concatenate([ops.cast(k, dtype) for k in kernels], axis=1), steps, [batch_size]
         )
+        split_at = list(itertools.accumulate(int(k.shape[1]) for k in kernels))[:-1]
         context_matmul = StepMatmuls(ops.cast(self.lstm_context_kernel, dtype), steps, [batch_size])
         # The context sum_i alpha_ti a_i as a StepMatmuls over the annotations: their
         # gradient becomes one batched matmul instead of a (B, L, D) tensor per step.
@@ -190,16 +190,19 @@ class LSTMDecoder(keras.layers.Layer):
             StepMatmuls(annotations, steps, [batch_size, 1])
             for _ in range(self.attention.context_count(training))
         ]
-        split_at = np.cumsum([int(k.shape[1]) for k in hidden_kernels.values()])[:-1]
         collected = {}
         for t in range(steps):
-            products = [hidden_matmul(h)]
-            if len(hidden_kernels) > 1:
-                products = ops.split(products[0], [int(i) for i in split_at], axis=-1)
-            products = dict(zip(hidden_kernels, products, strict=True))
-            recurrent = products.pop("recurrent")
-            products["context_matmuls"] = context_matmuls
-            att = self._attend(annotations, projected, h, training, use_expectation, **products)
+            recurrent, *parts = ops.split(hidden_matmul(h), split_at, axis=-1)
+            products = dict(zip(attention_kernels, parts, strict=True))
+            att = self._attend(
+                annotations,
+                projected,
+                h,
+                training,
+                use_expectation,
+                context_matmuls=context_matmuls,
+                **products,
+            )
             h, c = self.lstm(step_gates[t], att["z"], h, c, context_matmul(att["z"]), recurrent)
             for key, value in (("h", h), *att.items()):
                 collected.setdefault(key, []).append(value)
