@@ -284,11 +284,11 @@ def part_decode(repeats=3):
     return result
 
 
-def part_serving(requests=50, batches=4):
+def part_serving(requests=50, batches=8):
     import numpy as np
     import tensorflow as tf
 
-    from keras_saat.serving.export import ExportSettings, export_captioner
+    from keras_saat.serving.export import ExportSettings, encoder_chunk, export_captioner
 
     size = SIZES["tutorial"]
     model = _captioner(size, "soft", backbone="efficientnetb0")
@@ -319,10 +319,13 @@ def part_serving(requests=50, batches=4):
                 start = time.perf_counter()
                 session.run(fetches, {feed: jpegs})
                 batch_times.append(time.perf_counter() - start)
+    settings = ExportSettings(beam_size=3)
     return {
         "p50_ms": 1000 * float(np.percentile(latency, 50)),
         "p99_ms": 1000 * float(np.percentile(latency, 99)),
         "batch32_images_per_s": 32 / _median(batch_times),
+        "encoder_chunk": encoder_chunk(settings),
+        "fold_batch_norms": settings.fold_batch_norms,
     }
 
 
@@ -337,12 +340,15 @@ PARTS = {
 
 def run_part(name, *args):
     """Runs one part here and returns its result with this process's peak RSS."""
+    from keras_saat.encoders.image_encoder import onednn_enabled
+
     result = PARTS[name](*args)
     result["peak_rss_mb"] = _peak_rss_mb()
+    result["onednn"] = onednn_enabled()
     return result
 
 
-def _in_subprocess(name, *args):
+def _run_in_subprocess(name, *args):
     code = (
         "import json, sys; from keras_saat.bench import run_part; "
         "print('BENCH ' + json.dumps(run_part(*json.loads(sys.argv[1]))))"
@@ -364,6 +370,13 @@ def run_all(parts=None, log=print):
     parts = parts or list(PARTS)
     report = {"machine": _machine()}
     rss = {}
+    kernels = set()
+
+    def _in_subprocess(name, *args):  # notes whether the part ran oneDNN's kernels
+        row = _run_in_subprocess(name, *args)
+        kernels.add(row.pop("onednn"))
+        return row
+
     if "matmul" in parts:
         matmul = _in_subprocess("matmul")
         report["matmul_gflops"] = matmul["matmul_gflops"]
@@ -415,6 +428,8 @@ def run_all(parts=None, log=print):
             f"{row['p99_ms']:.0f} ms, batch 32 {row['batch32_images_per_s']:.1f} images/s"
         )
     report["peak_rss_mb"] = rss
+    # TF_ENABLE_ONEDNN_OPTS=1 (TensorFlow's default on AVX512-VNNI CPUs) changes every number.
+    report["onednn"] = kernels.pop() if len(kernels) == 1 else sorted(kernels)
     return report
 
 

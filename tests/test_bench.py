@@ -1,6 +1,7 @@
 """The benchmark harness: its FLOP count matches the model it times, and `bench --json` works."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -45,13 +46,16 @@ def test_the_flop_count_matches_the_model_weights():
 
 
 def test_bench_json_prints_one_object():
+    # The parts run in child processes; the kernels' setting must reach them and be reported.
     done = subprocess.run(
         [sys.executable, "-m", "keras_saat.cli", "bench", "--part", "matmul", "--json"],
         capture_output=True,
         text=True,
         timeout=300,
+        env={**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1"},
     )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["matmul_gflops"] > 0 and report["peak_rss_mb"]["matmul"] > 0
     assert report["machine"]["cpus"] >= 1
+    assert report["onednn"] is True

@@ -1,10 +1,39 @@
 """ImageEncoder: pixels -> the backbone's annotation map, flattened to (L, C)."""
 
+import weakref
+
 import keras
+import tensorflow as tf
 from keras import ops
 
+from keras_saat.encoders.folding import fold_batch_norms
 from keras_saat.encoders.preprocessing import PREPROCESSING
 from keras_saat.encoders.registry import build_feature_model, get_backbone_spec
+
+# Images per backbone call in `ImageEncoder.infer` (with TensorFlow's own CPU kernels),
+# and how many such calls run at once. On the 2-core benchmark machine EfficientNetB0 at
+# batch 32 ran at 33 images/s in one call and 64 images/s in calls of 2 (VGG16 +10 %,
+# InceptionV3 +13 %): a whole batch's activations are hundreds of MB, and each
+# element-wise op then streams them through memory. With oneDNN's kernels
+# (TF_ENABLE_ONEDNN_OPTS=1, TensorFlow's default on AVX512-VNNI and newer CPUs) one call
+# was faster, so there the default is the whole batch (benchmarks/RESULTS.md).
+INFERENCE_CHUNK = 2
+INFERENCE_PARALLEL = 2
+
+
+def onednn_enabled():
+    """Whether this process runs TensorFlow's oneDNN CPU kernels (False when unknown)."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):
+        return False
+
+
+def default_inference_chunk():
+    """`ImageEncoder.infer`'s chunk size here: 0 (one call) with oneDNN, else INFERENCE_CHUNK."""
+    return 0 if onednn_enabled() else INFERENCE_CHUNK
 
 
 @keras.saving.register_keras_serializable(package="keras_saat")
@@ -21,10 +50,18 @@ class ImageEncoder(keras.layers.Layer):
             (a saved model stores its weights itself). Defaults to None.
         trainable_layers: int. How many of the backbone's last weighted layers train
             (0 = frozen, the paper's setting). Defaults to 0.
+        feature_model: keras.Model or None. Use this backbone (cut at its feature layer)
+            instead of building one; `folded` passes it. Defaults to None.
     """
 
     def __init__(
-        self, backbone="shapes_cnn", image_size=None, weights=None, trainable_layers=0, **kwargs
+        self,
+        backbone="shapes_cnn",
+        image_size=None,
+        weights=None,
+        trainable_layers=0,
+        feature_model=None,
+        **kwargs,
     ):
         super().__init__(**kwargs)
         spec = get_backbone_spec(backbone)
@@ -32,7 +69,10 @@ class ImageEncoder(keras.layers.Layer):
         self.image_size = int(image_size or spec.default_image_size)
         self.trainable_layers = int(trainable_layers)
         self.preprocessing = spec.preprocessing
-        self.feature_model = build_feature_model(spec.name, self.image_size, weights)
+        # `feature_model` (not serialised) is for `folded()`: an already built backbone.
+        self.feature_model = feature_model or build_feature_model(
+            spec.name, self.image_size, weights
+        )
         weighted = [layer for layer in self.feature_model.layers if layer.weights]
         for index, layer in enumerate(weighted):
             layer.trainable = index >= len(weighted) - self.trainable_layers
@@ -50,6 +90,75 @@ class ImageEncoder(keras.layers.Layer):
         features = self.feature_model(self.preprocess(pixels), training=False)  # (B, h, w, C)
         return ops.reshape(features, (-1, self.num_locations, self.feature_channels))  # (B, L, C)
 
+    def infer(self, pixels, chunk_size=None, parallel=INFERENCE_PARALLEL):
+        """Inference forward in small chunks: the same values as `call`, faster on big batches.
+
+        The batch is cut into `chunk_size` images per backbone call, with `parallel`
+        calls in flight (a `tf.map_fn`); the last `batch % chunk_size` images make one
+        smaller call (none when there are none), so nothing is padded and a single
+        image costs one call. Works in
+        graphs with an unknown batch size (the SavedModel's signatures). Not for
+        training: use `call`, which is one differentiable call.
+
+        Args:
+            pixels: (B, S, S, 3) float RGB in [0, 255].
+            chunk_size: int or None. Images per backbone call; 0 = the whole batch in one
+                call; None = `default_inference_chunk()` (0 with oneDNN, else 2).
+                Defaults to None.
+            parallel: int. Chunks run at once. Defaults to INFERENCE_PARALLEL (2).
+
+        Returns:
+            (B, L, C) features.
+        """
+        chunk_size = default_inference_chunk() if chunk_size is None else int(chunk_size)
+        if chunk_size < 0 or int(parallel) < 1:
+            raise ValueError(
+                f"chunk_size must be >= 0 and parallel >= 1; got {chunk_size} and {parallel}"
+            )
+        pixels = tf.convert_to_tensor(pixels, tf.float32)
+        if chunk_size == 0:
+            return self(pixels)
+        batch = tf.shape(pixels)[0]
+        whole = batch // chunk_size * chunk_size
+        chunks = tf.reshape(
+            pixels[:whole], tf.concat([[-1, chunk_size], tf.shape(pixels)[1:]], 0)
+        )  # (B // c, c, S, S, 3)
+        mapped = tf.map_fn(
+            self,
+            chunks,
+            parallel_iterations=int(parallel),
+            fn_output_signature=tf.TensorSpec(
+                [chunk_size, self.num_locations, self.feature_channels], tf.float32
+            ),
+        )  # (B // c, c, L, C)
+        head = tf.reshape(mapped, [-1, self.num_locations, self.feature_channels])
+        # No call on an empty tail: oneDNN's kernels (TF_ENABLE_ONEDNN_OPTS=1) reject batch 0.
+        tail = tf.cond(
+            whole < batch,
+            lambda: self(pixels[whole:]),
+            lambda: tf.zeros([0, self.num_locations, self.feature_channels]),
+        )
+        return tf.concat([head, tail], 0)
+
+    def folded(self):
+        """An inference copy with the backbone's batch norms folded into its convolutions.
+
+        Same outputs up to float rounding (`keras_saat.encoders.folding`), fewer ops:
+        EfficientNetB0 at batch 32 ran 13 % faster on 2 cores. A snapshot of the
+        current weights, for export; returns (encoder, pairs folded), `self` when none.
+        """
+        feature_model, count = fold_batch_norms(self.feature_model)
+        if not count:
+            return self, 0
+        copy = ImageEncoder(
+            self.backbone_name,
+            self.image_size,
+            trainable_layers=0,
+            feature_model=feature_model,
+            name=f"{self.name}_folded",
+        )
+        return copy, count
+
     def compute_output_shape(self, input_shape):
         return (input_shape[0], self.num_locations, self.feature_channels)
 
@@ -62,3 +171,23 @@ class ImageEncoder(keras.layers.Layer):
             trainable_layers=self.trainable_layers,
         )
         return config
+
+
+_COMPILED = weakref.WeakKeyDictionary()
+
+
+def compiled_encoder(encoder, dtype="float32"):
+    """`encoder.infer` as one tf.function per encoder and output dtype, traced once.
+
+    Feature extraction and `Captioner.generate` share it, so repeated calls do not
+    trace again. The cast happens in the graph: numpy's float32 -> float16 conversion
+    is slow (5 ms for one EfficientNetB0 map, a sixth of the backbone's own time on 2 cores).
+    """
+    functions = _COMPILED.setdefault(encoder, {})
+    if dtype not in functions:
+        functions[dtype] = tf.function(
+            lambda pixels: tf.cast(encoder.infer(pixels), dtype),
+            jit_compile=False,
+            reduce_retracing=True,
+        )
+    return functions[dtype]

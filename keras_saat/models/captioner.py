@@ -11,7 +11,7 @@ from keras import ops
 from keras_saat.data.images import load_images, resize_image
 from keras_saat.decoding.beam import beam_search, tile_beams
 from keras_saat.decoding.greedy import greedy_search
-from keras_saat.encoders.image_encoder import ImageEncoder
+from keras_saat.encoders.image_encoder import ImageEncoder, compiled_encoder
 from keras_saat.errors import KerasSaatError
 from keras_saat.layers.lstm_decoder import LSTMDecoder
 from keras_saat.losses import caption_loss
@@ -335,7 +335,7 @@ class Captioner(keras.Model):
         results = []
         for start in range(0, len(source), batch_size):
             chunk = source[start : start + batch_size]
-            chunk_features = self.encode(chunk) if images is not None else chunk
+            chunk_features = compiled_encoder(self.encoder)(chunk) if images is not None else chunk
             out = self.decode(chunk_features, max_length, beam_size, length_penalty)
             for row, words in enumerate(self.ids_to_words(out["tokens"].numpy())):
                 if not return_details:

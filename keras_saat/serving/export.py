@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_saat.data.images import RESIZE_MODES, resize_image
+from keras_saat.encoders.image_encoder import default_inference_chunk
 from keras_saat.errors import KerasSaatError
 from keras_saat.serving.image_bytes import DEFAULT_MAX_PIXELS, decode_images
 from keras_saat.text.vocabulary import END_ID
@@ -47,6 +48,12 @@ class ExportSettings:
         model_name: str. The name TF Serving serves the model under (warmup requests).
             Defaults to "keras_saat".
         warmup: bool. Write TF Serving warmup requests. Defaults to True.
+        encoder_chunk: int or None. Images per backbone call inside the graph
+            (`ImageEncoder.infer`); 0 = the whole batch in one call; None = what is faster
+            with the exporting process's kernels (0 with oneDNN, else 2). Defaults to None.
+        fold_batch_norms: bool. Fold the backbone's batch norms into its convolutions in
+            the exported graph (checked against the unfolded backbone at export).
+            Defaults to True.
     """
 
     beam_size: int = 3
@@ -56,14 +63,65 @@ class ExportSettings:
     max_pixels: int = DEFAULT_MAX_PIXELS
     model_name: str = "keras_saat"
     warmup: bool = True
+    encoder_chunk: int | None = None
+    fold_batch_norms: bool = True
 
 
-def serving_functions(model, settings):
-    """The two signature functions: encoded image bytes -> outputs, float pixels -> outputs."""
+# How far the folded backbone's features may stray from the unfolded ones, relative to
+# their largest magnitude, before export refuses to fold (float32 rounding is ~1e-6).
+FOLD_TOLERANCE = 1e-4
+
+
+def encoder_chunk(settings):
+    """The export's images per backbone call: the setting, or the default for this process."""
+    if settings.encoder_chunk is None:
+        return default_inference_chunk()
+    if int(settings.encoder_chunk) < 0:
+        raise KerasSaatError(
+            f"encoder_chunk must be 0 (whole batch), a positive number of images, or null "
+            f"(auto); got {settings.encoder_chunk}"
+        )
+    return int(settings.encoder_chunk)
+
+
+def serving_encoder(model, settings, log=print):
+    """The encoder the serving graph runs: the model's own, or a batch-norm-folded copy.
+
+    The folded copy is checked on two random images against the model's encoder; a
+    difference over FOLD_TOLERANCE (relative) raises, naming the setting to turn off.
+    """
+    if not settings.fold_batch_norms:
+        return model.encoder
+    encoder, count = model.encoder.folded()
+    if not count:
+        return encoder
+    size = model.image_size
+    pixels = np.random.default_rng(0).uniform(0, 255, (2, size, size, 3)).astype(np.float32)
+    expected = model.encoder.infer(pixels, 0).numpy()
+    got = encoder.infer(pixels, 0).numpy()
+    error = float(np.max(np.abs(got - expected)) / max(float(np.max(np.abs(expected))), 1e-12))
+    if not error <= FOLD_TOLERANCE:
+        raise KerasSaatError(
+            f"folding the backbone's batch norms changed its features by {error:.2e} (relative), "
+            f"over {FOLD_TOLERANCE:g}; export with export.fold_batch_norms: false"
+        )
+    log(
+        f"folded {count} batch norms and zero paddings into the backbone's convolutions (max relative change {error:.1e})"
+    )
+    return encoder
+
+
+def serving_functions(model, settings, encoder=None):
+    """The two signature functions: encoded image bytes -> outputs, float pixels -> outputs.
+
+    `encoder` is the image encoder the graph runs (`serving_encoder`); None = model.encoder.
+    """
+    encoder = encoder or model.encoder
     if settings.resize not in RESIZE_MODES:
         raise KerasSaatError(
             f"resize mode {settings.resize!r} is not one of {', '.join(RESIZE_MODES)}"
         )
+    chunk = encoder_chunk(settings)
     if int(settings.beam_size) < 1:
         raise KerasSaatError(f"beam_size must be at least 1; got {settings.beam_size}")
     max_length = int(settings.max_length or model.max_length)
@@ -72,7 +130,7 @@ def serving_functions(model, settings):
     words = tf.constant(list(model.vocabulary.words))
 
     def outputs(pixels, valid, error):
-        features = model.encode(pixels)  # (B, L, C)
+        features = encoder.infer(pixels, chunk)  # (B, L, C)
         out = model._decode(
             features, max_length, int(settings.beam_size), float(settings.length_penalty)
         )
@@ -165,9 +223,11 @@ def export_captioner(model, base, version=None, settings=None, metadata=None, lo
         raise KerasSaatError(
             f"{final} already exists; pass another --version or remove it (TF Serving may be serving it)"
         )
-    from_bytes, from_pixels = serving_functions(model, settings)
+    encoder = serving_encoder(model, settings, log)
+    from_bytes, from_pixels = serving_functions(model, settings, encoder)
     archive = keras.export.ExportArchive()
-    archive.track(model)
+    for layer in (encoder, model.squeeze, model.decoder):  # what the graph runs
+        archive.track(layer)
     archive.add_endpoint(
         BYTES_SIGNATURE,
         from_bytes,
@@ -234,6 +294,8 @@ def export_metadata(model, settings, version, extra=None):
         "max_length": settings_length(model, settings),
         "resize": settings.resize,
         "max_pixels": int(settings.max_pixels),
+        "encoder_chunk": encoder_chunk(settings),
+        "fold_batch_norms": bool(settings.fold_batch_norms),
         "model_config": model_config,
     }
     info.update(extra or {})
@@ -307,6 +369,8 @@ def export_workdir(
         max_pixels=int(max_pixels or config.export.max_pixels),
         model_name=model_name or config.export.model_name,
         warmup=config.export.warmup,
+        encoder_chunk=config.export.encoder_chunk,
+        fold_batch_norms=config.export.fold_batch_norms,
     )
     metadata = {"experiment": config.name, "config": to_dict(config)}
     return export_captioner(model, base, version, settings, metadata, log)
