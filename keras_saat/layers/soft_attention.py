@@ -1,7 +1,33 @@
 """SoftAttention: deterministic attention with the gating scalar (Eq. 4-6, 13)."""
 
 import keras
+import tensorflow as tf
 from keras import ops
+
+
+def _scores(energy, kernel):
+    """energy @ v: (B, L, units), (units, 1) -> (B, L), the `v` layer's product.
+
+    Its gradient is written out: autodiff's d_energy = d_scores v^T is a MatMul with an
+    inner dimension of 1, an outer product that ran at a third of the paper-size step's
+    op time (549 ms a step in `benchmarks.profile_train_step --by name`); a broadcast
+    multiply computes it. 2-6 % of the paper-size step, in one process
+    (benchmarks/RESULTS.md).
+    """
+
+    @tf.custom_gradient
+    def scores(energy, kernel):
+        flat = tf.reshape(energy, [-1, tf.shape(energy)[-1]])
+        out = tf.reshape(tf.matmul(flat, kernel), tf.shape(energy)[:-1])
+
+        def grad(d_scores):
+            d_energy = d_scores[..., None] * tf.reshape(kernel, [-1])
+            d_kernel = tf.matmul(flat, tf.reshape(d_scores, [-1, 1]), transpose_a=True)
+            return d_energy, d_kernel
+
+        return out, grad
+
+    return scores(energy, kernel)
 
 
 @keras.saving.register_keras_serializable(package="keras_saat")
@@ -57,7 +83,7 @@ class SoftAttention(keras.layers.Layer):
         if query is None:
             query = self.hidden_projection(hidden)
         energy = ops.tanh(projected + query[:, None, :])  # (B, L, units)
-        scores = ops.squeeze(self.score(energy), -1)  # (B, L)
+        scores = _scores(energy, ops.cast(self.score.kernel, energy.dtype))  # (B, L)
         return ops.softmax(scores, axis=-1)
 
     def gate_value(self, hidden, gate_input=None):

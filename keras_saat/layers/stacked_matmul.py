@@ -17,6 +17,13 @@ The annotations a (B, L, D) are such a kernel too: the context sum_i alpha_ti a_
 batched matmul alpha_t a, and autodiff gives a the gradient alpha_t^T dz_t, a (B, L, D)
 tensor per step, summed over the steps. Stacked, it is one (B, L, T) x (B, T, D) batched
 matmul: 66 against 172 ms for the 20 steps at the paper's size, forward and backward.
+
+The input's gradient dy_t W^T is left to autodiff for a per-example kernel, but for a
+weight it is a plain matmul by W^T, transposed once for all steps: autodiff's
+`MatMul(transpose_b=True)` with a batch-64 left operand is the slow case of the CPU
+kernel (9.2 against 6.4 ms for (64, 4513) x (4513, 1000), the paper size's h_{t-1}
+gradient; benchmarks/RESULTS.md), and Grappler would otherwise fold the transpose back
+into it.
 """
 
 import tensorflow as tf
@@ -45,6 +52,14 @@ class StepMatmuls:
         self.steps = int(steps)
         self.inputs = []
         self.frozen_kernel = tf.stop_gradient(self.kernel)
+        # W^T for the input gradient of a weight; a graph prunes it when no gradient is taken.
+        # Snapshot makes it a tensor of its own: Grappler folds a bare Transpose feeding a
+        # MatMul back into `transpose_b=True`, the slow case this avoids.
+        self.transposed = (
+            tf.raw_ops.Snapshot(input=tf.transpose(self.frozen_kernel))
+            if self.kernel.shape.rank == 2
+            else None
+        )
         self.probes = self._probes(self.kernel, list(rows))
 
     def _probes(self, kernel, rows):
@@ -76,4 +91,16 @@ class StepMatmuls:
         if t >= self.steps:
             raise RuntimeError(f"StepMatmuls was built for {self.steps} steps; called once more")
         self.inputs.append(tf.stop_gradient(x))
-        return tf.matmul(x, self.frozen_kernel) + self.probes[t]
+        if self.transposed is None:
+            return tf.matmul(x, self.frozen_kernel) + self.probes[t]
+        return _matmul_by_transposed(x, self.frozen_kernel, self.transposed) + self.probes[t]
+
+
+def _matmul_by_transposed(x, kernel, transposed):
+    """x @ kernel, whose gradient for x is dy @ transposed (kernel^T, made once)."""
+
+    @tf.custom_gradient
+    def matmul(x):
+        return tf.matmul(x, kernel), lambda dy: tf.matmul(dy, transposed)
+
+    return matmul(x)

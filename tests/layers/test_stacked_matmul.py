@@ -121,3 +121,29 @@ def test_decoder_gradients_equal_those_of_per_step_matmuls(monkeypatch, attentio
         np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5, err_msg=name)
     kernels = [n for n in got if "recurrent_kernel" in n or "context_kernel" in n]
     assert len(kernels) == 2 and all(np.abs(got[n]).max() > 1e-3 for n in kernels)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_attention_scores_gradient_equals_autodiff(compiled):
+    """The scores e = tanh(.) v with the written-out gradient, against tf.matmul's autodiff."""
+    from keras_saat.layers.soft_attention import _scores
+
+    rng = np.random.default_rng(1)
+    energy = tf.constant(np.tanh(rng.normal(size=(B, 7, 5))), tf.float32)
+    kernel = tf.constant(rng.normal(size=(5, 1)), tf.float32)
+    weights = tf.constant(rng.normal(size=(B, 7)), tf.float32)
+
+    def run(scores):
+        def inner():
+            with tf.GradientTape() as tape:
+                tape.watch([energy, kernel])
+                loss = tf.reduce_sum(tf.sin(scores(energy, kernel)) * weights)
+            return [loss, *tape.gradient(loss, [energy, kernel])]
+
+        return [v.numpy() for v in (tf.function(inner)() if compiled else inner())]
+
+    got = run(_scores)
+    want = run(lambda e, k: tf.squeeze(tf.matmul(e, k), -1))
+    assert got[1].shape == (B, 7, 5) and got[2].shape == (5, 1)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
