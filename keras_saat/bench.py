@@ -349,16 +349,20 @@ PARTS = {
 def run_part(name, *args):
     """Runs one part here and returns its result with this process's peak RSS."""
     from keras_saat.encoders.image_encoder import onednn_enabled
+    from keras_saat.memory import malloc_tuned
 
     result = PARTS[name](*args)
     result["peak_rss_mb"] = _peak_rss_mb()
     result["onednn"] = onednn_enabled()
+    result["malloc_tuned"] = malloc_tuned()
     return result
 
 
 def _run_in_subprocess(name, *args):
+    # The part runs as the command line runs: malloc tuned first (keras_saat/memory.py).
     code = (
-        "import json, sys; from keras_saat.bench import run_part; "
+        "import json, sys; from keras_saat.memory import tune_malloc; tune_malloc(); "
+        "from keras_saat.bench import run_part; "
         "print('BENCH ' + json.dumps(run_part(*json.loads(sys.argv[1]))))"
     )
     done = subprocess.run(
@@ -378,11 +382,12 @@ def run_all(parts=None, log=print):
     parts = parts or list(PARTS)
     report = {"machine": _machine()}
     rss = {}
-    kernels = set()
+    settings = {"onednn": set(), "malloc_tuned": set()}
 
-    def _in_subprocess(name, *args):  # notes whether the part ran oneDNN's kernels
+    def _in_subprocess(name, *args):  # notes the kernels and the malloc settings it ran with
         row = _run_in_subprocess(name, *args)
-        kernels.add(row.pop("onednn"))
+        for key, seen in settings.items():
+            seen.add(row.pop(key))
         return row
 
     if "matmul" in parts:
@@ -439,8 +444,10 @@ def run_all(parts=None, log=print):
             f"{row['p99_ms']:.0f} ms, batch 32 {row['batch32_images_per_s']:.1f} images/s"
         )
     report["peak_rss_mb"] = rss
-    # TF_ENABLE_ONEDNN_OPTS=1 (TensorFlow's default on AVX512-VNNI CPUs) changes every number.
-    report["onednn"] = kernels.pop() if len(kernels) == 1 else sorted(kernels)
+    # TF_ENABLE_ONEDNN_OPTS=1 (TensorFlow's default on AVX512-VNNI CPUs) changes every number,
+    # and so does glibc's malloc (keras_saat/memory.py; KERAS_SAAT_MALLOC=system turns it off).
+    for key, seen in settings.items():
+        report[key] = seen.pop() if len(seen) == 1 else sorted(seen)
     return report
 
 

@@ -348,6 +348,9 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     _quiet_tensorflow()
+    from keras_saat.memory import tune_malloc
+
+    tune_malloc()  # before TensorFlow starts its threads (keras_saat/memory.py)
     from keras_saat.errors import KerasSaatError
 
     try:

@@ -222,16 +222,51 @@ class LSTMDecoder(keras.layers.Layer):
             )
         return out
 
-    def step(self, input_ids, state, annotations, projected):
+    def step_kernels(self, dtype=None):
+        """The kernels `step` multiplies by, concatenated by input, for a whole decode.
+
+        h_{t-1} meets U and the attention's hidden kernels (W_h, f_beta) in one matmul, and
+        z_t meets W_z and L_z in another, as teacher forcing does. Decoders compute this
+        once, outside their loop, and pass it to every `step`.
+
+        Returns:
+            dict: "hidden" (n, 4n + ...) and "context" (D, 4n + m), in the compute dtype,
+            and the split points "hidden_split" and "context_split" (lists of int).
+        """
+        dtype = dtype or self.compute_dtype
+        attention_kernels = self.attention.hidden_kernels()
+        hidden = [self.lstm_recurrent_kernel, *attention_kernels.values()]
+        context = [self.lstm_context_kernel, self.output_context.kernel]
+        return {
+            "hidden": ops.concatenate([ops.cast(k, dtype) for k in hidden], axis=1),
+            "hidden_split": list(itertools.accumulate(int(k.shape[1]) for k in hidden))[:-1],
+            "hidden_names": list(attention_kernels),
+            "context": ops.concatenate([ops.cast(k, dtype) for k in context], axis=1),
+            "context_split": [4 * self.lstm_units],
+        }
+
+    def step(self, input_ids, state, annotations, projected, kernels=None):
         """One inference step: (batch,) previous ids -> (logits (B, K), new state).
 
-        `state` holds h and c; the returned state adds the step's alpha (B, L).
+        `state` holds h and c; the returned state adds the step's alpha (B, L). `kernels`
+        is `step_kernels()`, computed here when not given. The values equal those of the
+        per-kernel products (`lstm`, `deep_output`).
         """
         embedded = self.embedding(input_ids)  # (B, m)
-        att = self._attend(annotations, projected, state["h"], False, None)
-        kernel = ops.cast(self.lstm_embedding_kernel, embedded.dtype)
-        h, c = self.lstm(ops.matmul(embedded, kernel), att["z"], state["h"], state["c"])
-        logits = self.deep_output(embedded, h, att["z"], training=False)
+        dtype = embedded.dtype
+        kernels = kernels or self.step_kernels(dtype)
+        recurrent, *parts = ops.split(
+            ops.matmul(state["h"], kernels["hidden"]), kernels["hidden_split"], axis=-1
+        )
+        products = dict(zip(kernels["hidden_names"], parts, strict=True))
+        att = self._attend(annotations, projected, state["h"], False, None, **products)
+        context, output_context = ops.split(
+            ops.matmul(att["z"], kernels["context"]), kernels["context_split"], axis=-1
+        )
+        embedding_gates = ops.matmul(embedded, ops.cast(self.lstm_embedding_kernel, dtype))
+        h, c = self.lstm(embedding_gates, att["z"], state["h"], state["c"], context, recurrent)
+        # Eq. 7 as in `deep_output`, with L_z z_t (L_z has no bias) from the matmul above.
+        logits = self.output_logits(embedded + self.output_hidden(h) + output_context)
         return logits, {"h": h, "c": c, "alpha": att["alpha"]}
 
     def get_config(self):

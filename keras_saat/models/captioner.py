@@ -235,8 +235,10 @@ class Captioner(keras.Model):
             annotations = tile_beams(annotations, beam_size)  # (B*K, L, D)
             projected = tile_beams(projected, beam_size)
 
+        kernels = self.decoder.step_kernels(annotations.dtype)  # once, outside the loop
+
         def next_fn(tokens, state):
-            logits, state = self.decoder.step(tokens, state, annotations, projected)
+            logits, state = self.decoder.step(tokens, state, annotations, projected, kernels)
             return tf.cast(logits, tf.float32) + banned, state
 
         if beam_size > 1:

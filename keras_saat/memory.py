@@ -1,0 +1,63 @@
+"""glibc malloc settings that keep TensorFlow's large CPU tensors off fresh pages.
+
+TensorFlow allocates each op's output with the C library's malloc. With glibc's defaults,
+a tensor of a few MB or more is either mapped afresh (mmap) or carved from a per-thread
+heap that hands freed memory back to the kernel, so the next op's output lands on new
+pages, and every 4 kB page costs a fault and zeroing when first written. At the paper's
+attention size, tanh(W_a a + W_h h) on a (64, 196, 512) tensor took 11-14 ms with about
+6,000 page faults a call, and 4.3 ms with none once glibc keeps its memory
+(benchmarks/RESULTS.md).
+
+`tune_malloc()` makes glibc keep it: one arena for all threads, no mmap for large blocks,
+and no trimming of the heap's top. Freed memory is reused, not returned to the kernel,
+so the process's resident size stays near its peak. The command line calls it before it
+imports TensorFlow; set `KERAS_SAAT_MALLOC=system` to keep glibc's defaults. The
+environment variables `MALLOC_ARENA_MAX=1 MALLOC_MMAP_MAX_=0
+MALLOC_TRIM_THRESHOLD_=2147483647` do the same for any process, TF Serving's included.
+"""
+
+import ctypes
+import os
+import sys
+
+# mallopt parameters, from glibc's malloc.h.
+M_TRIM_THRESHOLD = -1
+M_MMAP_MAX = -4
+M_ARENA_MAX = -8
+
+SETTINGS = ((M_ARENA_MAX, 1), (M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, 2**31 - 1))
+ENVIRONMENT = {
+    "MALLOC_ARENA_MAX": "1",
+    "MALLOC_MMAP_MAX_": "0",
+    "MALLOC_TRIM_THRESHOLD_": str(2**31 - 1),
+}
+OPT_OUT = "KERAS_SAAT_MALLOC"
+
+_state = {"tuned": False}
+
+
+def tune_malloc():
+    """Applies the settings above to this process; returns whether they are in force.
+
+    Call it before importing TensorFlow: threads started earlier keep the arenas they
+    already have. A no-op (False) off Linux, on a C library without `mallopt` (musl), and
+    when the environment variable KERAS_SAAT_MALLOC is "system".
+    """
+    if _state["tuned"]:
+        return True
+    if os.environ.get(OPT_OUT, "").strip().lower() == "system":
+        return False
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    _state["tuned"] = all(mallopt(param, value) == 1 for param, value in SETTINGS)
+    return _state["tuned"]
+
+
+def malloc_tuned():
+    """Whether this process runs with the settings: by `tune_malloc()` or the environment."""
+    return _state["tuned"] or all(os.environ.get(k) == v for k, v in ENVIRONMENT.items())
