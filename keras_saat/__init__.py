@@ -5,7 +5,8 @@ model = load_captioner("runs/demo")
 print(model.generate("photo.png"))
 
 The names below load on first use, so `keras_saat.serving`'s client and
-development server run without importing Keras or the model code.
+development server run without importing Keras or the model code, and
+`keras_saat.tune_malloc()` can run before TensorFlow is imported.
 """
 
 from keras_saat._lazy import lazy_getattr
@@ -20,6 +21,7 @@ _EXPORTS = {
     "build_captioner": "keras_saat.models.captioner",
     "load_captioner": "keras_saat.models.captioner",
     "load_config": "keras_saat.config",
+    "tune_malloc": "keras_saat.memory",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

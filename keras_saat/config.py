@@ -176,8 +176,8 @@ class ExportConfig:
     # null = the faster for the exporting machine's kernels: 0 with oneDNN
     # (TF_ENABLE_ONEDNN_OPTS=1), else 2. Export with the serving machine's setting.
     encoder_chunk: int | None = None
-    # Fold the backbone's batch norms into its convolutions in the exported graph (checked
-    # against the unfolded backbone at export; EfficientNetB0 runs 13 % faster).
+    # Fold the backbone's batch norms into its convolutions in the exported graph, checked
+    # against the unfolded backbone at export (bare EfficientNetB0 13 % faster, serving 10 %).
     fold_batch_norms: bool = True
 
 
