@@ -120,8 +120,10 @@ class TrainConfig:
     lr_decay_rate: float = 0.9
     # Clip the gradients to this global norm (0 = off).
     clipnorm: float = 5.0
-    # Compile the train step with XLA (falls back, with the reason logged, when it cannot).
-    jit_compile: bool = True
+    # Compile the train step with XLA: true, false, or "auto" (XLA when a GPU or TPU is
+    # visible; on CPUs plain TensorFlow: `keras-saat bench` measures XLA 7-24 % slower there
+    # at the benchmark sizes). Falls back, with the reason logged, when XLA cannot compile.
+    jit_compile: bool | str = "auto"
     # "default" (one device), "mirrored" (all local GPUs, or CPU devices) or "multi_worker"
     # (MultiWorkerMirroredStrategy; each worker reads TF_CONFIG).
     distribute: str = "default"
@@ -203,7 +205,13 @@ _CHOICES = {
     ("train", "optimizer"): ("adam", "rmsprop"),
     ("train", "lr_schedule"): ("constant", "cosine", "exponential"),
     ("train", "distribute"): ("default", "mirrored", "multi_worker"),
+    ("train", "jit_compile"): (True, False, "auto"),
 }
+
+
+def _choice_text(choice):
+    """A choice as it is written in YAML: true and false for booleans."""
+    return str(choice).lower() if isinstance(choice, bool) else str(choice)
 
 
 def _coerce(where, value, annotation):
@@ -212,7 +220,8 @@ def _coerce(where, value, annotation):
     if value is None:
         if type(None) in allowed:
             return None
-        raise KerasSaatError(f"config {where}: null is not allowed; expected {annotation.__name__}")
+        names = " or ".join(k.__name__ for k in allowed)
+        raise KerasSaatError(f"config {where}: null is not allowed; expected {names}")
     for kind in allowed:
         if kind is bool and isinstance(value, bool):
             return value
@@ -237,12 +246,13 @@ def _section(name, cls, values, base):
                 f"unknown config key '{name}.{key}'{did_you_mean(key, hints)}; "
                 f"valid keys of '{name}': {', '.join(hints)}"
             )
-        value = _coerce(f"{name}.{key}", value, hints[key])
+        given, value = value, _coerce(f"{name}.{key}", value, hints[key])
         choices = _CHOICES.get((name, key))
-        if choices and value not in choices:
+        if choices and not any(value == c and type(value) is type(c) for c in choices):
+            texts = [_choice_text(c) for c in choices]
             raise KerasSaatError(
-                f"config {name}.{key}: {value!r} is not one of {', '.join(choices)}"
-                f"{did_you_mean(value, choices)}"
+                f"config {name}.{key}: {given!r} is not one of {', '.join(texts)}"
+                f"{did_you_mean(value, texts)}"
             )
         updates[key] = value
     return dataclasses.replace(base, **updates)

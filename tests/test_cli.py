@@ -116,9 +116,20 @@ def test_extract_features_then_resume(shapes_dir, tmp_path, capsys):
         capsys, "train", *argv[1:], "--set", "train.epochs=1", "--set", "train.batch_size=16"
     )
     assert code == 0 and "extract train: cached (40 images)" in out and "epoch 1/1" in out
-    # The same command again finds the finished run; another config is refused.
+    accelerated = any(tf.config.list_physical_devices(k) for k in ("GPU", "TPU"))
+    assert f"{'XLA' if accelerated else 'no XLA'} (jit_compile: auto)" in out
+    # The same command again finds the finished run, whether or not it compiles with XLA
+    # (how the step is compiled is not part of the experiment); another config is refused.
     code, out, _ = run(
-        capsys, "train", *argv[1:], "--set", "train.epochs=1", "--set", "train.batch_size=16"
+        capsys,
+        "train",
+        *argv[1:],
+        "--set",
+        "train.epochs=1",
+        "--set",
+        "train.batch_size=16",
+        "--set",
+        "train.jit_compile=true",
     )
     assert code == 0 and "this run already finished" in out and "epoch 1/1" not in out
     code, _, err = run(

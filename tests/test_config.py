@@ -36,6 +36,15 @@ def test_saved_config_loads_back_identically(tmp_path):
     assert to_dict(config)["model"]["attention"] == "hard"
 
 
+def test_jit_compile_is_true_false_or_auto_and_round_trips(tmp_path):
+    assert ExperimentConfig().train.jit_compile == "auto"
+    for text, value in (("true", True), ("false", False), ("auto", "auto")):
+        config = load_config(None, [f"train.jit_compile={text}"])
+        assert config.train.jit_compile == value and type(config.train.jit_compile) is type(value)
+        save_config(config, tmp_path / "config.yaml")
+        assert load_config(tmp_path / "config.yaml") == config
+
+
 def test_unknown_key_names_the_key_and_the_nearest_valid_one():
     with pytest.raises(
         KerasSaatError, match=r"unknown config key 'model.atention'.*did you mean \"attention\""
@@ -48,8 +57,14 @@ def test_unknown_key_names_the_key_and_the_nearest_valid_one():
 def test_wrong_types_and_choices_are_errors():
     with pytest.raises(KerasSaatError, match="train.epochs.*not a valid int"):
         from_dict({"train": {"epochs": "many"}})
-    with pytest.raises(KerasSaatError, match="train.jit_compile.*not a valid bool"):
+    with pytest.raises(
+        KerasSaatError, match="train.jit_compile: 1 is not one of true, false, auto"
+    ):
         from_dict({"train": {"jit_compile": 1}})
+    with pytest.raises(KerasSaatError, match=r"'Auto' is not one of .*did you mean \"auto\""):
+        from_dict({"train": {"jit_compile": "Auto"}})
+    with pytest.raises(KerasSaatError, match="train.jit_compile: null is not allowed"):
+        from_dict({"train": {"jit_compile": None}})
     with pytest.raises(KerasSaatError, match="model.attention.*not one of soft, hard"):
         from_dict({"model": {"attention": "sofft"}})
     with pytest.raises(KerasSaatError, match="expected section.key=value"):

@@ -376,7 +376,8 @@ def train(config, workdir, log=print, callbacks=()):
     log(
         f"training: {train_config.epochs} epochs of {steps} steps ({captions_per_epoch} captions, "
         f"batch {train_config.batch_size}), {train_config.optimizer}, "
-        f"{'XLA' if train_config.jit_compile else 'no XLA'}"
+        f"{'XLA' if trainer.jit_compile else 'no XLA'}"
+        f"{' (jit_compile: auto)' if train_config.jit_compile == 'auto' else ''}"
     )
     summary = _summary_writer(
         workdir,
@@ -508,6 +509,7 @@ def _check_resume_config(config, workdir):
         return
     previous = load_config(saved)
     keep = {
+        "jit_compile",  # how the step is compiled, not what it computes
         "epochs",
         "patience",
         "log_every",

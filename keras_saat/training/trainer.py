@@ -155,6 +155,20 @@ def build_optimizer(train_config, steps_per_epoch):
     return optimizer
 
 
+def resolve_jit_compile(jit_compile):
+    """XLA or not for the train step: true, false, or "auto".
+
+    "auto" means XLA when a GPU or TPU is visible. On CPUs it means plain TensorFlow:
+    `keras-saat bench` measured XLA 7-24 % slower there at both benchmark sizes
+    (`benchmarks/RESULTS.md`), with more memory and a compile.
+    """
+    if isinstance(jit_compile, str):
+        if jit_compile != "auto":
+            raise KerasSaatError(f'jit_compile {jit_compile!r}: expected true, false or "auto"')
+        return any(tf.config.list_physical_devices(kind) for kind in ("GPU", "TPU"))
+    return bool(jit_compile)
+
+
 _XLA_WORDS = ("XLA", "xla", "compil", "Compil", "jit", "Trying to access resource")
 
 
@@ -181,16 +195,19 @@ class Trainer:
         optimizer: keras optimiser (a LossScaleOptimizer for mixed precision).
         strategy: tf.distribute.Strategy. Defaults to the default strategy.
         clipnorm: float. Global gradient norm limit (0 = off). Defaults to 0.
-        jit_compile: bool. XLA for the per-replica forward and backward pass. Defaults to True.
+        jit_compile: bool or "auto". XLA for the per-replica forward and backward pass;
+            "auto" (the default) is XLA on GPUs and TPUs, not on CPUs (`resolve_jit_compile`).
         log: callable. Receives progress messages. Defaults to print.
     """
 
-    def __init__(self, model, optimizer, strategy=None, clipnorm=0.0, jit_compile=True, log=print):
+    def __init__(
+        self, model, optimizer, strategy=None, clipnorm=0.0, jit_compile="auto", log=print
+    ):
         self.model = model
         self.optimizer = optimizer
         self.strategy = strategy or tf.distribute.get_strategy()
         self.clipnorm = float(clipnorm)
-        self.jit_compile = bool(jit_compile)
+        self.jit_compile = resolve_jit_compile(jit_compile)
         self.log = log
         with self.strategy.scope():
             self.optimizer.build(model.trainable_variables)

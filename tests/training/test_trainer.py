@@ -36,6 +36,15 @@ def weights_of(model):
     return [np.array(v) for v in model.trainable_variables]
 
 
+def test_jit_compile_auto_is_xla_only_on_accelerators():
+    model, _ = tiny_model()
+    accelerated = any(tf.config.list_physical_devices(k) for k in ("GPU", "TPU"))
+    assert Trainer(model, keras.optimizers.SGD(0.1), log=None).jit_compile is accelerated
+    assert Trainer(model, keras.optimizers.SGD(0.1), jit_compile=True, log=None).jit_compile
+    with pytest.raises(KerasSaatError, match="jit_compile 'yes'"):
+        Trainer(model, keras.optimizers.SGD(0.1), jit_compile="yes", log=None)
+
+
 @pytest.mark.parametrize("jit", [False, True])
 def test_trainer_step_equals_fit_step(jit):
     """The custom loop and fit() optimise the same function: one SGD step, same weights."""
