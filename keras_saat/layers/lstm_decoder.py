@@ -130,9 +130,14 @@ class LSTMDecoder(keras.layers.Layer):
         h = ops.sigmoid(o) * ops.tanh(c)
         return h, c
 
-    def deep_output(self, embedded, h, z, training=False):
-        """Eq. 7 logits for any leading shape: (..., m), (..., n), (..., D) -> (..., K)."""
-        out = embedded + self.output_hidden(h) + self.output_context(z)
+    def deep_output(self, embedded, h, z, training=False, context=None):
+        """Eq. 7 logits for any leading shape: (..., m), (..., n), (..., D) -> (..., K).
+
+        `context` is L_z z (L_z has no bias) when the caller has it from a wider matmul.
+        """
+        if context is None:
+            context = self.output_context(z)
+        out = embedded + self.output_hidden(h) + context
         return self.output_logits(self.output_dropout(out, training=training))
 
     def _attend(self, annotations, projected, h, training, use_expectation, **products):
@@ -265,8 +270,7 @@ class LSTMDecoder(keras.layers.Layer):
         )
         embedding_gates = ops.matmul(embedded, ops.cast(self.lstm_embedding_kernel, dtype))
         h, c = self.lstm(embedding_gates, att["z"], state["h"], state["c"], context, recurrent)
-        # Eq. 7 as in `deep_output`, with L_z z_t (L_z has no bias) from the matmul above.
-        logits = self.output_logits(embedded + self.output_hidden(h) + output_context)
+        logits = self.deep_output(embedded, h, att["z"], context=output_context)
         return logits, {"h": h, "c": c, "alpha": att["alpha"]}
 
     def get_config(self):
