@@ -11,6 +11,9 @@ and no compiled function or cache carries over between parts:
     decode    greedy and beam-3 captions/s from cached features (tutorial size)
     serving   the exported SavedModel (EfficientNetB0 at 224, beam 3) run by a TF1
               Session, as TF Serving runs it: one-JPEG latency and batch-32 throughput
+    malloc    the soft train step at both sizes with glibc's malloc tuned and with its
+              defaults (KERAS_SAAT_MALLOC=system), alternating fresh processes: step
+              time, page faults a step and peak memory (keras_saat/memory.py)
 
 Timings are medians over repeats after a warm-up. No test asserts on them: the
 machines are shared and noisy, so compare ratios measured in one run.
@@ -155,11 +158,13 @@ def part_train(size_name, attention, xla, steps=10):
     compile_seconds = time.perf_counter() - start
     trainer.train_step(batch)["loss"].numpy()
     matmul = _matmul_timer()
-    times, limits = [], []
+    times, limits, faults = [], [], []
     for _ in range(steps):
+        faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start = time.perf_counter()
         trainer.train_step(batch)["loss"].numpy()
         times.append(time.perf_counter() - start)
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before)
         limits.append(matmul())
     seconds = _median(times)
     gflops = train_step_flops(size) / seconds / 1e9
@@ -174,6 +179,7 @@ def part_train(size_name, attention, xla, steps=10):
         "matmul_gflops": limit,
         "fraction_of_limit": gflops / limit,
         "compile_s": compile_seconds,
+        "page_faults_per_step": _median(faults),
     }
 
 
@@ -343,7 +349,11 @@ PARTS = {
     "extract": part_extract,
     "decode": part_decode,
     "serving": part_serving,
+    "malloc": part_train,  # run both ways by run_all
 }
+
+# Fresh processes per size and malloc setting in the malloc part, alternating.
+MALLOC_ROUNDS = 3
 
 
 def run_part(name, *args):
@@ -358,7 +368,7 @@ def run_part(name, *args):
     return result
 
 
-def _run_in_subprocess(name, *args):
+def _run_in_subprocess(name, *args, env=None):
     # The part runs as the command line runs: malloc tuned first (keras_saat/memory.py).
     code = (
         "import json, sys; from keras_saat.memory import tune_malloc; tune_malloc(); "
@@ -369,7 +379,7 @@ def _run_in_subprocess(name, *args):
         [sys.executable, "-c", code, json.dumps([name, *args])],
         capture_output=True,
         text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})},
     )
     for line in done.stdout.splitlines():
         if line.startswith("BENCH "):
@@ -443,12 +453,55 @@ def run_all(parts=None, log=print):
             f"serving EfficientNetB0 224, beam 3: p50 {row['p50_ms']:.0f} ms, p99 "
             f"{row['p99_ms']:.0f} ms, batch 32 {row['batch32_images_per_s']:.1f} images/s"
         )
+    if "malloc" in parts:
+        report["malloc"] = measure_malloc(log)
     report["peak_rss_mb"] = rss
     # TF_ENABLE_ONEDNN_OPTS=1 (TensorFlow's default on AVX512-VNNI CPUs) changes every number,
     # and so does glibc's malloc (keras_saat/memory.py; KERAS_SAAT_MALLOC=system turns it off).
     for key, seen in settings.items():
         report[key] = seen.pop() if len(seen) == 1 else sorted(seen)
     return report
+
+
+def measure_malloc(log=print, rounds=MALLOC_ROUNDS):
+    """The soft train step with malloc tuned and with glibc's defaults, in alternating
+    fresh processes; per size, the medians of each setting and their ratio."""
+    from keras_saat.memory import OPT_OUT
+
+    settings = {"tuned": {}, "system": {OPT_OUT: "system"}}
+    rows, summary = [], []
+    for size in SIZES:
+        runs = {name: [] for name in settings}
+        for _ in range(rounds):
+            for name, env in settings.items():
+                row = _run_in_subprocess("train", size, "soft", False, env=env)
+                row["malloc"] = name
+                runs[name].append(row)
+                rows.append(row)
+        medians = {
+            name: {
+                key: _median([r[key] for r in runs[name]])
+                for key in ("step_ms", "page_faults_per_step", "peak_rss_mb", "fraction_of_limit")
+            }
+            for name in settings
+        }
+        summary.append(
+            {
+                "size": size,
+                **{f"{name}_{k}": v for name, values in medians.items() for k, v in values.items()},
+                "step_ratio_system_to_tuned": medians["system"]["step_ms"]
+                / medians["tuned"]["step_ms"],
+            }
+        )
+        log(
+            f"malloc {size:8s}: tuned {medians['tuned']['step_ms']:.0f} ms a step, "
+            f"{medians['tuned']['page_faults_per_step']:.0f} faults, "
+            f"{medians['tuned']['peak_rss_mb']:.0f} MB peak; system "
+            f"{medians['system']['step_ms']:.0f} ms, "
+            f"{medians['system']['page_faults_per_step']:.0f} faults, "
+            f"{medians['system']['peak_rss_mb']:.0f} MB (medians of {rounds} processes each)"
+        )
+    return {"rounds": rounds, "summary": summary, "runs": rows}
 
 
 def _machine():

@@ -330,7 +330,7 @@ def build_parser():
         "--part",
         action="append",
         default=[],
-        help="matmul, train, extract, decode or serving (repeatable; default all)",
+        help="matmul, train, extract, decode, serving or malloc (repeatable; default all)",
     )
     p.add_argument("--out", metavar="FILE.json", help="also write the report here")
     p.set_defaults(func=cmd_bench)
