@@ -218,7 +218,7 @@ def measure_extraction(backbone, count=256, batch_size=32, shard_size=1000):
     import numpy as np
     import tensorflow as tf
 
-    from keras_saat.data.feature_cache import compiled_encoder, extract_features
+    from keras_saat.data.feature_cache import extract_features
     from keras_saat.data.images import decode_image
     from keras_saat.encoders import ImageEncoder
 
@@ -230,7 +230,7 @@ def measure_extraction(backbone, count=256, batch_size=32, shard_size=1000):
         pixels = np.stack(
             [decode_image(tf.io.read_file(str(r.path)), size).numpy() for r in records]
         )
-        encode = compiled_encoder(encoder, "float16")  # the function extraction uses
+        encode = encoder.compiled("float16")  # the function extraction uses
         encode(tf.constant(pixels[:batch_size]))  # trace and warm up
 
         def bare_forward():

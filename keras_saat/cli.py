@@ -29,7 +29,7 @@ def cmd_make_shapes(args):
 
 def cmd_train(args):
     from keras_saat.config import load_config
-    from keras_saat.training.pipeline import train
+    from keras_saat.training.experiment import train
 
     config = _with_strict(load_config(args.config, args.set), args)
     result = train(config, args.workdir, _log)
@@ -38,7 +38,7 @@ def cmd_train(args):
 
 def cmd_extract_features(args):
     from keras_saat.config import load_config
-    from keras_saat.training.pipeline import extract_only
+    from keras_saat.training.experiment import extract_only
 
     config = _with_strict(load_config(args.config, args.set), args)
     cache = extract_only(config, args.workdir, _log)
@@ -58,7 +58,7 @@ def _with_strict(config, args):
 
 def cmd_demo(args):
     from keras_saat.config import load_config, preset_path
-    from keras_saat.training.pipeline import train
+    from keras_saat.training.experiment import train
 
     config = _with_strict(load_config(preset_path(DEMO_PRESET), args.set), args)
     _log(f"keras-saat demo: Show, Attend and Tell on the Shapes world, workdir {args.workdir}")
@@ -112,7 +112,7 @@ def _print_result(result):
 
 
 def cmd_evaluate(args):
-    from keras_saat.training.pipeline import evaluate
+    from keras_saat.training.experiment import evaluate
 
     result = evaluate(args.workdir, args.split, args.beam_size, _log, args.set)
     _print_scores(result)

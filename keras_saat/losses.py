@@ -26,12 +26,12 @@ def doubly_stochastic_penalty(alphas, mask):
 
 
 def reinforce_surrogate(
-    log_p_y, log_p_samples, entropies, mask, hard_rows, baseline, reinforce_weight, entropy_weight
+    log_p_y, log_p_samples, entropies, mask, policy_rows, baseline, reinforce_weight, entropy_weight
 ):
     """A loss whose gradient is minus the REINFORCE terms of Eq. 12, per caption (B,).
 
     d/dW of the result = -[lambda_r (log p(y|s,a) - b) d log p(s|a)/dW + lambda_e dH[s]/dW]
-    on the rows that used sampled locations (`hard_rows`); the reward
+    on the rows that used sampled locations (`policy_rows`); the reward
     log p(y|s,a) - b is a constant (stop-gradient).
 
     Args:
@@ -39,7 +39,7 @@ def reinforce_surrogate(
         log_p_samples: (B, T) float. log alpha_{t, s_t} of the drawn locations.
         entropies: (B, T) float. H[alpha_t].
         mask: (B, T) float. 1 on the caption's steps.
-        hard_rows: (B,) float. 1 where the caption used samples, 0 where it used expectations.
+        policy_rows: (B,) float. 1 where the caption used samples, 0 where it used expectations.
         baseline: scalar or (B,). The baseline b of each caption.
         reinforce_weight: float. lambda_r.
         entropy_weight: float. lambda_e.
@@ -47,7 +47,7 @@ def reinforce_surrogate(
     reward = ops.stop_gradient(log_p_y - baseline)  # (B,)
     log_p_s = ops.sum(log_p_samples * mask, axis=1)  # log p(s | a): (B,)
     entropy = ops.sum(entropies * mask, axis=1)  # (B,)
-    return -hard_rows * (reinforce_weight * reward * log_p_s + entropy_weight * entropy)
+    return -policy_rows * (reinforce_weight * reward * log_p_s + entropy_weight * entropy)
 
 
 def caption_loss(
@@ -57,39 +57,45 @@ def caption_loss(
     baseline=0.0,
     reinforce_weight=1.0,
     entropy_weight=0.0,
+    attention=None,
 ):
     """The objective for one batch.
 
     Args:
-        outputs: dict. `LSTMDecoder` outputs (logits, alphas; hard attention adds
-            log_p_samples, entropies, use_expectation, and optionally baseline_logits: the
-            logits of the same captions under the expected context, used as the baseline).
+        outputs: dict. `LSTMDecoder` outputs: logits, alphas, what the attention type adds,
+            and optionally baseline_logits (the logits of the same captions under the
+            expected context, used as the REINFORCE baseline).
         tokens: (B, T + 1) int. `<start> w_1 .. w_n <end> <pad>..`; the targets are tokens[:, 1:].
         doubly_stochastic_lambda: float. lambda of Eq. 14. Defaults to 1.0.
         baseline: scalar. Hard attention's moving-average baseline, per word: a caption of n
             words is compared with n * baseline. Defaults to 0.0.
         reinforce_weight: float. lambda_r. Defaults to 1.0.
         entropy_weight: float. lambda_e. Defaults to 0.0.
+        attention: the attention layer (or class) that produced `outputs`. A type that
+            declares `reinforce` adds its REINFORCE terms (`policy_terms`); None adds none.
+            Defaults to None.
 
     Returns:
         dict: loss (scalar to minimise; its value is the mean of -log p(y|a) + lambda *
         penalty, and with hard attention its gradient also holds the REINFORCE terms), nll (per-token NLL), penalty (mean regulariser),
         log_p_y (B,) per-caption log-likelihood (the REINFORCE reward before the baseline),
         log_p_per_word (B,) log_p_y over the caption's length (what the baseline tracks),
-        hard_rows (B,) 1 where the caption used sampled locations (0 for soft attention).
+        policy_rows (B,) 1 where the caption used sampled locations (all 0 without REINFORCE).
     """
     # The objective is computed in float32, also when the model runs in mixed precision.
     outputs = {
-        k: v if k == "use_expectation" else ops.cast(v, "float32") for k, v in outputs.items()
+        k: ops.cast(v, "float32") if k in ("logits", "alphas", "baseline_logits") else v
+        for k, v in outputs.items()
     }
     targets = tokens[:, 1:]
     mask = ops.cast(ops.not_equal(targets, PAD_ID), "float32")  # (B, T)
     log_p_y = sequence_log_likelihood(outputs["logits"], targets, mask)  # (B,)
     penalty = doubly_stochastic_penalty(outputs["alphas"], mask)  # (B,)
     per_caption = -log_p_y + doubly_stochastic_lambda * penalty
-    hard_rows = ops.zeros_like(log_p_y)
-    if "log_p_samples" in outputs:
-        hard_rows = 1.0 - ops.cast(outputs["use_expectation"], mask.dtype)
+    policy_rows = ops.zeros_like(log_p_y)
+    if attention is not None and attention.reinforce:
+        policy = {k: ops.cast(v, "float32") for k, v in attention.policy_terms(outputs).items()}
+        policy_rows = policy["rows"]
         # The baseline is per word, scaled by the caption's length: b may depend on y
         # (not on s), so the estimator stays unbiased, and the reward no longer varies
         # with how long a caption is.
@@ -98,10 +104,10 @@ def caption_loss(
             caption_baseline = sequence_log_likelihood(outputs["baseline_logits"], targets, mask)
         surrogate = reinforce_surrogate(
             log_p_y,
-            outputs["log_p_samples"],
-            outputs["entropies"],
+            policy["log_p"],
+            policy["entropy"],
             mask,
-            hard_rows,
+            policy_rows,
             caption_baseline,
             reinforce_weight,
             entropy_weight,
@@ -114,5 +120,5 @@ def caption_loss(
         "penalty": ops.mean(penalty),
         "log_p_y": log_p_y,
         "log_p_per_word": log_p_y / ops.maximum(ops.sum(mask, axis=1), 1.0),
-        "hard_rows": hard_rows,
+        "policy_rows": policy_rows,
     }

@@ -26,8 +26,8 @@ import tensorflow as tf
 
 from keras_saat.data.dataset import SPLITS, Skips
 from keras_saat.data.images import decode_image
-from keras_saat.encoders.image_encoder import compiled_encoder
 from keras_saat.errors import KerasSaatError
+from keras_saat.io_utils import write_json_atomic
 
 INDEX = "index.json"
 VERSION = 1
@@ -50,13 +50,6 @@ def dataset_fingerprint(dataset):
     for record in dataset.records:
         digest.update(f"{record.split}|{record.imgid}|{record.name}|".encode())
     return digest.hexdigest()[:16]
-
-
-def write_json_atomic(path, content):
-    """Writes JSON through a temporary file and a rename: a killed process never leaves half a file."""
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(content, indent=1))
-    os.replace(tmp, path)
 
 
 class FeatureCache:
@@ -283,7 +276,7 @@ def extract_features(
             "fingerprint": fingerprint,
             "splits": {},
         }
-    encode = compiled_encoder(encoder, dtype)
+    encode = encoder.compiled(dtype)
     skips = Skips(strict)
     for split in splits:
         records = dataset.split(split)

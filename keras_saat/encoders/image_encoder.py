@@ -140,6 +140,10 @@ class ImageEncoder(keras.layers.Layer):
         )
         return tf.concat([head, tail], 0)
 
+    def compiled(self, dtype="float32"):
+        """`infer` as one traced tf.function per output dtype (see `compiled_encoder`)."""
+        return compiled_encoder(self, dtype)
+
     def folded(self):
         """An inference copy with the backbone's batch norms folded into its convolutions.
 

@@ -12,25 +12,57 @@ class HardAttention(SoftAttention):
 
     In training, each location is drawn with a stateless sampler seeded by a
     SeedGenerator (reproducible, compiles under XLA, checkpointed with the
-    layer). Rows with `use_expectation` true use the soft context instead, the
-    paper's variance reduction (Sec. 4.1). At inference the expected context is
-    used. The gating scalar multiplies whichever context is used, as in the
-    authors' arctic-captions code.
+    layer). A caption uses the expected (soft) context instead with probability
+    `hard_soft_probability`, drawn once per caption by `begin`: the paper's
+    variance reduction (Sec. 4.1). At inference the expected context is used.
+    The gating scalar multiplies whichever context is used, as in the authors'
+    arctic-captions code.
 
     Args:
         units: int. Width of the attention MLP. Defaults to 128.
         gating: bool. Use the gating scalar beta. Defaults to True.
-        seed: int or None. Sampler seed. Defaults to None.
+        seed: int or None. Sampler seed (the per-caption draw uses seed + 1). Defaults to None.
+        hard_soft_probability: float. Probability that a caption uses the expected context
+            instead of samples. Defaults to 0.5.
     """
 
-    def __init__(self, units=128, gating=True, seed=None, **kwargs):
-        super().__init__(units=units, gating=gating, **kwargs)
-        self.seed = seed
+    options = ("hard_soft_probability",)
+    reinforce = True
+
+    def __init__(self, units=128, gating=True, seed=None, hard_soft_probability=0.5, **kwargs):
+        super().__init__(units=units, gating=gating, seed=seed, **kwargs)
+        self.hard_soft_probability = float(hard_soft_probability)
         self.seed_generator = keras.random.SeedGenerator(seed)
+        self.mix_seed_generator = keras.random.SeedGenerator(None if seed is None else seed + 1)
 
     def context_count(self, training=False):
         """Weightings of the annotations per step: alpha, and in training the one-hot sample."""
         return 2 if training else 1
+
+    def begin(self, batch_size, training=False):
+        """In training, which captions use the expected context: {"use_expectation": (B,) bool}."""
+        if not training:
+            return {}
+        draw = keras.random.uniform((batch_size,), seed=self.mix_seed_generator)
+        return {"use_expectation": draw < self.hard_soft_probability}
+
+    def sequence_outputs(self, steps, begun):
+        """samples, log_p_samples and entropies (B, T), and use_expectation (B,)."""
+        use_expectation = begun.get("use_expectation")
+        if use_expectation is None:  # inference: every caption used the expectation
+            use_expectation = ops.ones((ops.shape(steps["sample"])[0],), "bool")
+        return {
+            "samples": steps["sample"],
+            "log_p_samples": steps["log_p_sample"],
+            "entropies": steps["entropy"],
+            "use_expectation": use_expectation,
+        }
+
+    @classmethod
+    def policy_terms(cls, outputs):
+        """log alpha of the drawn locations, the entropies, and the rows that used draws."""
+        rows = 1.0 - ops.cast(outputs["use_expectation"], "float32")
+        return {"log_p": outputs["log_p_samples"], "entropy": outputs["entropies"], "rows": rows}
 
     def call(
         self,
@@ -84,5 +116,5 @@ class HardAttention(SoftAttention):
 
     def get_config(self):
         config = super().get_config()
-        config.update(seed=self.seed)
+        config.update(hard_soft_probability=self.hard_soft_probability)
         return config

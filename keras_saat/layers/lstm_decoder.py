@@ -5,8 +5,7 @@ import itertools
 import keras
 from keras import ops
 
-from keras_saat.layers.hard_attention import HardAttention
-from keras_saat.layers.soft_attention import SoftAttention
+from keras_saat.layers.attention_registry import get_attention
 from keras_saat.layers.stacked_matmul import StepMatmuls
 
 
@@ -35,12 +34,13 @@ class LSTMDecoder(keras.layers.Layer):
         embedding_dim: int. m, word embedding size. Defaults to 64.
         lstm_units: int. n, LSTM size. Defaults to 256.
         attention_units: int. Width of the attention MLP. Defaults to 128.
-        attention: str. "soft" or "hard". Defaults to "soft".
+        attention: str. A name in `keras_saat.layers.attention_registry` ("soft", "hard").
+            Defaults to "soft".
         gating: bool. Use the gating scalar beta. Defaults to True.
         dropout: float. Dropout rate before L_o. Defaults to 0.5.
-        hard_soft_probability: float. Hard attention: probability that a caption uses
-            the expected context instead of samples (Sec. 4.1). Defaults to 0.5.
-        seed: int or None. Seed for dropout and sampling. Defaults to None.
+        attention_options: dict or None. Extra constructor arguments of the attention
+            type (its `options`, e.g. hard attention's hard_soft_probability). Defaults to None.
+        seed: int or None. Seed for dropout and the attention's draws. Defaults to None.
     """
 
     def __init__(
@@ -52,28 +52,25 @@ class LSTMDecoder(keras.layers.Layer):
         attention="soft",
         gating=True,
         dropout=0.5,
-        hard_soft_probability=0.5,
+        attention_options=None,
         seed=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if attention not in ("soft", "hard"):
-            raise ValueError(f"attention must be 'soft' or 'hard', got {attention!r}")
+        attention_class = get_attention(attention)
         self.vocab_size = int(vocab_size)
         self.embedding_dim = int(embedding_dim)
         self.lstm_units = int(lstm_units)
         self.attention_units = int(attention_units)
-        self.attention_type = attention
+        self.attention_name = attention
         self.gating = bool(gating)
         self.dropout = float(dropout)
-        self.hard_soft_probability = float(hard_soft_probability)
+        self.attention_options = dict(attention_options or {})
         self.seed = seed
         self.embedding = keras.layers.Embedding(self.vocab_size, self.embedding_dim, name="E")
-        if attention == "hard":
-            self.attention = HardAttention(attention_units, gating, seed=seed, name="attention")
-            self.seed_generator = keras.random.SeedGenerator(None if seed is None else seed + 1)
-        else:
-            self.attention = SoftAttention(attention_units, gating, name="attention")
+        self.attention = attention_class(
+            attention_units, gating, seed=seed, name="attention", **self.attention_options
+        )
         self.init_h = keras.layers.Dense(self.lstm_units, activation="tanh", name="f_init_h")
         self.init_c = keras.layers.Dense(self.lstm_units, activation="tanh", name="f_init_c")
         self.output_hidden = keras.layers.Dense(self.embedding_dim, name="L_h")
@@ -140,18 +137,6 @@ class LSTMDecoder(keras.layers.Layer):
         out = embedded + self.output_hidden(h) + context
         return self.output_logits(self.output_dropout(out, training=training))
 
-    def _attend(self, annotations, projected, h, training, use_expectation, **products):
-        if self.attention_type == "hard":
-            return self.attention(
-                annotations,
-                projected,
-                h,
-                training=training,
-                use_expectation=use_expectation,
-                **products,
-            )
-        return self.attention(annotations, projected, h, training=training, **products)
-
     def call(self, annotations, input_ids, training=False):
         """Teacher forcing over a static length T.
 
@@ -161,8 +146,9 @@ class LSTMDecoder(keras.layers.Layer):
             training: bool. Dropout, and hard attention samples, only when True.
 
         Returns:
-            dict: logits (B, T, K), alphas (B, T, L), betas (B, T); for hard attention also
-            samples (B, T), log_p_samples (B, T), entropies (B, T) and use_expectation (B,).
+            dict: logits (B, T, K), alphas (B, T, L), betas (B, T), and what the attention
+            type adds (`sequence_outputs`; hard attention: samples, log_p_samples and
+            entropies (B, T), use_expectation (B,)).
         """
         steps = input_ids.shape[1]
         embedded = self.embedding(input_ids)  # (B, T, m)
@@ -174,10 +160,7 @@ class LSTMDecoder(keras.layers.Layer):
         projected = self.attention.project(annotations)  # (B, L, units), once per image
         h, c = self.initial_state(annotations)
         batch_size = ops.shape(annotations)[0]
-        use_expectation = None
-        if self.attention_type == "hard" and training:
-            draw = keras.random.uniform((batch_size,), seed=self.seed_generator)
-            use_expectation = draw < self.hard_soft_probability  # (B,)
+        begun = self.attention.begin(batch_size, training)  # per-caption draws
         # Every kernel that multiplies h_{t-1} (U, the attention's W_h and f_beta) in one
         # matmul per step, and z @ W_z; each kernel's gradient is one matmul over the
         # stacked steps (keras_saat/layers/stacked_matmul.py). Same values as `step`.
@@ -199,13 +182,13 @@ class LSTMDecoder(keras.layers.Layer):
         for t in range(steps):
             recurrent, *parts = ops.split(hidden_matmul(h), split_at, axis=-1)
             products = dict(zip(attention_kernels, parts, strict=True))
-            att = self._attend(
+            att = self.attention(
                 annotations,
                 projected,
                 h,
-                training,
-                use_expectation,
+                training=training,
                 context_matmuls=context_matmuls,
+                **begun,
                 **products,
             )
             h, c = self.lstm(step_gates[t], att["z"], h, c, context_matmul(att["z"]), recurrent)
@@ -213,19 +196,13 @@ class LSTMDecoder(keras.layers.Layer):
                 collected.setdefault(key, []).append(value)
         stacked = {k: ops.stack(v, axis=1) for k, v in collected.items()}  # (B, T, ...)
         logits = self.deep_output(embedded, stacked["h"], stacked["z"], training)  # (B, T, K)
-        out = {"logits": logits, "alphas": stacked["alpha"], "betas": stacked["beta"][..., 0]}
-        if self.attention_type == "hard":
-            out.update(
-                samples=stacked["sample"],
-                log_p_samples=stacked["log_p_sample"],
-                entropies=stacked["entropy"],
-                use_expectation=(
-                    use_expectation
-                    if use_expectation is not None
-                    else ops.ones((ops.shape(annotations)[0],), "bool")
-                ),
-            )
-        return out
+        extra = {k: v for k, v in stacked.items() if k not in ("h", "z", "alpha", "beta")}
+        return {
+            "logits": logits,
+            "alphas": stacked["alpha"],
+            "betas": stacked["beta"][..., 0],
+            **self.attention.sequence_outputs(extra, begun),
+        }
 
     def step_kernels(self, dtype=None):
         """The kernels `step` multiplies by, concatenated by input, for a whole decode.
@@ -264,7 +241,7 @@ class LSTMDecoder(keras.layers.Layer):
             ops.matmul(state["h"], kernels["hidden"]), kernels["hidden_split"], axis=-1
         )
         products = dict(zip(kernels["hidden_names"], parts, strict=True))
-        att = self._attend(annotations, projected, state["h"], False, None, **products)
+        att = self.attention(annotations, projected, state["h"], training=False, **products)
         context, output_context = ops.split(
             ops.matmul(att["z"], kernels["context"]), kernels["context_split"], axis=-1
         )
@@ -280,10 +257,10 @@ class LSTMDecoder(keras.layers.Layer):
             embedding_dim=self.embedding_dim,
             lstm_units=self.lstm_units,
             attention_units=self.attention_units,
-            attention=self.attention_type,
+            attention=self.attention_name,
             gating=self.gating,
             dropout=self.dropout,
-            hard_soft_probability=self.hard_soft_probability,
+            attention_options=self.attention_options,
             seed=self.seed,
         )
         return config

@@ -38,15 +38,28 @@ class SoftAttention(keras.layers.Layer):
     and step (Sec. 4.2.1). `W_a a` does not depend on t: `project` computes it
     once per image and every step reuses it.
 
+    It is also the base of every attention type in `keras_saat.layers.attention_registry`:
+    the decoder, the loss and the trainers ask an attention class what it adds, through
+    `options`, `reinforce`, `begin`, `sequence_outputs` and `policy_terms`, and never
+    compare its name.
+
     Args:
         units: int. Width of the attention MLP. Defaults to 128.
         gating: bool. Use the gating scalar beta (else beta = 1). Defaults to True.
+        seed: int or None. Seed of the attention's random draws (none here). Defaults to None.
     """
 
-    def __init__(self, units=128, gating=True, **kwargs):
+    # Captioner arguments (ModelConfig fields) this type's constructor also takes.
+    options = ()
+    # Whether the type samples its attention and so adds REINFORCE terms (Eq. 12) through
+    # `policy_terms`, with the model's moving-average baseline following its captions.
+    reinforce = False
+
+    def __init__(self, units=128, gating=True, seed=None, **kwargs):
         super().__init__(**kwargs)
         self.units = int(units)
         self.gating = bool(gating)
+        self.seed = seed
         self.annotation_projection = keras.layers.Dense(self.units, name="W_a")
         self.hidden_projection = keras.layers.Dense(self.units, use_bias=False, name="W_h")
         self.score = keras.layers.Dense(1, use_bias=False, name="v")
@@ -102,6 +115,26 @@ class SoftAttention(keras.layers.Layer):
         """How many weightings of the annotations `call` sums per step: 1, alpha_t."""
         return 1
 
+    def begin(self, batch_size, training=False):
+        """Per-caption values drawn once per sequence and passed to every step's `call`."""
+        return {}
+
+    def sequence_outputs(self, steps, begun):
+        """The decoder's outputs beyond logits, alphas and betas.
+
+        Args:
+            steps: dict of the extra per-step values `call` returned, stacked over time
+                (B, T, ...).
+            begun: dict. What `begin` returned for this sequence.
+        """
+        return {}
+
+    @classmethod
+    def policy_terms(cls, outputs):
+        """For a `reinforce` type: dict(log_p (B, T) of the drawn attention, entropy (B, T),
+        rows (B,) 1 where the caption used draws), read from the decoder's outputs."""
+        raise NotImplementedError(f"{cls.__name__} adds no REINFORCE terms")
+
     @staticmethod
     def context(weights, annotations, context_matmul=None):
         """sum_i w_i a_i: (B, L), (B, L, D) -> (B, D). With w = alpha_t, Eq. 6.
@@ -140,5 +173,5 @@ class SoftAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(units=self.units, gating=self.gating)
+        config.update(units=self.units, gating=self.gating, seed=self.seed)
         return config

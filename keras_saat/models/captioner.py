@@ -8,14 +8,17 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from keras_saat.data.images import load_images, resize_image
 from keras_saat.decoding.beam import beam_search, tile_beams
 from keras_saat.decoding.greedy import greedy_search
-from keras_saat.encoders.image_encoder import ImageEncoder, compiled_encoder
+from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.errors import KerasSaatError
+from keras_saat.layers.attention_registry import get_attention
 from keras_saat.layers.lstm_decoder import LSTMDecoder
 from keras_saat.losses import caption_loss
+from keras_saat.models.postprocessor import CaptionPostprocessor
+from keras_saat.models.preprocessor import ImagePreprocessor
 from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID, Vocabulary
+from keras_saat.workdir import MODEL_FILE
 
 
 @keras.saving.register_keras_serializable(package="keras_saat")
@@ -25,8 +28,13 @@ class Captioner(keras.Model):
     `call` is teacher-forced and takes a dict with `tokens` (B, T + 1) and either
     `images` (B, S, S, 3) pixels in [0, 255] or `features` (B, L, C), the
     backbone output (a feature cache). `compile()` + `fit()` train it with
-    `caption_loss` (hard attention adds REINFORCE and updates the baseline);
-    `generate` captions images.
+    `caption_loss` (an attention type that declares `reinforce` adds REINFORCE
+    and moves the baseline).
+
+    Captioning runs in three parts, as keras-hub's `CausalLM.generate` does:
+    `preprocessor(resize)` (files, bytes or pixels -> input pixels), `decode` (the
+    compiled search over `generate_step`, which the export also builds on), and
+    `postprocessor` (ids -> words and attention grids). `generate` chains them.
 
     Args:
         vocabulary: list of str. Tokens in id order (see `keras_saat.text.Vocabulary`).
@@ -38,7 +46,8 @@ class Captioner(keras.Model):
         embedding_dim: int. m. Defaults to 64.
         lstm_units: int. n. Defaults to 256.
         attention_units: int. Attention MLP width. Defaults to 128.
-        attention: str. "soft" or "hard". Defaults to "soft".
+        attention: str. A registered attention type ("soft", "hard"; see
+            `keras_saat.layers.attention_registry`). Defaults to "soft".
         gating: bool. Gating scalar beta. Defaults to True.
         dropout: float. Dropout before L_o. Defaults to 0.5.
         doubly_stochastic_lambda: float. lambda of Eq. 14. Defaults to 1.0.
@@ -90,6 +99,10 @@ class Captioner(keras.Model):
         self.reinforce_baseline = reinforce_baseline
         self.max_length = int(max_length)
         self.seed = seed
+        self.hard_soft_probability = float(hard_soft_probability)
+        # The Captioner arguments the attention type takes (its declared `options`).
+        settings = {"hard_soft_probability": self.hard_soft_probability}
+        attention_options = {k: settings[k] for k in get_attention(attention).options}
         self.encoder = ImageEncoder(
             backbone, image_size, backbone_weights, trainable_backbone_layers, name="encoder"
         )
@@ -103,7 +116,7 @@ class Captioner(keras.Model):
             attention=attention,
             gating=gating,
             dropout=dropout,
-            hard_soft_probability=hard_soft_probability,
+            attention_options=attention_options,
             seed=seed,
             name="decoder",
         )
@@ -121,7 +134,13 @@ class Captioner(keras.Model):
     # ----------------------------------------------------------------- shapes
     @property
     def attention(self):
-        return self.decoder.attention_type
+        """The attention type's registered name."""
+        return self.decoder.attention_name
+
+    @property
+    def reinforce(self):
+        """Whether the attention type adds REINFORCE terms and the baseline moves."""
+        return self.decoder.attention.reinforce
 
     @property
     def grid_shape(self):
@@ -151,7 +170,7 @@ class Captioner(keras.Model):
         """Teacher-forced outputs (see `LSTMDecoder.call`) for `inputs["tokens"]`."""
         annotations = self.annotate(self._features(inputs))  # (B, L, D)
         outputs = self.decoder(annotations, inputs["tokens"][:, :-1], training=training)
-        if training and self.attention == "hard" and self.reinforce_baseline == "expected_context":
+        if training and self.reinforce and self.reinforce_baseline == "expected_context":
             # The same captions under the expected context: a baseline that depends on y and a
             # but not on the sampled locations s, so REINFORCE stays unbiased.
             expected = self.decoder(annotations, inputs["tokens"][:, :-1], training=False)
@@ -167,9 +186,10 @@ class Captioner(keras.Model):
             baseline=self.baseline,
             reinforce_weight=self.reinforce_weight,
             entropy_weight=self.entropy_weight,
+            attention=self.decoder.attention,
         )
 
-    def update_baseline(self, log_p_per_word, hard_rows=None):
+    def update_baseline(self, log_p_per_word, policy_rows=None):
         """b <- decay b + (1 - decay) mean(log p(y|s,a) / |y|) over captions that used samples.
 
         The moving-average baseline of Sec. 4.1, kept per word: `caption_loss` compares a
@@ -178,7 +198,7 @@ class Captioner(keras.Model):
         leaves it unchanged.
         """
         values = ops.cast(log_p_per_word, "float32")
-        weights = ops.ones_like(values) if hard_rows is None else ops.cast(hard_rows, "float32")
+        weights = ops.ones_like(values) if policy_rows is None else ops.cast(policy_rows, "float32")
         self.move_baseline(ops.sum(values * weights), ops.sum(weights))
 
     def move_baseline(self, log_p_sum, count):
@@ -197,7 +217,7 @@ class Captioner(keras.Model):
         self.nll_tracker.update_state(terms["nll"])
         self.penalty_tracker.update_state(terms["penalty"])
         logs = {m.name: m.result() for m in self.metrics}
-        if self.attention == "hard":
+        if self.reinforce:
             logs["baseline"] = ops.convert_to_tensor(self.baseline)
         return logs
 
@@ -209,8 +229,8 @@ class Captioner(keras.Model):
             scaled = self.optimizer.scale_loss(terms["loss"])
         gradients = tape.gradient(scaled, self.trainable_weights)
         self.optimizer.apply(gradients, self.trainable_weights)
-        if self.attention == "hard":
-            self.update_baseline(terms["log_p_per_word"], terms["hard_rows"])
+        if self.reinforce:
+            self.update_baseline(terms["log_p_per_word"], terms["policy_rows"])
         return self._update_metrics(terms)
 
     def test_step(self, data):
@@ -219,7 +239,11 @@ class Captioner(keras.Model):
         return self._update_metrics(terms)
 
     # ------------------------------------------------------------ decoding
-    def _decode(self, features, max_length, beam_size=1, length_penalty=0.0):
+    def generate_step(self, features, max_length, beam_size=1, length_penalty=0.0):
+        """The decoding graph: (B, L, C) features -> `decode`'s outputs, uncompiled.
+
+        `decode` compiles it; the export calls it inside its own serving function.
+        """
         annotations = self.annotate(features)  # (B, L, D)
         projected = self.decoder.attention.project(annotations)
         h, c = self.decoder.initial_state(annotations)
@@ -275,31 +299,19 @@ class Captioner(keras.Model):
         key = (max_length, beam_size, float(length_penalty), self.decode_jit_compile)
         if key not in self._decode_fns:
             self._decode_fns[key] = tf.function(
-                lambda f: self._decode(f, max_length, beam_size, float(length_penalty)),
+                lambda f: self.generate_step(f, max_length, beam_size, float(length_penalty)),
                 jit_compile=self.decode_jit_compile,
             )
         return self._decode_fns[key](tf.convert_to_tensor(features, tf.float32))
 
-    def _pixels(self, images, resize):
-        if isinstance(images, (str, Path)) or (
-            isinstance(images, (list, tuple)) and images and isinstance(images[0], (str, Path))
-        ):
-            paths = [images] if isinstance(images, (str, Path)) else list(images)
-            return load_images(paths, self.image_size, resize)
-        pixels = np.asarray(images)
-        if pixels.ndim == 3:
-            pixels = pixels[None]
-        if pixels.ndim != 4 or pixels.shape[-1] != 3:
-            raise KerasSaatError(
-                f"images must be (batch, H, W, 3) pixels; got shape {pixels.shape}"
-            )
-        if pixels.shape[1:3] != (self.image_size, self.image_size):
-            pixels = np.stack([resize_image(p, self.image_size, resize).numpy() for p in pixels])
-        return pixels
+    def preprocessor(self, resize="crop"):
+        """The ImagePreprocessor for this model's input size and a resize rule."""
+        return ImagePreprocessor(self.image_size, resize)
 
-    def ids_to_words(self, tokens):
-        """Caption word lists from id rows (stopping at <end>)."""
-        return [self.vocabulary.decode(row) for row in np.asarray(tokens)]
+    @property
+    def postprocessor(self):
+        """The CaptionPostprocessor for this model's vocabulary and feature grid."""
+        return CaptionPostprocessor(self.vocabulary, self.grid_shape)
 
     def generate(
         self,
@@ -315,7 +327,8 @@ class Captioner(keras.Model):
         """Captions images with greedy decoding or beam search.
 
         Args:
-            images: pixels (B, H, W, 3) or (H, W, 3) in [0, 255], or image file path(s).
+            images: pixels (B, H, W, 3) or (H, W, 3) in [0, 255], image file path(s) or
+                encoded image bytes.
             features: (B, L, C) backbone features instead of images.
             max_length: int or None. Maximum words. Defaults to the model's max_length.
             batch_size: int. Images per decoding batch. Defaults to 32.
@@ -331,28 +344,17 @@ class Captioner(keras.Model):
         """
         if (images is None) == (features is None):
             raise KerasSaatError("generate() takes exactly one of images= or features=")
-        source = (
-            self._pixels(images, resize) if images is not None else np.asarray(features, np.float32)
-        )
+        if images is not None:
+            source = self.preprocessor(resize)(images)
+        else:
+            source = np.asarray(features, np.float32)
         results = []
         for start in range(0, len(source), batch_size):
             chunk = source[start : start + batch_size]
-            chunk_features = compiled_encoder(self.encoder)(chunk) if images is not None else chunk
-            out = self.decode(chunk_features, max_length, beam_size, length_penalty)
-            for row, words in enumerate(self.ids_to_words(out["tokens"].numpy())):
-                if not return_details:
-                    results.append(" ".join(words))
-                    continue
-                steps = int(out["lengths"][row])
-                alpha = out["alpha"][row, :steps].numpy().reshape(steps, *self.grid_shape)
-                results.append(
-                    {
-                        "caption": " ".join(words),
-                        "words": words,
-                        "log_prob": float(out["log_prob"][row]),
-                        "attention": alpha,
-                    }
-                )
+            if images is not None:
+                chunk = self.encoder.compiled()(chunk)
+            details = self.postprocessor(self.decode(chunk, max_length, beam_size, length_penalty))
+            results.extend(details if return_details else [d["caption"] for d in details])
         return results
 
     # ------------------------------------------------------------- config
@@ -368,11 +370,11 @@ class Captioner(keras.Model):
             embedding_dim=self.decoder.embedding_dim,
             lstm_units=self.decoder.lstm_units,
             attention_units=self.decoder.attention_units,
-            attention=self.decoder.attention_type,
+            attention=self.attention,
             gating=self.decoder.gating,
             dropout=self.decoder.dropout,
             doubly_stochastic_lambda=self.doubly_stochastic_lambda,
-            hard_soft_probability=self.decoder.hard_soft_probability,
+            hard_soft_probability=self.hard_soft_probability,
             reinforce_weight=self.reinforce_weight,
             entropy_weight=self.entropy_weight,
             baseline_decay=self.baseline_decay,
@@ -398,7 +400,7 @@ def load_captioner(path):
     """Loads a Captioner saved as `.keras`; a workdir means its `model.keras`."""
     path = Path(path)
     if path.is_dir():
-        path = path / "model.keras"
+        path = path / MODEL_FILE
     if not path.is_file():
         raise KerasSaatError(
             f"no saved model at {path}; train one with `keras-saat train` or `keras-saat demo`"

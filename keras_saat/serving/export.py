@@ -131,7 +131,7 @@ def serving_functions(model, settings, encoder=None):
 
     def outputs(pixels, valid, error):
         features = encoder.infer(pixels, chunk)  # (B, L, C)
-        out = model._decode(
+        out = model.generate_step(
             features, max_length, int(settings.beam_size), float(settings.length_penalty)
         )
         tokens = out["tokens"]  # (B, T), T = max_length + 1, <end> included

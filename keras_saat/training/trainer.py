@@ -6,7 +6,7 @@ One step:
     across replicas:                  sum the gradients and loss terms (strategy.reduce)
     then, once:                       skip the update if the loss or gradient norm is not
                                       finite; otherwise clip to the global norm and apply;
-                                      hard attention moves its baseline
+                                      a REINFORCE attention moves its baseline
 
 Resume: a `tf.train.Checkpoint` holds every model variable (the random seed
 states of dropout and the hard-attention sampler included, and the REINFORCE
@@ -32,12 +32,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_saat.data.feature_cache import write_json_atomic
 from keras_saat.errors import KerasSaatError
+from keras_saat.io_utils import write_json_atomic
 from keras_saat.text.vocabulary import PAD_ID
-
-CHECKPOINT_DIR = "checkpoints"
-LOG_DIR = "logs"
+from keras_saat.workdir import CHECKPOINT_DIR, HISTORY_FILE
 
 _PROGRESS = ("global_step", "epoch", "step_in_epoch", "best_epoch", "bad_epochs", "finished")
 
@@ -225,7 +223,7 @@ class Trainer:
     # -------------------------------------------------------------- step
     def _build_step(self, jit_compile):
         model, optimizer, strategy = self.model, self.optimizer, self.strategy
-        hard = model.attention == "hard"
+        reinforce = model.reinforce
 
         def replica_step(batch):
             tokens = batch["tokens"]
@@ -245,8 +243,10 @@ class Trainer:
                 "nll_sum": -tf.reduce_sum(tf.cast(terms["log_p_y"], tf.float32)),
                 "words": words,
                 # The baseline follows the captions decoded with sampled locations.
-                "sampled_log_p_sum": tf.reduce_sum(terms["log_p_per_word"] * terms["hard_rows"]),
-                "sampled_count": tf.reduce_sum(terms["hard_rows"]),
+                "sampled_log_p_sum": tf.reduce_sum(
+                    terms["log_p_per_word"] * terms["policy_rows"]
+                ),
+                "sampled_count": tf.reduce_sum(terms["policy_rows"]),
             }
             return gradients, sums
 
@@ -277,7 +277,7 @@ class Trainer:
                 optimizer.apply(gradients, variables)
             else:
                 tf.cond(finite, lambda: apply(gradients), lambda: tf.constant(False))
-            if hard:
+            if reinforce:
 
                 def move_baseline():
                     model.move_baseline(sums["sampled_log_p_sum"], sums["sampled_count"])
@@ -389,7 +389,7 @@ def train_loop(
     manager = tf.train.CheckpointManager(
         checkpoint, str(directory), max_to_keep=max(train_config.max_checkpoints, 1)
     )
-    history_path = Path(workdir) / "history.json"
+    history_path = Path(workdir) / HISTORY_FILE
     history = []
     if history_path.exists() and chief:
         try:

@@ -13,7 +13,7 @@ from keras_saat import Captioner
 from keras_saat.data import read_karpathy, read_tfds
 from keras_saat.data.feature_cache import FeatureCache, extract_features
 from keras_saat.data.images import decode_image
-from keras_saat.data.pipeline import caption_dataset, evaluation_batches
+from keras_saat.data.input_pipeline import caption_dataset, evaluation_batches
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError
 from keras_saat.text import END_ID, PAD_ID, START_ID, Vocabulary

@@ -118,7 +118,7 @@ def test_initial_state_and_single_step_match_the_reference():
 
 
 def test_hard_decoder_teacher_forcing_matches_reference_with_its_samples():
-    decoder = build_decoder("hard", hard_soft_probability=0.5)
+    decoder = build_decoder("hard", attention_options={"hard_soft_probability": 0.5})
     a, _, ids = inputs()
     a = np.repeat(a, 4, axis=0)  # enough rows that both kinds occur
     ids = np.repeat(ids, 4, axis=0)
@@ -230,6 +230,7 @@ def test_caption_loss_compares_each_caption_with_its_length_times_the_baseline()
             tokens,
             baseline=baseline,
             reinforce_weight=lambda_r,
+            attention=HardAttention,
         )
     grad = tape.gradient(terms["loss"], log_p_samples).numpy()
     mask = (tokens[:, 1:] != 0).astype(np.float64)
@@ -257,7 +258,10 @@ def test_expected_context_baseline_is_each_captions_own_likelihood():
     }
     with tf.GradientTape() as tape:
         terms = losses.caption_loss(
-            {**outputs, "log_p_samples": log_p_samples * 1.0}, tokens, baseline=-100.0
+            {**outputs, "log_p_samples": log_p_samples * 1.0},
+            tokens,
+            baseline=-100.0,
+            attention=HardAttention,
         )
     grad = tape.gradient(terms["loss"], log_p_samples).numpy()
     mask = (tokens[:, 1:] != 0).astype(np.float64)
@@ -286,7 +290,9 @@ def test_caption_loss_value_excludes_the_surrogate_but_its_gradient_includes_it(
     }
     with tf.GradientTape() as tape:
         outputs["log_p_samples"] = log_alpha * 1.0
-        hard = losses.caption_loss(outputs, tokens, baseline=-1.0, reinforce_weight=1.0)
+        hard = losses.caption_loss(
+            outputs, tokens, baseline=-1.0, reinforce_weight=1.0, attention=HardAttention
+        )
     soft = losses.caption_loss({"logits": logits, "alphas": alphas}, tokens)
     np.testing.assert_allclose(hard["loss"], soft["loss"], rtol=1e-6)
     assert np.abs(tape.gradient(hard["loss"], log_alpha).numpy()).max() > 0

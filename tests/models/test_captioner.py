@@ -158,7 +158,7 @@ def test_beam_search_in_the_model():
     steps = np.arange(alpha.shape[1])[None] < beam["lengths"].numpy()[:, None]
     np.testing.assert_allclose(alpha.sum(-1), steps.astype(np.float32), rtol=1e-5, atol=1e-6)
     captions = model.generate(features=features, max_length=6, beam_size=4, return_details=True)
-    assert [c["words"] for c in captions] == model.ids_to_words(beam["tokens"].numpy())
+    assert [c["words"] for c in captions] == model.postprocessor.words(beam["tokens"].numpy())
     assert captions[0]["attention"].shape == (int(beam["lengths"][0]), 8, 8)
 
 
@@ -233,6 +233,6 @@ def test_captioning_a_file_decodes_it_as_training_does(tmp_path):
     from_pixels = model.generate(as_trained[None], return_details=True)[0]
     assert from_file["words"] == from_pixels["words"]
     np.testing.assert_allclose(from_file["log_prob"], from_pixels["log_prob"], rtol=1e-5)
-    np.testing.assert_allclose(model._pixels(photo, "crop")[0], as_trained, rtol=1e-5, atol=1e-3)
-    stretched = model._pixels(photo, "stretch")[0]
+    np.testing.assert_allclose(model.preprocessor("crop")(photo)[0], as_trained, rtol=1e-5, atol=1e-3)
+    stretched = model.preprocessor("stretch")(photo)[0]
     assert np.abs(stretched - as_trained).mean() > 10

@@ -23,7 +23,7 @@ from keras_saat.data.feature_cache import extract_features
 from keras_saat.data.flickr8k import read_flickr8k
 from keras_saat.data.images import load_images
 from keras_saat.data.karpathy import read_karpathy
-from keras_saat.data.pipeline import caption_dataset, evaluation_batches
+from keras_saat.data.input_pipeline import caption_dataset, evaluation_batches
 from keras_saat.data.shapes import write_shapes_dataset
 from keras_saat.data.tfds_reader import read_tfds
 from keras_saat.encoders.image_encoder import ImageEncoder
@@ -192,15 +192,13 @@ def caption_split(model, source, split, records, config, batch_size=64, beam_siz
         out = model.decode(
             features, config.decode.max_length, beam_size, config.decode.length_penalty
         )
-        words = model.ids_to_words(out["tokens"].numpy())
-        lengths = out["lengths"].numpy()
-        alpha = out["alpha"].numpy()
-        for row, position in enumerate(batch["position"].numpy()):
+        for position, caption in zip(
+            batch["position"].numpy(), model.postprocessor(out), strict=True
+        ):
             if details:
-                steps = alpha[row, : lengths[row]].reshape(lengths[row], *model.grid_shape)
-                captions[int(position)] = (words[row], steps)
+                captions[int(position)] = (caption["words"], caption["attention"])
             else:
-                captions[int(position)] = " ".join(words[row])
+                captions[int(position)] = caption["caption"]
     return captions
 
 
@@ -235,21 +233,16 @@ def _attention_images(model, source, records, config, count):
     if count <= 0 or isinstance(source, str):
         return []
     first = next(iter(source.dataset("val").batch(count)))
-    out = model.decode(first["features"], config.decode.max_length)
+    captions = model.postprocessor(model.decode(first["features"], config.decode.max_length))
     positions = first["position"].numpy()
-    pixels = load_images([records[p].path for p in positions], model.image_size, config.data.resize)
-    strips = []
-    for row, position in enumerate(positions):
-        words = model.vocabulary.decode(out["tokens"][row].numpy())
-        steps = int(out["lengths"][row])
-        alphas = out["alpha"][row, :steps].numpy().reshape(steps, *model.grid_shape)
-        strips.append(
-            (
-                f"{records[position].name}: {' '.join(words)}",
-                attention_strip(pixels[row], alphas, 64),
-            )
+    pixels = model.preprocessor(config.data.resize)([records[p].path for p in positions])
+    return [
+        (
+            f"{records[position].name}: {caption['caption']}",
+            attention_strip(image, caption["attention"], 64),
         )
-    return strips
+        for position, image, caption in zip(positions, pixels, captions, strict=True)
+    ]
 
 
 def _summary_writer(workdir, chief, images_fn):

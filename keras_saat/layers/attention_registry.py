@@ -1,0 +1,45 @@
+"""Attention registry: name -> attention layer class.
+
+A new attention type is one file with a class (usually a `SoftAttention` subclass that
+overrides `attend`, or `call` and the declarations below) and one
+`register_attention("name", TheClass)`. The decoder builds it by name; `model.attention`
+in a config then accepts the name. What a type adds is declared on its class, never
+found by comparing names:
+
+    options            Captioner arguments its constructor takes (hard: hard_soft_probability)
+    begin()            per-caption draws passed to every step (hard: use_expectation)
+    sequence_outputs() decoder outputs beyond logits, alphas and betas (hard: samples, ...)
+    reinforce          whether it adds REINFORCE terms and moves the model's baseline
+    policy_terms()     log p and entropy of its draws, and the rows that drew (reinforce only)
+"""
+
+from keras_saat.errors import KerasSaatError, did_you_mean
+from keras_saat.layers.hard_attention import HardAttention
+from keras_saat.layers.soft_attention import SoftAttention
+
+_REGISTRY = {}
+
+
+def register_attention(name, cls):
+    """Adds (or replaces) an attention type; returns the class, so it can decorate one."""
+    _REGISTRY[str(name)] = cls
+    return cls
+
+
+def available_attentions():
+    """The registered names, in registration order (the built-in ones first)."""
+    return list(_REGISTRY)
+
+
+def get_attention(name):
+    """The attention class registered as `name`; a KerasSaatError naming the nearest one if unknown."""
+    if name not in _REGISTRY:
+        raise KerasSaatError(
+            f"unknown attention {name!r}{did_you_mean(name, _REGISTRY)}; "
+            f"registered: {', '.join(_REGISTRY)}"
+        )
+    return _REGISTRY[name]
+
+
+register_attention("soft", SoftAttention)
+register_attention("hard", HardAttention)
