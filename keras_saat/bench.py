@@ -302,7 +302,9 @@ def part_serving(requests=50, batches=8):
     import numpy as np
     import tensorflow as tf
 
-    from keras_saat.serving.export import ExportSettings, encoder_chunk, export_captioner
+    from keras_saat.config import DecodeConfig, ExportConfig
+    from keras_saat.serving.export import export_model
+    from keras_saat.serving.saved_model import encoder_chunk
 
     size = SIZES["tutorial"]
     model = _captioner(size, "soft", backbone="efficientnetb0")
@@ -312,9 +314,11 @@ def part_serving(requests=50, batches=8):
         for _ in range(32)
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        path = export_captioner(
-            model, tmp, settings=ExportSettings(beam_size=3), log=lambda _: None
-        )
+        export = ExportConfig()
+        path = export_model(
+            model, tmp, DecodeConfig(beam_size=3, max_length=size["length"]), export,
+            log=lambda _: None,
+        )  # fmt: skip
         with tf.Graph().as_default(), tf.compat.v1.Session() as session:
             meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path))
             signature = meta_graph.signature_def["serving_default"]
@@ -333,13 +337,12 @@ def part_serving(requests=50, batches=8):
                 start = time.perf_counter()
                 session.run(fetches, {feed: jpegs})
                 batch_times.append(time.perf_counter() - start)
-    settings = ExportSettings(beam_size=3)
     return {
         "p50_ms": 1000 * float(np.percentile(latency, 50)),
         "p99_ms": 1000 * float(np.percentile(latency, 99)),
         "batch32_images_per_s": 32 / _median(batch_times),
-        "encoder_chunk": encoder_chunk(settings),
-        "fold_batch_norms": settings.fold_batch_norms,
+        "encoder_chunk": encoder_chunk(export),
+        "fold_batch_norms": export.fold_batch_norms,
     }
 
 

@@ -5,7 +5,7 @@ import os
 import sys
 import time
 
-DEMO_PRESET = "shapes_soft"  # keras_saat/presets/shapes_soft.yaml (= configs/shapes_soft.yaml)
+DEMO_RECIPE = "shapes_soft"  # keras_saat/recipes/shapes_soft.yaml
 
 
 def _log(message):
@@ -57,10 +57,10 @@ def _with_strict(config, args):
 
 
 def cmd_demo(args):
-    from keras_saat.config import load_config, preset_path
+    from keras_saat.config import load_config
     from keras_saat.training.experiment import train
 
-    config = _with_strict(load_config(preset_path(DEMO_PRESET), args.set), args)
+    config = _with_strict(load_config(DEMO_RECIPE, args.set), args)
     _log(f"keras-saat demo: Show, Attend and Tell on the Shapes world, workdir {args.workdir}")
     result = train(config, args.workdir, _log)
     _log("\ntest captions (generated | a reference):")
@@ -113,10 +113,11 @@ def _print_result(result):
 
 def cmd_evaluate(args):
     from keras_saat.training.experiment import evaluate
+    from keras_saat.workdir import METRICS_FILE, PREDICTIONS_FILE
 
     result = evaluate(args.workdir, args.split, args.beam_size, _log, args.set)
     _print_scores(result)
-    _log(f"wrote {result['out'] / 'predictions.json'} and metrics.json")
+    _log(f"wrote {result['out'] / PREDICTIONS_FILE} and {METRICS_FILE}")
 
 
 def cmd_caption(args):
@@ -153,16 +154,16 @@ def cmd_caption(args):
 def cmd_export(args):
     from keras_saat.serving.export import export_workdir
 
-    path = export_workdir(
-        args.workdir,
-        args.out,
-        version=args.version,
-        beam_size=args.beam_size,
-        max_length=args.max_length,
-        max_pixels=args.max_pixels,
-        model_name=args.name,
-        log=_log,
+    # Each flag is a config override: the workdir's config.yaml is the one source.
+    flags = (
+        ("decode.beam_size", args.beam_size),
+        ("decode.max_length", args.max_length),
+        ("export.max_pixels", args.max_pixels),
+        ("export.model_name", args.name),
+        ("export.format", args.format),
     )
+    overrides = [*args.set, *(f"{key}={value}" for key, value in flags if value is not None)]
+    path = export_workdir(args.workdir, args.out, args.version, overrides, log=_log)
     _log(
         f"serve it with TF Serving (see export/README.md), or for development:\n"
         f"  keras-saat serve --model-base {path.parent} --name {args.name or _model_name(path)}"
@@ -231,7 +232,10 @@ def _plot_path(plot, image, count):
 
 def _experiment_arguments(parser, workdir_help, config=True):
     if config:
-        parser.add_argument("--config", help="YAML experiment config (see configs/)")
+        parser.add_argument(
+            "--config",
+            help="YAML experiment config (see configs/), or a packaged recipe: shapes_soft, shapes_hard",
+        )
     parser.add_argument(
         "--set",
         action="append",
@@ -311,6 +315,16 @@ def build_parser():
         help="largest width x height an image may declare (default: export.max_pixels, 25000000)",
     )
     p.add_argument("--name", default=None, help="model name (default: export.model_name)")
+    p.add_argument(
+        "--format", default=None, help="export format (default: export.format, savedmodel)"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="section.key=value",
+        help="override the saved config's decode or export settings (repeatable)",
+    )
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser(

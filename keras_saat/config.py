@@ -17,7 +17,8 @@ from keras_saat.errors import KerasSaatError, did_you_mean
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    # Backbone registry name (see `keras_saat.encoders.available_backbones()`).
+    # Backbone registry name (see `keras_saat.encoders.available_backbones()`); a backbone
+    # registered with `register_backbone` is accepted too.
     backbone: str = "shapes_cnn"
     # Square input side in pixels; 0 means the backbone's default size.
     image_size: int = 0
@@ -34,7 +35,8 @@ class ModelConfig:
     lstm_units: int = 256
     # Width of the attention MLP f_att (Eq. 4).
     attention_units: int = 128
-    # "soft" (deterministic, Sec. 4.2) or "hard" (stochastic, Sec. 4.1).
+    # "soft" (deterministic, Sec. 4.2), "hard" (stochastic, Sec. 4.1), or another type
+    # registered with `keras_saat.layers.register_attention`.
     attention: str = "soft"
     # Gating scalar beta = sigmoid(f_beta(h_{t-1})) on the context vector (Sec. 4.2.1).
     gating: bool = True
@@ -61,7 +63,8 @@ class ModelConfig:
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
     # "shapes" (generated when missing), "karpathy" (dataset_*.json), "flickr8k"
-    # (Flickr8k.token.txt + split lists), "coco" (captions_*.json) or "tfds" (coco_captions).
+    # (Flickr8k.token.txt + split lists), "coco" (captions_*.json), "tfds" (coco_captions),
+    # or another reader registered with `keras_saat.data.reader_registry.register_reader`.
     dataset: str = "shapes"
     # The dataset file: Karpathy JSON, Flickr8k.token.txt, COCO captions_train2014.json, or the
     # TFDS dataset name; empty = <workdir>/data/dataset_shapes.json for Shapes.
@@ -121,8 +124,8 @@ class TrainConfig:
     # Clip the gradients to this global norm (0 = off).
     clipnorm: float = 5.0
     # Compile the train step with XLA: true, false, or "auto" (XLA when a GPU or TPU is
-    # visible; on CPUs plain TensorFlow: `keras-saat bench` measures XLA 7-24 % slower there
-    # at the benchmark sizes). Falls back, with the reason logged, when XLA cannot compile.
+    # visible; on CPUs plain TensorFlow, which `keras-saat bench` measures faster there).
+    # Falls back, with the reason logged, when XLA cannot compile.
     jit_compile: bool | str = "auto"
     # "default" (one device), "mirrored" (all local GPUs, or CPU devices) or "multi_worker"
     # (MultiWorkerMirroredStrategy; each worker reads TF_CONFIG).
@@ -164,6 +167,9 @@ class DecodeConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ExportConfig:
+    # The export format: "savedmodel" (TF Serving), or another registered with
+    # `keras_saat.serving.export_formats.register_export_format`.
+    format: str = "savedmodel"
     # The model name TF Serving serves it under (models.config, warmup requests, the client).
     model_name: str = "keras_saat"
     # Largest width x height an image header may declare; bigger images come back invalid
@@ -179,7 +185,7 @@ class ExportConfig:
     # (TF_ENABLE_ONEDNN_OPTS=1), else 2. Export with the serving machine's setting.
     encoder_chunk: int | None = None
     # Fold the backbone's batch norms into its convolutions in the exported graph, checked
-    # against the unfolded backbone at export (bare EfficientNetB0 13 % faster, serving 10 %).
+    # against the unfolded backbone at export (fewer ops; see benchmarks/RESULTS.md).
     fold_batch_norms: bool = True
 
 
@@ -195,10 +201,33 @@ class ExperimentConfig:
 
 
 _SECTIONS = {f.name: f.type for f in dataclasses.fields(ExperimentConfig) if f.name != "name"}
+
+
+def _attentions():
+    from keras_saat.layers.attention_registry import available_attentions
+
+    return tuple(available_attentions())
+
+
+def _readers():
+    from keras_saat.data.reader_registry import available_readers
+
+    return tuple(available_readers())
+
+
+def _export_formats():
+    from keras_saat.serving.export_formats import available_formats
+
+    return tuple(available_formats())
+
+
+# The allowed values of a key: a tuple, or a function returning a registry's names (asked
+# only when the key is set, so loading a config does not import TensorFlow).
 _CHOICES = {
-    ("model", "attention"): ("soft", "hard"),
+    ("model", "attention"): _attentions,
     ("model", "reinforce_baseline"): ("moving_average", "expected_context"),
-    ("data", "dataset"): ("shapes", "karpathy", "flickr8k", "coco", "tfds"),
+    ("data", "dataset"): _readers,
+    ("export", "format"): _export_formats,
     ("data", "resize"): ("crop", "pad", "stretch"),
     ("export", "resize"): ("", "crop", "pad", "stretch"),
     ("data", "cache_dtype"): ("float16", "float32"),
@@ -207,6 +236,16 @@ _CHOICES = {
     ("train", "distribute"): ("default", "mirrored", "multi_worker"),
     ("train", "jit_compile"): (True, False, "auto"),
 }
+
+
+def _known_backbone(name):
+    from keras_saat.encoders.registry import get_backbone_spec
+
+    get_backbone_spec(name)  # names the nearest registered backbone, and the qubvel extra
+
+
+# Keys checked by asking a registry for the entry (its error names the nearest one).
+_VALIDATORS = {("model", "backbone"): _known_backbone}
 
 
 def _choice_text(choice):
@@ -248,12 +287,16 @@ def _section(name, cls, values, base):
             )
         given, value = value, _coerce(f"{name}.{key}", value, hints[key])
         choices = _CHOICES.get((name, key))
+        if callable(choices):
+            choices = choices()
         if choices and not any(value == c and type(value) is type(c) for c in choices):
             texts = [_choice_text(c) for c in choices]
             raise KerasSaatError(
                 f"config {name}.{key}: {given!r} is not one of {', '.join(texts)}"
                 f"{did_you_mean(value, texts)}"
             )
+        if (name, key) in _VALIDATORS:
+            _VALIDATORS[name, key](value)
         updates[key] = value
     return dataclasses.replace(base, **updates)
 
@@ -305,12 +348,19 @@ def parse_override(text):
 
 
 def load_config(path=None, overrides=(), base=None):
-    """Loads a YAML config file (optional) and applies `section.key=value` overrides."""
+    """Loads a YAML config (optional) and applies `section.key=value` overrides.
+
+    `path` is a YAML file, or the name of a packaged recipe ("shapes_soft", "shapes_hard").
+    """
     config = base or ExperimentConfig()
     if path is not None:
         path = Path(path)
+        if not path.is_file() and path.name == str(path) and path.suffix == "":
+            path = recipe_path(str(path))
         if not path.is_file():
-            raise KerasSaatError(f"config file not found: {path}")
+            raise KerasSaatError(
+                f"config file not found: {path} (or give a recipe: {', '.join(recipe_names())})"
+            )
         try:
             values = yaml.safe_load(path.read_text())
         except yaml.YAMLError as err:
@@ -324,14 +374,25 @@ def load_config(path=None, overrides=(), base=None):
     return config
 
 
-def preset_path(name):
-    """The packaged config file of a preset ("shapes_soft", "shapes_hard")."""
+def _recipes():
     from importlib import resources
 
-    path = resources.files("keras_saat") / "presets" / f"{name}.yaml"
+    return resources.files("keras_saat") / "recipes"
+
+
+def recipe_names():
+    """The packaged experiment configs, by name ("shapes_soft", ...)."""
+    return sorted(p.name[:-5] for p in _recipes().iterdir() if p.name.endswith(".yaml"))
+
+
+def recipe_path(name):
+    """The file of a packaged experiment config ("shapes_soft", "shapes_hard")."""
+    path = _recipes() / f"{name}.yaml"
     if not path.is_file():
-        names = sorted(p.name[:-5] for p in (resources.files("keras_saat") / "presets").iterdir())
-        raise KerasSaatError(f"no preset {name!r}; presets: {', '.join(names)}")
+        raise KerasSaatError(
+            f"no recipe {name!r}{did_you_mean(name, recipe_names())}; "
+            f"recipes: {', '.join(recipe_names())}"
+        )
     return Path(str(path))
 
 

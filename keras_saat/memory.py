@@ -3,10 +3,9 @@
 TensorFlow allocates each op's output with the C library's malloc. With glibc's defaults,
 a tensor of a few MB or more is either mapped afresh (mmap) or carved from a per-thread
 heap that hands freed memory back to the kernel, so the next op's output lands on new
-pages, and every 4 kB page costs a fault and zeroing when first written. At the paper's
-attention size, tanh(W_a a + W_h h) on a (64, 196, 512) tensor took 11-14 ms with about
-6,000 page faults a call, and 4.3 ms with none once glibc keeps its memory
-(benchmarks/RESULTS.md).
+pages, and every 4 kB page costs a fault and zeroing when first written. Whether that
+costs time depends on the machine; `keras-saat bench --part malloc` measures the train
+step both ways (benchmarks/RESULTS.md).
 
 `tune_malloc()` makes glibc keep it: one arena for all threads, no mmap for large blocks,
 and no trimming of the heap's top. Freed memory is reused, not returned to the kernel,

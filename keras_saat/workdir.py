@@ -1,15 +1,15 @@
 """The files and folders of a workdir, each name spelled once.
 
-    config.yaml            the resolved experiment config
-    vocab.txt              the vocabulary, one token a line in id order
-    data/                  the generated Shapes world (when the dataset is shapes)
-    backbone.weights.h5    the pre-trained Shapes CNN
-    features/              the feature cache
-    checkpoints/           tf.train checkpoints, for resuming
-    logs/                  TensorBoard
-    history.json           per-epoch loss and validation scores
-    model.keras            the model with the best validation BLEU-4
-    eval/<split>/          predictions.json and metrics.json
+config.yaml            the resolved experiment config
+vocab.txt              the vocabulary, one token a line in id order
+data/                  the generated Shapes world (when the dataset is shapes)
+backbone.weights.h5    the pre-trained Shapes CNN
+features/              the feature cache
+checkpoints/           tf.train checkpoints, for resuming
+logs/                  TensorBoard
+history.json           per-epoch loss and validation scores
+model.keras            the model with the best validation BLEU-4
+eval/<split>/          predictions.json and metrics.json
 """
 
 CONFIG_FILE = "config.yaml"

@@ -7,12 +7,16 @@ from keras_saat.config import (
     from_dict,
     load_config,
     parse_override,
+    recipe_names,
+    recipe_path,
     save_config,
     to_dict,
 )
 from keras_saat.errors import KerasSaatError
 
-CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml")) + [
+    recipe_path(name) for name in recipe_names()
+]
 
 
 def test_yaml_file_and_overrides_apply_in_order(tmp_path):
@@ -87,3 +91,11 @@ def test_shipped_configs_load(path):
 
 def test_configs_are_shipped():
     assert CONFIGS, "configs/*.yaml missing"
+    assert {"shapes_soft", "shapes_hard"} <= set(recipe_names())
+
+
+def test_a_recipe_name_loads_as_its_file():
+    assert load_config("shapes_hard") == load_config(recipe_path("shapes_hard"))
+    assert load_config("shapes_hard").model.attention == "hard"
+    with pytest.raises(KerasSaatError, match="no recipe 'shapes_sfot' \\(did you mean"):
+        load_config("shapes_sfot")

@@ -165,7 +165,7 @@ def _image_stream(dataset, split, records, start, stop, size, resize, skips):
 
     stream = stream.map(decode, num_parallel_calls=2)
     # Fixed parallelism, autotuning off: with the autotuner, the end of a shard's stream
-    # sometimes stalled for ~20 s (measured with VGG16, benchmarks/RESULTS.md).
+    # can stall (benchmarks/RESULTS.md).
     options = tf.data.Options()
     options.autotune.enabled = False
     # Undecodable images vanish; the gaps in positions count them.

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+DATASET_FILE = "dataset_shapes.json"  # what write_shapes_dataset writes, in Karpathy format
 IMAGE_SIZE = 128
 GRID = 3
 CELL = IMAGE_SIZE / GRID
@@ -184,7 +185,7 @@ def write_shapes_dataset(out_dir, train=2000, val=200, test=200, seed=0, log=Non
         )
         if log and (imgid + 1) % 500 == 0:
             log(f"  rendered {imgid + 1}/{len(splits)} images")
-    path = out_dir / "dataset_shapes.json"
+    path = out_dir / DATASET_FILE
     # filepath is relative to the JSON file's folder, as in Karpathy's COCO file.
     path.write_text(json.dumps({"dataset": "shapes", "images": images}))
     return path

@@ -11,12 +11,10 @@ from keras_saat.encoders.preprocessing import PREPROCESSING
 from keras_saat.encoders.registry import build_feature_model, get_backbone_spec
 
 # Images per backbone call in `ImageEncoder.infer` (with TensorFlow's own CPU kernels),
-# and how many such calls run at once. On the 2-core benchmark machine EfficientNetB0 at
-# batch 32 ran at 33 images/s in one call and 64 images/s in calls of 2 (VGG16 +10 %,
-# InceptionV3 +13 %): a whole batch's activations are hundreds of MB, and each
-# element-wise op then streams them through memory. With oneDNN's kernels
-# (TF_ENABLE_ONEDNN_OPTS=1, TensorFlow's default on AVX512-VNNI and newer CPUs) one call
-# was faster, so there the default is the whole batch (benchmarks/RESULTS.md).
+# and how many such calls run at once: a whole batch's activations are hundreds of MB, and
+# each element-wise op then streams them through memory. oneDNN's kernels
+# (TF_ENABLE_ONEDNN_OPTS=1, TensorFlow's default on AVX512-VNNI and newer CPUs) fuse those
+# ops, so there the default is the whole batch (benchmarks/RESULTS.md).
 INFERENCE_CHUNK = 2
 INFERENCE_PARALLEL = 2
 
@@ -147,9 +145,9 @@ class ImageEncoder(keras.layers.Layer):
     def folded(self):
         """An inference copy with the backbone's batch norms folded into its convolutions.
 
-        Same outputs up to float rounding (`keras_saat.encoders.folding`), fewer ops:
-        EfficientNetB0 at batch 32 ran 13 % faster on 2 cores. A snapshot of the
-        current weights, for export; returns (encoder, pairs folded), `self` when none.
+        Same outputs up to float rounding (`keras_saat.encoders.folding`), fewer ops. A
+        snapshot of the current weights, for export; returns (encoder, pairs folded),
+        `self` when none.
         """
         feature_model, count = fold_batch_norms(self.feature_model)
         if not count:
@@ -185,7 +183,7 @@ def compiled_encoder(encoder, dtype="float32"):
 
     Feature extraction and `Captioner.generate` share it, so repeated calls do not
     trace again. The cast happens in the graph: numpy's float32 -> float16 conversion
-    is slow (5 ms for one EfficientNetB0 map, a sixth of the backbone's own time on 2 cores).
+    is slow.
     """
     functions = _COMPILED.setdefault(encoder, {})
     if dtype not in functions:

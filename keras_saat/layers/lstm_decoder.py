@@ -154,8 +154,7 @@ class LSTMDecoder(keras.layers.Layer):
         embedded = self.embedding(input_ids)  # (B, T, m)
         embedding_gates = ops.matmul(embedded, self.lstm_embedding_kernel)  # (B, T, 4n)
         # One unstack, not a slice per step: the gradient of T slices `[:, t]` is T
-        # zero-padded (B, T, 4n) tensors summed (86 ms of a 480 ms step at the tutorial
-        # size); the gradient of unstack is a single stack.
+        # zero-padded (B, T, 4n) tensors summed; the gradient of unstack is a single stack.
         step_gates = ops.unstack(embedding_gates, steps, axis=1)  # T x (B, 4n)
         projected = self.attention.project(annotations)  # (B, L, units), once per image
         h, c = self.initial_state(annotations)

@@ -9,10 +9,8 @@ def _scores(energy, kernel):
     """energy @ v: (B, L, units), (units, 1) -> (B, L), the `v` layer's product.
 
     Its gradient is written out: autodiff's d_energy = d_scores v^T is a MatMul with an
-    inner dimension of 1, an outer product that ran at a third of the paper-size step's
-    op time (549 ms a step in `benchmarks.profile_train_step --by name`); a broadcast
-    multiply computes it. 2-6 % of the paper-size step, in one process
-    (benchmarks/RESULTS.md).
+    inner dimension of 1, an outer product that CPU matmul kernels run slowly; a
+    broadcast multiply computes the same (benchmarks/RESULTS.md).
     """
 
     @tf.custom_gradient
@@ -139,9 +137,8 @@ class SoftAttention(keras.layers.Layer):
     def context(weights, annotations, context_matmul=None):
         """sum_i w_i a_i: (B, L), (B, L, D) -> (B, D). With w = alpha_t, Eq. 6.
 
-        A batched matmul. `einsum("bl,bld->bd")` computes the same, but on CPU it and its
-        gradient run 2.5 x slower (347 against 135 ms for 20 steps at the paper's size,
-        forward and backward; see benchmarks/RESULTS.md).
+        A batched matmul: `einsum("bl,bld->bd")` computes the same, but it and its
+        gradient run slower on CPU (benchmarks/RESULTS.md).
 
         `context_matmul`, when given, computes `w[:, None, :] @ annotations` (a decoder
         passes a `StepMatmuls` over the annotations, whose gradient is faster).

@@ -2,9 +2,9 @@
 
 Backpropagation through time gives the kernel W of a recurrence the gradient
 sum_t x_t^T dy_t. Left to autodiff, that is one (in, B) x (B, out) matmul per step,
-whose inner dimension is the batch: at batch 64 such matmuls run at 60-100 GFLOP/s on
-the project's CPU, against 160 for the same work stacked over 20 steps into one
-(in, T*B) x (T*B, out) matmul (benchmarks/RESULTS.md).
+whose inner dimension is the batch. CPU kernels run such thin matmuls well below the
+rate of the same work stacked over the T steps into one (in, T*B) x (T*B, out) matmul
+(benchmarks/RESULTS.md).
 
 `StepMatmuls` computes the same values and the same gradients, arranged that way:
 each step multiplies by `stop_gradient(W)`, so the input's gradient dy_t W^T flows as
@@ -16,13 +16,12 @@ runs, and read when the gradient is built (by then the loop has run).
 The annotations a (B, L, D) are such a kernel too: the context sum_i alpha_ti a_i is the
 batched matmul alpha_t a, and autodiff gives a the gradient alpha_t^T dz_t, a (B, L, D)
 tensor per step, summed over the steps. Stacked, it is one (B, L, T) x (B, T, D) batched
-matmul: 66 against 172 ms for the 20 steps at the paper's size, forward and backward.
+matmul.
 
 The input's gradient dy_t W^T is left to autodiff for a per-example kernel, but for a
 weight it is a plain matmul by W^T, transposed once for all steps: autodiff's
-`MatMul(transpose_b=True)` with a batch-64 left operand is the slow case of the CPU
-kernel (9.2 against 6.4 ms for (64, 4513) x (4513, 1000), the paper size's h_{t-1}
-gradient; benchmarks/RESULTS.md), and Grappler would otherwise fold the transpose back
+`MatMul(transpose_b=True)` with a thin left operand is the slow case of the CPU
+kernel (benchmarks/RESULTS.md), and Grappler would otherwise fold the transpose back
 into it.
 """
 

@@ -227,7 +227,8 @@ class Captioner(keras.Model):
             outputs = self(inputs, training=True)
             terms = self.loss_terms(outputs, inputs["tokens"])
             scaled = self.optimizer.scale_loss(terms["loss"])
-        gradients = tape.gradient(scaled, self.trainable_weights)
+        # Zeros for weights the loss does not reach (an attention type may ignore some).
+        gradients = tape.gradient(scaled, self.trainable_weights, unconnected_gradients="zero")
         self.optimizer.apply(gradients, self.trainable_weights)
         if self.reinforce:
             self.update_baseline(terms["log_p_per_word"], terms["policy_rows"])

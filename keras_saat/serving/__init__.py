@@ -7,19 +7,19 @@
     RestClient("http://localhost:8501", "keras_saat").caption(["photo.jpg"])
 
 The clients and the development server import neither Keras nor the model
-code; `export_captioner` and `export_workdir` need both.
+code; `export_model` and `export_workdir` need both.
 """
 
 from keras_saat._lazy import lazy_getattr
 
 _EXPORTS = {
     "DevServer": "keras_saat.serving.dev_server",
-    "ExportSettings": "keras_saat.serving.export",
     "GrpcClient": "keras_saat.serving.grpc_client",
     "RestClient": "keras_saat.serving.rest_client",
     "decode_images": "keras_saat.serving.image_bytes",
-    "export_captioner": "keras_saat.serving.export",
+    "export_model": "keras_saat.serving.export",
     "export_workdir": "keras_saat.serving.export",
+    "register_export_format": "keras_saat.serving.export_formats",
 }
 
 __all__ = sorted(_EXPORTS)

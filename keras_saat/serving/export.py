@@ -1,376 +1,70 @@
-"""Exports a Captioner as a SavedModel that stock TensorFlow Serving runs.
+"""Exporting a Captioner: one switch over the registered formats (`export_formats`).
 
-The graph holds the whole pipeline: image decoding (with per-image error
-handling), resizing, the backbone, the squeeze layer, beam search, the
-id-to-word lookup and the joining of words. Core TF ops only.
+    export_model(model, "models/keras_saat")                       # SavedModel, beam 3
+    export_model(model, out, decode=config.decode, export=config.export)
+    export_workdir("runs/demo", "models/keras_saat")               # `keras-saat export`
 
-    BASE/<version>/saved_model.pb, variables/
-    BASE/<version>/assets.extra/tf_serving_warmup_requests   (PredictionLog TFRecord)
-    BASE/<version>/assets.extra/keras_saat.json               (what was exported, how)
-    BASE/<version>/assets.extra/vocab.txt                     (the vocabulary, id order)
+The decoding settings come from a `DecodeConfig` and everything else from an
+`ExportConfig`, the same sections a workdir's config.yaml holds; nothing is copied
+field by field.
 """
 
 import dataclasses
-import datetime
-import json
-import os
-import shutil
 from pathlib import Path
 
-import keras
-import numpy as np
-import tensorflow as tf
-
-from keras_saat.data.images import RESIZE_MODES, resize_image
-from keras_saat.encoders.image_encoder import default_inference_chunk
+from keras_saat.config import DecodeConfig, ExportConfig, load_config, to_dict
 from keras_saat.errors import KerasSaatError
-from keras_saat.serving.image_bytes import DEFAULT_MAX_PIXELS, decode_images
-from keras_saat.text.vocabulary import END_ID
-
-BYTES_SIGNATURE = "serving_default"
-PIXELS_SIGNATURE = "serving_pixels"
-METADATA_FILE = "keras_saat.json"
-WARMUP_FILE = "tf_serving_warmup_requests"
-OUTPUT_KEYS = ("caption", "tokens", "log_prob", "attention", "valid", "error")
+from keras_saat.serving.export_formats import get_export_format
+from keras_saat.workdir import CONFIG_FILE
 
 
-@dataclasses.dataclass(frozen=True)
-class ExportSettings:
-    """How the exported graph decodes and what it accepts.
-
-    Args:
-        beam_size: int. Beam width (1 = greedy). Defaults to 3.
-        length_penalty: float. Beam ranking exponent (see `Captioner.decode`). Defaults to 0.
-        max_length: int or None. Maximum words; None = the model's max_length. Defaults to None.
-        resize: str. "crop", "pad" or "stretch": how other image sizes reach the input.
-            Defaults to "crop".
-        max_pixels: int. Largest declared width x height decoded. Defaults to 25,000,000.
-        model_name: str. The name TF Serving serves the model under (warmup requests).
-            Defaults to "keras_saat".
-        warmup: bool. Write TF Serving warmup requests. Defaults to True.
-        encoder_chunk: int or None. Images per backbone call inside the graph
-            (`ImageEncoder.infer`); 0 = the whole batch in one call; None = what is faster
-            with the exporting process's kernels (0 with oneDNN, else 2). Defaults to None.
-        fold_batch_norms: bool. Fold the backbone's batch norms into its convolutions in
-            the exported graph (checked against the unfolded backbone at export).
-            Defaults to True.
-    """
-
-    beam_size: int = 3
-    length_penalty: float = 0.0
-    max_length: int | None = None
-    resize: str = "crop"
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    model_name: str = "keras_saat"
-    warmup: bool = True
-    encoder_chunk: int | None = None
-    fold_batch_norms: bool = True
+def resolved_export(export=None, data_resize="crop"):
+    """The ExportConfig with `resize` filled in: "" means what training saw (`data.resize`)."""
+    export = export or ExportConfig()
+    return dataclasses.replace(export, resize=export.resize or data_resize)
 
 
-# How far the folded backbone's features may stray from the unfolded ones, relative to
-# their largest magnitude, before export refuses to fold (float32 rounding is ~1e-6).
-FOLD_TOLERANCE = 1e-4
-
-
-def encoder_chunk(settings):
-    """The export's images per backbone call: the setting, or the default for this process."""
-    if settings.encoder_chunk is None:
-        return default_inference_chunk()
-    if int(settings.encoder_chunk) < 0:
-        raise KerasSaatError(
-            f"encoder_chunk must be 0 (whole batch), a positive number of images, or null "
-            f"(auto); got {settings.encoder_chunk}"
-        )
-    return int(settings.encoder_chunk)
-
-
-def serving_encoder(model, settings, log=print):
-    """The encoder the serving graph runs: the model's own, or a batch-norm-folded copy.
-
-    The folded copy is checked on two random images against the model's encoder; a
-    difference over FOLD_TOLERANCE (relative) raises, naming the setting to turn off.
-    """
-    if not settings.fold_batch_norms:
-        return model.encoder
-    encoder, count = model.encoder.folded()
-    if not count:
-        return encoder
-    size = model.image_size
-    pixels = np.random.default_rng(0).uniform(0, 255, (2, size, size, 3)).astype(np.float32)
-    expected = model.encoder.infer(pixels, 0).numpy()
-    got = encoder.infer(pixels, 0).numpy()
-    error = float(np.max(np.abs(got - expected)) / max(float(np.max(np.abs(expected))), 1e-12))
-    if not error <= FOLD_TOLERANCE:
-        raise KerasSaatError(
-            f"folding the backbone's batch norms changed its features by {error:.2e} (relative), "
-            f"over {FOLD_TOLERANCE:g}; export with export.fold_batch_norms: false"
-        )
-    log(
-        f"folded {count} batch norms and zero paddings into the backbone's convolutions (max relative change {error:.1e})"
-    )
-    return encoder
-
-
-def serving_functions(model, settings, encoder=None):
-    """The two signature functions: encoded image bytes -> outputs, float pixels -> outputs.
-
-    `encoder` is the image encoder the graph runs (`serving_encoder`); None = model.encoder.
-    """
-    encoder = encoder or model.encoder
-    if settings.resize not in RESIZE_MODES:
-        raise KerasSaatError(
-            f"resize mode {settings.resize!r} is not one of {', '.join(RESIZE_MODES)}"
-        )
-    chunk = encoder_chunk(settings)
-    if int(settings.beam_size) < 1:
-        raise KerasSaatError(f"beam_size must be at least 1; got {settings.beam_size}")
-    max_length = int(settings.max_length or model.max_length)
-    size = model.image_size
-    grid_h, grid_w = model.grid_shape
-    words = tf.constant(list(model.vocabulary.words))
-
-    def outputs(pixels, valid, error):
-        features = encoder.infer(pixels, chunk)  # (B, L, C)
-        out = model.generate_step(
-            features, max_length, int(settings.beam_size), float(settings.length_penalty)
-        )
-        tokens = out["tokens"]  # (B, T), T = max_length + 1, <end> included
-        steps = tf.range(max_length + 1)[None, :]
-        generated = tf.logical_and(steps < out["lengths"][:, None], valid[:, None])  # (B, T)
-        strings = tf.where(generated, tf.gather(words, tokens), "")
-        is_word = tf.logical_and(generated, tf.not_equal(tokens, END_ID))
-        caption = tf.strings.reduce_join(
-            tf.ragged.boolean_mask(strings, is_word), axis=1, separator=" "
-        )
-        attention = tf.where(generated[:, :, None], out["alpha"], 0.0)  # (B, T, L)
-        attention = tf.reshape(attention, [-1, max_length + 1, grid_h, grid_w])
-        return {
-            "caption": caption,
-            "tokens": strings,
-            "log_prob": tf.where(valid, out["log_prob"], 0.0),
-            "attention": attention,
-            "valid": valid,
-            "error": error,
-        }
-
-    def from_bytes(image_bytes):
-        pixels, valid, error = decode_images(
-            image_bytes, size, settings.resize, settings.max_pixels
-        )
-        return outputs(pixels, valid, error)
-
-    def from_pixels(pixels):
-        pixels = tf.convert_to_tensor(pixels, tf.float32)
-        shape = tf.shape(pixels)
-        checks = [
-            tf.debugging.assert_positive(
-                shape[1:3], message="pixels must be (batch, height, width, 3), height, width >= 1"
-            )
-        ]
-        with tf.control_dependencies(checks):
-            finite = tf.reduce_all(tf.math.is_finite(pixels), axis=[1, 2, 3])
-        in_range = tf.reduce_all(tf.logical_and(pixels >= 0.0, pixels <= 255.0), axis=[1, 2, 3])
-        valid = tf.logical_and(finite, in_range)
-        error = tf.where(
-            finite,
-            tf.where(in_range, "", "pixel values outside 0..255; send RGB values in [0, 255]"),
-            "pixels contain NaN or infinity",
-        )
-        pixels = tf.where(valid[:, None, None, None], pixels, 0.0)
-        return outputs(resize_image(pixels, size, settings.resize), valid, error)
-
-    return from_bytes, from_pixels
-
-
-def next_version(base):
-    """1 + the highest numeric version folder under `base` (1 when there is none)."""
-    base = Path(base)
-    if not base.is_dir():
-        return 1
-    versions = [int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit()]
-    return max(versions, default=0) + 1
-
-
-def export_captioner(model, base, version=None, settings=None, metadata=None, log=print):
-    """Writes `model` as BASE/<version>/, TF Serving's layout, and checks that it loads.
-
-    The version folder appears by an atomic rename once it is complete, so a TF
-    Serving instance watching BASE never loads half a model.
+def export_model(model, out, decode=None, export=None, version=None, metadata=None, log=print):
+    """Writes `model` in `export.format` (SavedModel by default) under `out`.
 
     Args:
         model: Captioner.
-        base: path. The model base folder TF Serving watches.
-        version: int or None. None = one more than the highest version there. Defaults to None.
-        settings: ExportSettings or None. Defaults to ExportSettings().
-        metadata: dict or None. Extra entries for assets.extra/keras_saat.json (the
-            experiment config, for example). Defaults to None.
+        out: path. The output folder (for a SavedModel, TF Serving's model base path).
+        decode: DecodeConfig or None. Beam size, length penalty and maximum length; None =
+            `DecodeConfig` with the model's max_length. Defaults to None.
+        export: ExportConfig or None. The format and its settings; an empty `resize` means
+            "crop". Defaults to None (ExportConfig()).
+        version: int or None. None = the next free version. Defaults to None.
+        metadata: dict or None. Extra entries for the exported metadata. Defaults to None.
         log: callable. Defaults to print.
 
     Returns:
-        Path of the version folder.
+        Path of what was written (a SavedModel's version folder).
     """
-    settings = settings or ExportSettings()
-    base = Path(base)
-    if base.exists() and not base.is_dir():
-        raise KerasSaatError(
-            f"--out {base} is a file; give a folder (TF Serving's model base path)"
-        )
-    version = int(version) if version is not None else next_version(base)
-    if version < 1:
-        raise KerasSaatError(f"the version must be a positive integer; got {version}")
-    final = base / str(version)
-    if final.exists():
-        raise KerasSaatError(
-            f"{final} already exists; pass another --version or remove it (TF Serving may be serving it)"
-        )
-    encoder = serving_encoder(model, settings, log)
-    from_bytes, from_pixels = serving_functions(model, settings, encoder)
-    archive = keras.export.ExportArchive()
-    for layer in (encoder, model.squeeze, model.decoder):  # what the graph runs
-        archive.track(layer)
-    archive.add_endpoint(
-        BYTES_SIGNATURE,
-        from_bytes,
-        input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")],
-    )
-    archive.add_endpoint(
-        PIXELS_SIGNATURE,
-        from_pixels,
-        input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32, name="pixels")],
-    )
-    base.mkdir(parents=True, exist_ok=True)
-    staging = base / f".{version}.partial-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        archive.write_out(str(staging), verbose=False)
-        extra = staging / "assets.extra"
-        extra.mkdir()
-        (extra / "vocab.txt").write_text("\n".join(model.vocabulary.words) + "\n")
-        info = export_metadata(model, settings, version, metadata)
-        (extra / METADATA_FILE).write_text(json.dumps(info, indent=2) + "\n")
-        if settings.warmup:
-            write_warmup_requests(extra / WARMUP_FILE, model.image_size, settings.model_name)
-        os.rename(staging, final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    log(f"exported {final} (signatures {BYTES_SIGNATURE}, {PIXELS_SIGNATURE})")
-    return final
+    decode = decode or DecodeConfig(max_length=model.max_length)
+    export = resolved_export(export)
+    write = get_export_format(export.format)
+    return write(model, out, decode, export, version, metadata, log)
 
 
-def export_metadata(model, settings, version, extra=None):
-    """The contents of assets.extra/keras_saat.json."""
-    from keras_saat import __version__
+def export_workdir(workdir, out, version=None, overrides=(), log=print):
+    """`keras-saat export`: the workdir's best model, with its config's decode and export sections.
 
-    model_config = {k: v for k, v in model.get_config().items() if k != "vocabulary"}
-    info = {
-        "package": "keras-saat",
-        "package_version": __version__,
-        "tensorflow_version": tf.__version__,
-        "keras_version": keras.__version__,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "version": version,
-        "model_name": settings.model_name,
-        "signatures": {
-            BYTES_SIGNATURE: {"inputs": {"image_bytes": "string [batch]"}},
-            PIXELS_SIGNATURE: {"inputs": {"pixels": "float32 [batch, height, width, 3], 0..255"}},
-            "outputs": {
-                "caption": "string [batch]",
-                "tokens": f"string [batch, {settings_length(model, settings) + 1}]",
-                "log_prob": "float32 [batch]",
-                "attention": "float32 [batch, {}, {}, {}]".format(
-                    settings_length(model, settings) + 1, *model.grid_shape
-                ),
-                "valid": "bool [batch]",
-                "error": "string [batch]",
-            },
-        },
-        "backbone": model.encoder.backbone_name,
-        "image_size": model.image_size,
-        "grid_shape": list(model.grid_shape),
-        "attention": model.attention,
-        "vocabulary_size": len(model.vocabulary),
-        "beam_size": int(settings.beam_size),
-        "length_penalty": float(settings.length_penalty),
-        "max_length": settings_length(model, settings),
-        "resize": settings.resize,
-        "max_pixels": int(settings.max_pixels),
-        "encoder_chunk": encoder_chunk(settings),
-        "fold_batch_norms": bool(settings.fold_batch_norms),
-        "model_config": model_config,
-    }
-    info.update(extra or {})
-    return info
-
-
-def settings_length(model, settings):
-    return int(settings.max_length or model.max_length)
-
-
-def warmup_images(size):
-    """One JPEG and one PNG of a colour gradient at the model's input size, for warm-up."""
-    y, x = np.mgrid[0:size, 0:size]
-    image = np.stack([x * 255 // max(size - 1, 1), y * 255 // max(size - 1, 1), (x + y) % 256], -1)
-    image = tf.constant(image.astype(np.uint8))
-    return [tf.io.encode_jpeg(image).numpy(), tf.io.encode_png(image).numpy()]
-
-
-def write_warmup_requests(path, size, model_name):
-    """assets.extra/tf_serving_warmup_requests: PredictionLog records TF Serving replays at load.
-
-    One request per signature: a batch of a JPEG and a PNG for image bytes, and one
-    image of zeros for pixels.
+    Args:
+        workdir: path. A trained workdir.
+        out: path. The output folder.
+        version: int or None. Defaults to None (the next free one).
+        overrides: iterable of "section.key=value" applied to the saved config
+            (`decode.beam_size=1`, `export.format=savedmodel`, ...).
+        log: callable. Defaults to print.
     """
-    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
-
-    requests = [
-        (BYTES_SIGNATURE, "image_bytes", tf.make_tensor_proto(warmup_images(size), tf.string)),
-        (
-            PIXELS_SIGNATURE,
-            "pixels",
-            tf.make_tensor_proto(np.zeros((1, size, size, 3), np.float32)),
-        ),
-    ]
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for signature, key, tensor in requests:
-            request = predict_pb2.PredictRequest(
-                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature)
-            )
-            request.inputs[key].CopyFrom(tensor)
-            log = prediction_log_pb2.PredictionLog(
-                predict_log=prediction_log_pb2.PredictLog(request=request)
-            )
-            writer.write(log.SerializeToString())
-
-
-def export_workdir(
-    workdir,
-    base,
-    version=None,
-    beam_size=None,
-    max_length=None,
-    max_pixels=None,
-    model_name=None,
-    log=print,
-):
-    """`keras-saat export`: the workdir's best model, with its config's decode and export settings."""
-    from keras_saat.config import load_config, to_dict
     from keras_saat.models.captioner import load_captioner
 
     workdir = Path(workdir)
-    if not (workdir / "config.yaml").is_file():
-        raise KerasSaatError(f"{workdir} has no config.yaml; train a model there first")
-    config = load_config(workdir / "config.yaml")
+    if not (workdir / CONFIG_FILE).is_file():
+        raise KerasSaatError(f"{workdir} has no {CONFIG_FILE}; train a model there first")
+    config = load_config(workdir / CONFIG_FILE, overrides)
     model = load_captioner(workdir)
-    settings = ExportSettings(
-        beam_size=int(beam_size or config.decode.beam_size),
-        length_penalty=config.decode.length_penalty,
-        max_length=int(max_length or config.decode.max_length),
-        resize=config.export.resize or config.data.resize,
-        max_pixels=int(max_pixels or config.export.max_pixels),
-        model_name=model_name or config.export.model_name,
-        warmup=config.export.warmup,
-        encoder_chunk=config.export.encoder_chunk,
-        fold_batch_norms=config.export.fold_batch_norms,
-    )
+    export = resolved_export(config.export, config.data.resize)
     metadata = {"experiment": config.name, "config": to_dict(config)}
-    return export_captioner(model, base, version, settings, metadata, log)
+    return export_model(model, out, config.decode, export, version, metadata, log)

@@ -18,14 +18,10 @@ import keras
 import tensorflow as tf
 
 from keras_saat.config import load_config, save_config, to_dict
-from keras_saat.data.coco import read_coco
 from keras_saat.data.feature_cache import extract_features
-from keras_saat.data.flickr8k import read_flickr8k
 from keras_saat.data.images import load_images
-from keras_saat.data.karpathy import read_karpathy
 from keras_saat.data.input_pipeline import caption_dataset, evaluation_batches
-from keras_saat.data.shapes import write_shapes_dataset
-from keras_saat.data.tfds_reader import read_tfds
+from keras_saat.data.reader_registry import get_reader
 from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.encoders.registry import get_backbone_spec
 from keras_saat.errors import KerasSaatError
@@ -35,9 +31,8 @@ from keras_saat.evaluation.coco_metrics import bleu_scores, coco_scores
 from keras_saat.evaluation.localisation import attention_localisation
 from keras_saat.models.captioner import build_captioner, load_captioner
 from keras_saat.text.vocabulary import Vocabulary
+from keras_saat.training.callbacks import TrainingSummaries
 from keras_saat.training.trainer import (
-    CHECKPOINT_DIR,
-    LOG_DIR,
     Trainer,
     build_optimizer,
     dtype_policy,
@@ -45,51 +40,23 @@ from keras_saat.training.trainer import (
     make_strategy,
     train_loop,
 )
-
-BACKBONE_WEIGHTS_FILE = "backbone.weights.h5"
-FEATURES_DIR = "features"
-MODEL_FILE = "model.keras"
+from keras_saat.workdir import (
+    BACKBONE_WEIGHTS_FILE,
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    EVAL_DIR,
+    FEATURES_DIR,
+    LOG_DIR,
+    METRICS_FILE,
+    MODEL_FILE,
+    PREDICTIONS_FILE,
+    VOCAB_FILE,
+)
 
 
 def load_dataset(config, workdir, log=print):
-    """Reads the configured dataset (generating the Shapes world when missing) and logs skips."""
-    data = config.data
-    images_dir = data.images_dir or None
-    if data.dataset == "shapes":
-        path = Path(data.path) if data.path else Path(workdir) / "data" / "dataset_shapes.json"
-        if not path.exists():
-            log(
-                f"generating the Shapes world in {path.parent} "
-                f"({data.shapes_train}/{data.shapes_val}/{data.shapes_test} images, seed {data.shapes_seed})"
-            )
-            write_shapes_dataset(
-                path.parent,
-                data.shapes_train,
-                data.shapes_val,
-                data.shapes_test,
-                data.shapes_seed,
-                log,
-            )
-        dataset = read_karpathy(path, images_dir, strict=data.strict)
-    elif data.dataset == "tfds":
-        dataset = read_tfds(
-            data.path or "coco_captions", data.tfds_data_dir or None, strict=data.strict
-        )
-    else:
-        if not data.path:
-            raise KerasSaatError(
-                f"data.path must name the dataset file when data.dataset is {data.dataset}"
-            )
-        if data.dataset == "karpathy":
-            dataset = read_karpathy(data.path, images_dir, strict=data.strict)
-        elif data.dataset == "flickr8k":
-            dataset = read_flickr8k(data.path, images_dir, strict=data.strict)
-        else:
-            if not data.val_path:
-                raise KerasSaatError(
-                    "data.val_path must name captions_val2014.json when data.dataset is coco"
-                )
-            dataset = read_coco(data.path, data.val_path, images_dir, strict=data.strict)
+    """Reads the configured dataset with its registered reader and logs what was skipped."""
+    dataset = get_reader(config.data.dataset)(config.data, workdir, log)
     for split, count in dataset.counts().items():
         if count == 0:
             raise KerasSaatError(
@@ -245,26 +212,6 @@ def _attention_images(model, source, records, config, count):
     ]
 
 
-def _summary_writer(workdir, chief, images_fn):
-    """The TensorBoard hook for `train_loop`: scalars each log window, BLEU and maps each epoch."""
-    if not chief:
-        return None
-    writer = tf.summary.create_file_writer(str(Path(workdir) / LOG_DIR))
-
-    def write(kind, step, values):
-        with writer.as_default(step=step):
-            prefix = "train" if kind == "step" else "val"
-            for key, value in values.items():
-                if isinstance(value, (int, float)) and key != "epoch":
-                    tf.summary.scalar(f"{prefix}/{key.replace('/', '_per_')}", value)
-            if kind == "epoch":
-                for i, (caption, strip) in enumerate(images_fn()):
-                    tf.summary.image(f"attention/{i}", strip[None], description=caption)
-        writer.flush()
-
-    return write
-
-
 def train(config, workdir, log=print, callbacks=()):
     """Trains and scores one experiment with the GradientTape trainer; writes into `workdir`.
 
@@ -277,7 +224,7 @@ def train(config, workdir, log=print, callbacks=()):
         config: ExperimentConfig.
         workdir: path.
         log: callable for progress lines. Defaults to print.
-        callbacks: objects with optional on_step_end(step, logs) / on_epoch_end(epoch, logs).
+        callbacks: keras.callbacks.Callback objects, called as `train_loop` says.
 
     Returns:
         dict with the test metrics and how they were computed, captions and records,
@@ -294,15 +241,15 @@ def train(config, workdir, log=print, callbacks=()):
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     _check_resume_config(config, workdir)
-    save_config(config, workdir / "config.yaml")
+    save_config(config, workdir / CONFIG_FILE)
     dataset = load_dataset(config, workdir, log)
     splits = {s: dataset.split(s) for s in ("train", "val", "test")}
 
     vocabulary = Vocabulary.build(
         (c for r in splits["train"] for c in r.references), data.vocab_size, data.min_count
     )
-    vocabulary.save(workdir / "vocab.txt")
-    log(f"vocabulary: {len(vocabulary)} tokens (4 special) -> {workdir / 'vocab.txt'}")
+    vocabulary.save(workdir / VOCAB_FILE)
+    log(f"vocabulary: {len(vocabulary)} tokens (4 special) -> {workdir / VOCAB_FILE}")
 
     model_config = prepare_backbone_weights(config, dataset, workdir, log)
     with dtype_policy(train_config.mixed_precision), strategy.scope():
@@ -372,13 +319,15 @@ def train(config, workdir, log=print, callbacks=()):
         f"{'XLA' if trainer.jit_compile else 'no XLA'}"
         f"{' (jit_compile: auto)' if train_config.jit_compile == 'auto' else ''}"
     )
-    summary = _summary_writer(
-        workdir,
-        chief,
-        lambda: _attention_images(
-            model, source, splits["val"], config, train_config.summary_images
-        ),
-    )
+    if chief:
+        summaries = TrainingSummaries(
+            workdir / LOG_DIR,
+            train_config.log_every,
+            lambda: _attention_images(
+                model, source, splits["val"], config, train_config.summary_images
+            ),
+        )
+        callbacks = [summaries, *callbacks]
     result = train_loop(
         trainer,
         epoch_dataset,
@@ -389,7 +338,6 @@ def train(config, workdir, log=print, callbacks=()):
         save_best,
         train_config.batch_size,
         chief=chief,
-        summary_fn=summary,
         callbacks=callbacks,
     )
     if not chief:
@@ -442,11 +390,11 @@ def evaluate(workdir, split="test", beam_size=None, log=print, config_overrides=
         dict: metrics (0-1), method, localisation (or None), beam_size, images, seconds.
     """
     workdir = Path(workdir)
-    if not (workdir / "config.yaml").is_file():
-        raise KerasSaatError(f"{workdir} has no config.yaml; train a model there first")
+    if not (workdir / CONFIG_FILE).is_file():
+        raise KerasSaatError(f"{workdir} has no {CONFIG_FILE}; train a model there first")
     if split not in ("train", "val", "test"):
         raise KerasSaatError(f"unknown split {split!r}: train, val or test")
-    config = load_config(workdir / "config.yaml", config_overrides)
+    config = load_config(workdir / CONFIG_FILE, config_overrides)
     beam_size = int(beam_size or config.decode.beam_size)
     model = load_captioner(workdir / MODEL_FILE)
     if prepared is not None:
@@ -480,7 +428,7 @@ def evaluate(workdir, split="test", beam_size=None, log=print, config_overrides=
     if localisation is not None:
         extra["attention_localisation"] = localisation
     method = f"{decoding}, {method}"
-    write_evaluation(workdir / "eval" / split, scored, captions, {**metrics, **extra}, method)
+    write_evaluation(workdir / EVAL_DIR / split, scored, captions, {**metrics, **extra}, method)
     return {
         "metrics": metrics,
         "method": method,
@@ -489,7 +437,7 @@ def evaluate(workdir, split="test", beam_size=None, log=print, config_overrides=
         "images": len(captions),
         "seconds": seconds,
         "split": split,
-        "out": workdir / "eval" / split,
+        "out": workdir / EVAL_DIR / split,
         "captions": captions,
         "records": scored,
     }
@@ -497,7 +445,7 @@ def evaluate(workdir, split="test", beam_size=None, log=print, config_overrides=
 
 def _check_resume_config(config, workdir):
     """A workdir with checkpoints resumes only the same experiment (epochs may change)."""
-    saved = workdir / "config.yaml"
+    saved = workdir / CONFIG_FILE
     if not (workdir / CHECKPOINT_DIR).exists() or not saved.exists():
         return
     previous = load_config(saved)
@@ -544,6 +492,6 @@ def write_evaluation(out_dir, records, captions, metrics, method):
     predictions = [
         {"image_id": r.imgid, "caption": c} for r, c in zip(records, captions, strict=True)
     ]
-    (out_dir / "predictions.json").write_text(json.dumps(predictions, indent=1))
+    (out_dir / PREDICTIONS_FILE).write_text(json.dumps(predictions, indent=1))
     payload = {"scale": "0-1", "method": method, "images": len(records), **metrics}
-    (out_dir / "metrics.json").write_text(json.dumps(payload, indent=1))
+    (out_dir / METRICS_FILE).write_text(json.dumps(payload, indent=1))

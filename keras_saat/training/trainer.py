@@ -156,9 +156,9 @@ def build_optimizer(train_config, steps_per_epoch):
 def resolve_jit_compile(jit_compile):
     """XLA or not for the train step: true, false, or "auto".
 
-    "auto" means XLA when a GPU or TPU is visible. On CPUs it means plain TensorFlow:
-    `keras-saat bench` measured XLA 7-24 % slower there at both benchmark sizes
-    (`benchmarks/RESULTS.md`), with more memory and a compile.
+    "auto" means XLA when a GPU or TPU is visible. On CPUs it means plain TensorFlow,
+    which `keras-saat bench` measures faster there, with less memory and no compile
+    (`benchmarks/RESULTS.md`).
     """
     if isinstance(jit_compile, str):
         if jit_compile != "auto":
@@ -234,7 +234,10 @@ class Trainer:
                 outputs = model(batch, training=True)
                 terms = model.loss_terms(outputs, tokens)
                 scaled = optimizer.scale_loss(tf.cast(terms["loss"], tf.float32) * share)
-            gradients = tape.gradient(scaled, model.trainable_variables)
+            # Zeros for weights the loss does not reach (an attention type may ignore some).
+            gradients = tape.gradient(
+                scaled, model.trainable_variables, unconnected_gradients="zero"
+            )
             gradients = [tf.convert_to_tensor(g) for g in gradients]
             words = tf.reduce_sum(tf.cast(tokens[:, 1:] != PAD_ID, tf.float32))
             sums = {
@@ -243,9 +246,7 @@ class Trainer:
                 "nll_sum": -tf.reduce_sum(tf.cast(terms["log_p_y"], tf.float32)),
                 "words": words,
                 # The baseline follows the captions decoded with sampled locations.
-                "sampled_log_p_sum": tf.reduce_sum(
-                    terms["log_p_per_word"] * terms["policy_rows"]
-                ),
+                "sampled_log_p_sum": tf.reduce_sum(terms["log_p_per_word"] * terms["policy_rows"]),
                 "sampled_count": tf.reduce_sum(terms["policy_rows"]),
             }
             return gradients, sums
@@ -332,11 +333,82 @@ class _Progress:
             self.log(f"  epoch {epoch} step {step}/{self.steps}: {shown}")
 
 
-def _state_variables():
-    values = {name: tf.Variable(0, dtype=tf.int64, trainable=False) for name in _PROGRESS}
-    values["best_score"] = tf.Variable(-1.0, dtype=tf.float64, trainable=False)
-    values["nonfinite_total"] = tf.Variable(0, dtype=tf.int64, trainable=False)
-    return values
+class _RunState:
+    """The run's progress in variables that checkpoint with the model and optimiser.
+
+    global_step, epoch, step_in_epoch, best_epoch, bad_epochs, finished, best_score and
+    nonfinite_total; a run restarted with the same workdir restores them and the per-epoch
+    history, and goes on where the last checkpoint left it.
+    """
+
+    def __init__(self, trainer, train_config, workdir, chief):
+        self.log = trainer.log
+        self.chief = chief
+        self.values = {name: tf.Variable(0, dtype=tf.int64, trainable=False) for name in _PROGRESS}
+        self.values["best_score"] = tf.Variable(-1.0, dtype=tf.float64, trainable=False)
+        self.values["nonfinite_total"] = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.checkpoint = tf.train.Checkpoint(
+            model_variables=list(trainer.model.variables),
+            optimizer_variables=list(trainer.optimizer.variables),
+            **self.values,
+        )
+        directory = Path(workdir) / CHECKPOINT_DIR
+        self.scratch = None
+        if not chief:  # every worker saves (collectively); only the chief's copy is kept
+            self.scratch = tempfile.mkdtemp(prefix="keras-saat-worker-")
+            directory = Path(self.scratch)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, str(directory), max_to_keep=max(train_config.max_checkpoints, 1)
+        )
+        self.history_path = Path(workdir) / HISTORY_FILE
+        self.history = self._read_history()
+        self.resumed_from = None
+        if self.manager.latest_checkpoint:
+            self.checkpoint.restore(
+                self.manager.latest_checkpoint
+            ).assert_existing_objects_matched()
+            self.resumed_from = self["global_step"]
+            self.log(
+                f"resuming from {self.manager.latest_checkpoint}: epoch {self['epoch'] + 1}, "
+                f"step {self['step_in_epoch']} of the epoch ({self.resumed_from} steps done)"
+            )
+            self.history = [h for h in self.history if h["epoch"] <= self["epoch"]]
+
+    def __getitem__(self, name):
+        value = self.values[name].numpy()
+        return float(value) if name == "best_score" else int(value)
+
+    def _read_history(self):
+        if not (self.history_path.exists() and self.chief):
+            return []
+        try:
+            return json.loads(self.history_path.read_text())
+        except json.JSONDecodeError:
+            self.log(f"{self.history_path} is damaged; the per-epoch history restarts from here")
+            return []
+
+    def save(self):
+        self.manager.save(checkpoint_number=self["global_step"])
+
+    def write_history(self):
+        if self.chief:
+            write_json_atomic(self.history_path, self.history)
+
+    def close(self):
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def summary(self, seconds):
+        return {
+            "best_score": self["best_score"],
+            "best_epoch": self["best_epoch"],
+            "epochs_run": self["epoch"],
+            "global_step": self["global_step"],
+            "nonfinite_steps": self["nonfinite_total"],
+            "resumed_from": self.resumed_from,
+            "train_seconds": seconds,
+            "history": self.history,
+        }
 
 
 def train_loop(
@@ -349,7 +421,6 @@ def train_loop(
     save_best,
     batch_size,
     chief=True,
-    summary_fn=None,
     callbacks=(),
 ):
     """Epochs of `trainer` steps with checkpoints, resume, validation and early stopping.
@@ -365,178 +436,162 @@ def train_loop(
         validate: callable() -> dict of scores with "bleu_4" (0-1), run after every epoch.
         save_best: callable(). Saves the current model as the best (called on the chief).
         batch_size: int. Global batch (throughput display).
-        chief: bool. This worker writes checkpoints and summaries. Defaults to True.
-        summary_fn: callable(kind, step, values) or None. TensorBoard writer hook.
-        callbacks: objects with optional on_step_end(step, logs) and on_epoch_end(epoch, logs).
+        chief: bool. This worker writes checkpoints and the history. Defaults to True.
+        callbacks: keras.callbacks.Callback objects, as `fit()` takes them, called through a
+            `keras.callbacks.CallbackList`: on_train_batch_end(batch in the epoch from 0,
+            logs of loss, nll, attention_penalty, grad_norm and learning_rate),
+            on_epoch_end(epoch from 0, logs of loss, nll and the validation scores as
+            val_<name>); setting `model.stop_training` ends the run after the epoch.
 
     Returns:
         dict: best_score, best_epoch, epochs_run, global_step, nonfinite_steps, resumed_from,
         train_seconds, history (per-epoch dicts).
     """
-    log = trainer.log
-    model, optimizer = trainer.model, trainer.optimizer
-    state = _state_variables()
-    checkpoint = tf.train.Checkpoint(
-        model_variables=list(model.variables),
-        optimizer_variables=list(optimizer.variables),
-        **state,
+    run = _RunState(trainer, train_config, workdir, chief)
+    hooks = keras.callbacks.CallbackList(
+        list(callbacks),
+        model=trainer.model,
+        epochs=train_config.epochs,
+        steps=steps_per_epoch,
+        batch_size=batch_size,
+        initial_step=run["global_step"],  # a resumed run's steps so far
     )
-    directory = Path(workdir) / CHECKPOINT_DIR
-    scratch = None
-    if not chief:  # every worker saves (collectively); only the chief's copy is kept
-        scratch = tempfile.mkdtemp(prefix="keras-saat-worker-")
-        directory = Path(scratch)
-    manager = tf.train.CheckpointManager(
-        checkpoint, str(directory), max_to_keep=max(train_config.max_checkpoints, 1)
-    )
-    history_path = Path(workdir) / HISTORY_FILE
-    history = []
-    if history_path.exists() and chief:
-        try:
-            history = json.loads(history_path.read_text())
-        except json.JSONDecodeError:
-            log(f"{history_path} is damaged; the per-epoch history restarts from here")
-    resumed_from = None
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        resumed_from = int(state["global_step"].numpy())
-        log(
-            f"resuming from {manager.latest_checkpoint}: epoch {int(state['epoch']) + 1}, "
-            f"step {int(state['step_in_epoch'])} of the epoch ({resumed_from} steps done)"
-        )
-        history = [h for h in history if h["epoch"] <= int(state["epoch"])]
-
-    def save():
-        manager.save(checkpoint_number=int(state["global_step"].numpy()))
-
-    nonfinite_run = 0
+    trainer.model.stop_training = False
     started = time.perf_counter()
     try:
-        if int(state["finished"]):
-            log("this run already finished (delete the checkpoints folder to train again)")
-        while not int(state["finished"]):
-            epoch = int(state["epoch"])
-            if epoch >= train_config.epochs:
-                state["finished"].assign(1)
-                save()
-                break
-            skip = int(state["step_in_epoch"])
-            data = epoch_dataset(epoch)
-            if skip:
-                data = data.skip(skip)
-            progress = _Progress(steps_per_epoch, log)
-            window_start, window_steps = time.perf_counter(), 0
-            epoch_start = time.perf_counter()
-            totals = {"loss": 0.0, "nll": 0.0, "n": 0}
-            for batch in trainer.distribute(data):
-                values = {k: v.numpy() for k, v in trainer.train_step(batch).items()}
-                state["global_step"].assign_add(1)
-                state["step_in_epoch"].assign_add(1)
-                step, in_epoch = int(state["global_step"]), int(state["step_in_epoch"])
-                if not values["finite"]:
-                    nonfinite_run += 1
-                    state["nonfinite_total"].assign_add(1)
-                    log(
-                        f"  step {step}: non-finite loss or gradient (loss {values['loss']}, "
-                        f"gradient norm {values['grad_norm']}); update skipped"
-                    )
-                    if nonfinite_run >= train_config.max_nonfinite_steps:
-                        raise KerasSaatError(
-                            f"{nonfinite_run} steps in a row had a non-finite loss or gradient "
-                            f"(stopped at step {step}); lower train.learning_rate, keep "
-                            "train.clipnorm on, or check the data. The last checkpoint is kept."
-                        )
-                    continue
-                nonfinite_run = 0
-                totals["loss"] += float(values["loss"])
-                totals["nll"] += float(values["nll"])
-                totals["n"] += 1
-                window_steps += 1
-                shown = {"loss": float(values["loss"]), "nll": float(values["nll"])}
-                report = step % max(train_config.log_every, 1) == 0  # global steps
-                if report or progress.bar is not None:  # the schedule is read only when shown
-                    shown["lr"] = float(optimizer.learning_rate)
-                if report:
-                    elapsed = time.perf_counter() - window_start
-                    shown["captions/s"] = window_steps * batch_size / max(elapsed, 1e-9)
-                    if summary_fn is not None:
-                        summary_fn(
-                            "step",
-                            step,
-                            {
-                                **shown,
-                                "grad_norm": float(values["grad_norm"]),
-                                "attention_penalty": float(values["attention_penalty"]),
-                            },
-                        )
-                    window_start, window_steps = time.perf_counter(), 0
-                progress.update(epoch + 1, in_epoch, shown, report)
-                for callback in callbacks:
-                    if hasattr(callback, "on_step_end"):
-                        callback.on_step_end(step, values)
-                if train_config.checkpoint_every and step % train_config.checkpoint_every == 0:
-                    save()
-            # ------------------------------------------------ end of the epoch
-            scores = validate()
-            bleu4 = float(scores["bleu_4"])
-            improved = bleu4 > float(state["best_score"])
-            if improved:
-                state["best_score"].assign(bleu4)
-                state["best_epoch"].assign(epoch + 1)
-                state["bad_epochs"].assign(0)
-                if chief:
-                    save_best()
-            else:
-                state["bad_epochs"].assign_add(1)
-            seconds = time.perf_counter() - epoch_start
-            record = {
-                "epoch": epoch + 1,
-                "steps": int(state["step_in_epoch"]),
-                "loss": totals["loss"] / max(totals["n"], 1),
-                "nll": totals["nll"] / max(totals["n"], 1),
-                "val": scores,
-                "seconds": seconds,
-            }
-            history.append(record)
-            log(
-                f"  epoch {epoch + 1}/{train_config.epochs}: loss {record['loss']:.3f}, "
-                f"nll/word {record['nll']:.3f}, val BLEU-4 {100 * bleu4:.1f}"
-                f"{' (best)' if improved else ''} ({seconds:.0f}s)"
-            )
-            if summary_fn is not None:
-                summary_fn("epoch", int(state["global_step"]), {"epoch": epoch + 1, **scores})
-            for callback in callbacks:
-                if hasattr(callback, "on_epoch_end"):
-                    callback.on_epoch_end(epoch + 1, record)
-            state["epoch"].assign_add(1)
-            state["step_in_epoch"].assign(0)
-            patience = train_config.patience
-            if (
-                patience
-                and int(state["bad_epochs"]) >= patience
-                and epoch + 1 < train_config.epochs
-            ):
-                log(
-                    f"  early stop: no better val BLEU-4 for {patience} epochs "
-                    f"(best {100 * float(state['best_score']):.1f} at epoch {int(state['best_epoch'])})"
+        if run["finished"]:
+            trainer.log("this run already finished (delete the checkpoints folder to train again)")
+        else:
+            hooks.on_train_begin()
+            while not run["finished"]:
+                epoch = run["epoch"]
+                if epoch >= train_config.epochs:
+                    run.values["finished"].assign(1)
+                    run.save()
+                    break
+                hooks.on_epoch_begin(epoch)
+                data = epoch_dataset(epoch)
+                totals = run_epoch(
+                    trainer, run, data, steps_per_epoch, train_config, batch_size, hooks
                 )
-                state["finished"].assign(1)
-            if chief:
-                write_json_atomic(history_path, history)
-            save()
+                end_epoch(trainer, run, totals, validate, save_best, train_config, hooks)
+            hooks.on_train_end({"best_val_bleu_4": run["best_score"]})
     finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
-    return {
-        "best_score": float(state["best_score"]),
-        "best_epoch": int(state["best_epoch"]),
-        "epochs_run": int(state["epoch"]),
-        "global_step": int(state["global_step"]),
-        "nonfinite_steps": int(state["nonfinite_total"]),
-        "resumed_from": resumed_from,
-        "train_seconds": time.perf_counter() - started,
-        "history": history,
+        run.close()
+    return run.summary(time.perf_counter() - started)
+
+
+def run_epoch(trainer, run, data, steps_per_epoch, train_config, batch_size, hooks):
+    """Trains one epoch (from the step a checkpoint stopped at); returns its loss totals."""
+    epoch = run["epoch"]
+    if run["step_in_epoch"]:
+        data = data.skip(run["step_in_epoch"])
+    progress = _Progress(steps_per_epoch, trainer.log)
+    window_start, window_steps = time.perf_counter(), 0
+    totals = {"loss": 0.0, "nll": 0.0, "n": 0, "start": time.perf_counter()}
+    nonfinite_run = 0
+    for batch in trainer.distribute(data):
+        values = {k: v.numpy() for k, v in trainer.train_step(batch).items()}
+        run.values["global_step"].assign_add(1)
+        run.values["step_in_epoch"].assign_add(1)
+        step, in_epoch = run["global_step"], run["step_in_epoch"]
+        if not values["finite"]:
+            nonfinite_run += 1
+            _skip_nonfinite(trainer, run, values, step, nonfinite_run, train_config)
+            continue
+        nonfinite_run = 0
+        totals["loss"] += float(values["loss"])
+        totals["nll"] += float(values["nll"])
+        totals["n"] += 1
+        window_steps += 1
+        shown = {"loss": float(values["loss"]), "nll": float(values["nll"])}
+        report = step % max(train_config.log_every, 1) == 0  # global steps
+        if report or progress.bar is not None:  # the schedule is read only when shown
+            shown["lr"] = float(trainer.optimizer.learning_rate)
+        if report:
+            elapsed = time.perf_counter() - window_start
+            shown["captions/s"] = window_steps * batch_size / max(elapsed, 1e-9)
+            window_start, window_steps = time.perf_counter(), 0
+        progress.update(epoch + 1, in_epoch, shown, report)
+        logs = {
+            "loss": float(values["loss"]),
+            "nll": float(values["nll"]),
+            "attention_penalty": float(values["attention_penalty"]),
+            "grad_norm": float(values["grad_norm"]),
+        }
+        if "lr" in shown:
+            logs["learning_rate"] = shown["lr"]
+        hooks.on_train_batch_end(in_epoch - 1, logs)
+        if train_config.checkpoint_every and step % train_config.checkpoint_every == 0:
+            run.save()
+    return totals
+
+
+def _skip_nonfinite(trainer, run, values, step, nonfinite_run, train_config):
+    """Counts a step whose update was skipped; stops the run after too many in a row."""
+    run.values["nonfinite_total"].assign_add(1)
+    trainer.log(
+        f"  step {step}: non-finite loss or gradient (loss {values['loss']}, "
+        f"gradient norm {values['grad_norm']}); update skipped"
+    )
+    if nonfinite_run >= train_config.max_nonfinite_steps:
+        raise KerasSaatError(
+            f"{nonfinite_run} steps in a row had a non-finite loss or gradient "
+            f"(stopped at step {step}); lower train.learning_rate, keep "
+            "train.clipnorm on, or check the data. The last checkpoint is kept."
+        )
+
+
+def end_epoch(trainer, run, totals, validate, save_best, train_config, hooks):
+    """Validates, keeps the best model, records the history, and decides on early stopping."""
+    epoch = run["epoch"]
+    scores = validate()
+    bleu4 = float(scores["bleu_4"])
+    improved = bleu4 > run["best_score"]
+    if improved:
+        run.values["best_score"].assign(bleu4)
+        run.values["best_epoch"].assign(epoch + 1)
+        run.values["bad_epochs"].assign(0)
+        if run.chief:
+            save_best()
+    else:
+        run.values["bad_epochs"].assign_add(1)
+    seconds = time.perf_counter() - totals["start"]
+    record = {
+        "epoch": epoch + 1,
+        "steps": run["step_in_epoch"],
+        "loss": totals["loss"] / max(totals["n"], 1),
+        "nll": totals["nll"] / max(totals["n"], 1),
+        "val": scores,
+        "seconds": seconds,
     }
+    run.history.append(record)
+    trainer.log(
+        f"  epoch {epoch + 1}/{train_config.epochs}: loss {record['loss']:.3f}, "
+        f"nll/word {record['nll']:.3f}, val BLEU-4 {100 * bleu4:.1f}"
+        f"{' (best)' if improved else ''} ({seconds:.0f}s)"
+    )
+    logs = {"loss": record["loss"], "nll": record["nll"]}
+    logs.update({f"val_{k}": float(v) for k, v in scores.items() if _is_number(v)})
+    hooks.on_epoch_end(epoch, logs)
+    run.values["epoch"].assign_add(1)
+    run.values["step_in_epoch"].assign(0)
+    patience = train_config.patience
+    if patience and run["bad_epochs"] >= patience and epoch + 1 < train_config.epochs:
+        trainer.log(
+            f"  early stop: no better val BLEU-4 for {patience} epochs "
+            f"(best {100 * run['best_score']:.1f} at epoch {run['best_epoch']})"
+        )
+        run.values["finished"].assign(1)
+    if trainer.model.stop_training:
+        trainer.log(f"  stopped by a callback after epoch {epoch + 1}")
+        run.values["finished"].assign(1)
+    run.write_history()
+    run.save()
+
+
+def _is_number(value):
+    return isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
 
 
 @contextlib.contextmanager

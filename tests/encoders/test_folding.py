@@ -143,8 +143,9 @@ def test_chunked_inference_rejects_bad_settings():
 def test_export_folds_the_backbone_and_serves_the_same_captions(tmp_path):
     """A backbone with batch norms and padding, exported folded and chunked, captions as
     `generate` does; keras_saat.json records both settings."""
+    from keras_saat.config import DecodeConfig, ExportConfig
     from keras_saat.models.captioner import Captioner
-    from keras_saat.serving.export import ExportSettings, export_captioner
+    from keras_saat.serving.export import export_model
 
     register_backbone(
         BackboneSpec(
@@ -171,10 +172,11 @@ def test_export_folds_the_backbone_and_serves_the_same_captions(tmp_path):
     pixels = np.random.default_rng(0).uniform(0, 255, (5, 16, 16, 3)).astype("float32")
     expected = model.generate(pixels, beam_size=2, return_details=True)
     logs = []
-    path = export_captioner(
+    path = export_model(
         model,
         tmp_path,
-        settings=ExportSettings(beam_size=2, encoder_chunk=2, warmup=False),
+        DecodeConfig(beam_size=2, max_length=5),
+        ExportConfig(encoder_chunk=2, warmup=False),
         log=logs.append,
     )
     assert any("folded 4 batch norms and zero paddings" in line for line in logs), logs
@@ -189,8 +191,9 @@ def test_export_folds_the_backbone_and_serves_the_same_captions(tmp_path):
 
 
 def test_export_refuses_a_negative_chunk(tmp_path):
+    from keras_saat.config import ExportConfig
     from keras_saat.models.captioner import Captioner
-    from keras_saat.serving.export import ExportSettings, export_captioner
+    from keras_saat.serving.export import export_model
 
     model = Captioner(
         ["<pad>", "<unk>", "<start>", "<end>", "a"],
@@ -200,4 +203,4 @@ def test_export_refuses_a_negative_chunk(tmp_path):
         attention_units=8,
     )
     with pytest.raises(KerasSaatError, match="encoder_chunk must be 0"):
-        export_captioner(model, tmp_path, settings=ExportSettings(encoder_chunk=-2))
+        export_model(model, tmp_path, export=ExportConfig(encoder_chunk=-2))

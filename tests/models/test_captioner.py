@@ -233,6 +233,8 @@ def test_captioning_a_file_decodes_it_as_training_does(tmp_path):
     from_pixels = model.generate(as_trained[None], return_details=True)[0]
     assert from_file["words"] == from_pixels["words"]
     np.testing.assert_allclose(from_file["log_prob"], from_pixels["log_prob"], rtol=1e-5)
-    np.testing.assert_allclose(model.preprocessor("crop")(photo)[0], as_trained, rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(
+        model.preprocessor("crop")(photo)[0], as_trained, rtol=1e-5, atol=1e-3
+    )
     stretched = model.preprocessor("stretch")(photo)[0]
     assert np.abs(stretched - as_trained).mean() > 10

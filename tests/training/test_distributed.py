@@ -103,9 +103,14 @@ from keras_saat.training.experiment import train
 config = from_dict(json.loads(sys.argv[2]))
 kill_at = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 
-class KillAt:  # SIGKILL: no clean-up, no flush, as when a machine or the OOM killer stops a run
-    def on_step_end(self, step, logs):
-        if step == kill_at:
+import keras
+
+class KillAt(keras.callbacks.Callback):  # SIGKILL: no clean-up, no flush, as when a machine
+    steps = 0                                # or the OOM killer stops a run
+
+    def on_train_batch_end(self, batch, logs=None):
+        KillAt.steps += 1
+        if KillAt.steps == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
 
 result = train(config, sys.argv[1], callbacks=[KillAt()] if kill_at else [])

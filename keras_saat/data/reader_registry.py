@@ -1,0 +1,90 @@
+"""Dataset reader registry: `data.dataset` name -> a function that reads it.
+
+A reader is `read(data_config, workdir, log) -> CaptionDataset`: it takes the `data`
+section of the config (`keras_saat.config.DataConfig`), the experiment's workdir and a
+log function. A new dataset format is one file with such a function and one
+`register_reader("name", read)`; `data.dataset: name` then selects it.
+"""
+
+from pathlib import Path
+
+from keras_saat.data.coco import read_coco
+from keras_saat.data.flickr8k import read_flickr8k
+from keras_saat.data.karpathy import read_karpathy
+from keras_saat.data.shapes import DATASET_FILE, write_shapes_dataset
+from keras_saat.data.tfds_reader import read_tfds
+from keras_saat.errors import KerasSaatError, did_you_mean
+from keras_saat.workdir import DATA_DIR
+
+_REGISTRY = {}
+
+
+def register_reader(name, read):
+    """Adds (or replaces) a reader; returns it, so it can decorate the function."""
+    _REGISTRY[str(name)] = read
+    return read
+
+
+def available_readers():
+    """The registered names, in registration order (the built-in ones first)."""
+    return list(_REGISTRY)
+
+
+def get_reader(name):
+    """The reader registered as `name`; a KerasSaatError naming the nearest one if unknown."""
+    if name not in _REGISTRY:
+        raise KerasSaatError(
+            f"unknown dataset reader {name!r}{did_you_mean(name, _REGISTRY)}; "
+            f"registered: {', '.join(_REGISTRY)}"
+        )
+    return _REGISTRY[name]
+
+
+def _required_path(data):
+    if not data.path:
+        raise KerasSaatError(
+            f"data.path must name the dataset file when data.dataset is {data.dataset}"
+        )
+    return data.path
+
+
+def _shapes(data, workdir, log):
+    """The Shapes world, generated into <workdir>/data when data.path is empty and missing."""
+    path = Path(data.path) if data.path else Path(workdir) / DATA_DIR / DATASET_FILE
+    if not path.exists():
+        log(
+            f"generating the Shapes world in {path.parent} "
+            f"({data.shapes_train}/{data.shapes_val}/{data.shapes_test} images, seed {data.shapes_seed})"
+        )
+        write_shapes_dataset(
+            path.parent, data.shapes_train, data.shapes_val, data.shapes_test, data.shapes_seed, log
+        )
+    return read_karpathy(path, data.images_dir or None, strict=data.strict)
+
+
+def _karpathy(data, workdir, log):
+    return read_karpathy(_required_path(data), data.images_dir or None, strict=data.strict)
+
+
+def _flickr8k(data, workdir, log):
+    return read_flickr8k(_required_path(data), data.images_dir or None, strict=data.strict)
+
+
+def _coco(data, workdir, log):
+    path = _required_path(data)
+    if not data.val_path:
+        raise KerasSaatError(
+            "data.val_path must name captions_val2014.json when data.dataset is coco"
+        )
+    return read_coco(path, data.val_path, data.images_dir or None, strict=data.strict)
+
+
+def _tfds(data, workdir, log):
+    return read_tfds(data.path or "coco_captions", data.tfds_data_dir or None, strict=data.strict)
+
+
+register_reader("shapes", _shapes)
+register_reader("karpathy", _karpathy)
+register_reader("flickr8k", _flickr8k)
+register_reader("coco", _coco)
+register_reader("tfds", _tfds)

@@ -1,0 +1,44 @@
+"""Export format registry: `export.format` name -> the function that writes it.
+
+An export function is `write(model, out, decode, export, version, metadata, log) -> Path`:
+the Captioner, the output folder, the DecodeConfig and ExportConfig (its `resize`
+resolved), the version (None = the next free one), extra metadata (a dict) and a log
+function. A new format is one module with such a function and one
+`register_export_format("name", write)`; `keras-saat export --format name` and
+`export.format: name` then select it. `keras_saat.serving.export` is the switch.
+"""
+
+from keras_saat.errors import KerasSaatError, did_you_mean
+
+_REGISTRY = {}
+
+
+def register_export_format(name, write):
+    """Adds (or replaces) an export format; returns the function, so it can decorate it."""
+    _REGISTRY[str(name)] = write
+    return write
+
+
+def available_formats():
+    """The registered names, in registration order (the built-in ones first)."""
+    return list(_REGISTRY)
+
+
+def get_export_format(name):
+    """The export function registered as `name`; a KerasSaatError naming the nearest if unknown."""
+    if name not in _REGISTRY:
+        raise KerasSaatError(
+            f"unknown export format {name!r}{did_you_mean(name, _REGISTRY)}; "
+            f"registered: {', '.join(_REGISTRY)}"
+        )
+    return _REGISTRY[name]
+
+
+def _saved_model(model, out, decode, export, version=None, metadata=None, log=print):
+    # Imported when used: the registry itself needs neither TensorFlow nor Keras.
+    from keras_saat.serving.saved_model import export_saved_model
+
+    return export_saved_model(model, out, decode, export, version, metadata, log)
+
+
+register_export_format("savedmodel", _saved_model)

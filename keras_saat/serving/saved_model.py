@@ -1,0 +1,305 @@
+"""The SavedModel export format: a Captioner as a model that stock TensorFlow Serving runs.
+
+The graph holds the whole pipeline: image decoding (with per-image error
+handling), resizing, the backbone, the squeeze layer, beam search, the
+id-to-word lookup and the joining of words. Core TF ops only.
+
+    BASE/<version>/saved_model.pb, variables/
+    BASE/<version>/assets.extra/tf_serving_warmup_requests   (PredictionLog TFRecord)
+    BASE/<version>/assets.extra/keras_saat.json               (what was exported, how)
+    BASE/<version>/assets.extra/vocab.txt                     (the vocabulary, id order)
+"""
+
+import datetime
+import json
+import os
+import shutil
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_saat.data.images import RESIZE_MODES, resize_image
+from keras_saat.encoders.image_encoder import default_inference_chunk
+from keras_saat.errors import KerasSaatError
+from keras_saat.serving.image_bytes import decode_images
+from keras_saat.text.vocabulary import END_ID
+from keras_saat.workdir import VOCAB_FILE
+
+BYTES_SIGNATURE = "serving_default"
+PIXELS_SIGNATURE = "serving_pixels"
+METADATA_FILE = "keras_saat.json"
+WARMUP_FILE = "tf_serving_warmup_requests"
+OUTPUT_KEYS = ("caption", "tokens", "log_prob", "attention", "valid", "error")
+
+
+# How far the folded backbone's features may stray from the unfolded ones, relative to
+# their largest magnitude, before export refuses to fold (float32 rounding is ~1e-6).
+FOLD_TOLERANCE = 1e-4
+
+
+def encoder_chunk(export):
+    """The export's images per backbone call: the ExportConfig's, or the default for this process."""
+    if export.encoder_chunk is None:
+        return default_inference_chunk()
+    if int(export.encoder_chunk) < 0:
+        raise KerasSaatError(
+            f"encoder_chunk must be 0 (whole batch), a positive number of images, or null "
+            f"(auto); got {export.encoder_chunk}"
+        )
+    return int(export.encoder_chunk)
+
+
+def serving_encoder(model, export, log=print):
+    """The encoder the serving graph runs: the model's own, or a batch-norm-folded copy.
+
+    The folded copy is checked on two random images against the model's encoder; a
+    difference over FOLD_TOLERANCE (relative) raises, naming the setting to turn off.
+    """
+    if not export.fold_batch_norms:
+        return model.encoder
+    encoder, count = model.encoder.folded()
+    if not count:
+        return encoder
+    size = model.image_size
+    pixels = np.random.default_rng(0).uniform(0, 255, (2, size, size, 3)).astype(np.float32)
+    expected = model.encoder.infer(pixels, 0).numpy()
+    got = encoder.infer(pixels, 0).numpy()
+    error = float(np.max(np.abs(got - expected)) / max(float(np.max(np.abs(expected))), 1e-12))
+    if not error <= FOLD_TOLERANCE:
+        raise KerasSaatError(
+            f"folding the backbone's batch norms changed its features by {error:.2e} (relative), "
+            f"over {FOLD_TOLERANCE:g}; export with export.fold_batch_norms: false"
+        )
+    log(
+        f"folded {count} batch norms and zero paddings into the backbone's convolutions (max relative change {error:.1e})"
+    )
+    return encoder
+
+
+def serving_functions(model, decode, export, encoder=None):
+    """The two signature functions: encoded image bytes -> outputs, float pixels -> outputs.
+
+    `decode` and `export` are the DecodeConfig and ExportConfig (with `resize` resolved,
+    see `keras_saat.serving.export.resolved_export`); `encoder` is the image encoder the
+    graph runs (`serving_encoder`); None = model.encoder.
+    """
+    encoder = encoder or model.encoder
+    if export.resize not in RESIZE_MODES:
+        raise KerasSaatError(
+            f"resize mode {export.resize!r} is not one of {', '.join(RESIZE_MODES)}"
+        )
+    chunk = encoder_chunk(export)
+    if int(decode.beam_size) < 1:
+        raise KerasSaatError(f"beam_size must be at least 1; got {decode.beam_size}")
+    max_length = int(decode.max_length)
+    size = model.image_size
+    grid_h, grid_w = model.grid_shape
+    words = tf.constant(list(model.vocabulary.words))
+
+    def outputs(pixels, valid, error):
+        features = encoder.infer(pixels, chunk)  # (B, L, C)
+        out = model.generate_step(
+            features, max_length, int(decode.beam_size), float(decode.length_penalty)
+        )
+        tokens = out["tokens"]  # (B, T), T = max_length + 1, <end> included
+        steps = tf.range(max_length + 1)[None, :]
+        generated = tf.logical_and(steps < out["lengths"][:, None], valid[:, None])  # (B, T)
+        strings = tf.where(generated, tf.gather(words, tokens), "")
+        is_word = tf.logical_and(generated, tf.not_equal(tokens, END_ID))
+        caption = tf.strings.reduce_join(
+            tf.ragged.boolean_mask(strings, is_word), axis=1, separator=" "
+        )
+        attention = tf.where(generated[:, :, None], out["alpha"], 0.0)  # (B, T, L)
+        attention = tf.reshape(attention, [-1, max_length + 1, grid_h, grid_w])
+        return {
+            "caption": caption,
+            "tokens": strings,
+            "log_prob": tf.where(valid, out["log_prob"], 0.0),
+            "attention": attention,
+            "valid": valid,
+            "error": error,
+        }
+
+    def from_bytes(image_bytes):
+        pixels, valid, error = decode_images(image_bytes, size, export.resize, export.max_pixels)
+        return outputs(pixels, valid, error)
+
+    def from_pixels(pixels):
+        pixels = tf.convert_to_tensor(pixels, tf.float32)
+        shape = tf.shape(pixels)
+        checks = [
+            tf.debugging.assert_positive(
+                shape[1:3], message="pixels must be (batch, height, width, 3), height, width >= 1"
+            )
+        ]
+        with tf.control_dependencies(checks):
+            finite = tf.reduce_all(tf.math.is_finite(pixels), axis=[1, 2, 3])
+        in_range = tf.reduce_all(tf.logical_and(pixels >= 0.0, pixels <= 255.0), axis=[1, 2, 3])
+        valid = tf.logical_and(finite, in_range)
+        error = tf.where(
+            finite,
+            tf.where(in_range, "", "pixel values outside 0..255; send RGB values in [0, 255]"),
+            "pixels contain NaN or infinity",
+        )
+        pixels = tf.where(valid[:, None, None, None], pixels, 0.0)
+        return outputs(resize_image(pixels, size, export.resize), valid, error)
+
+    return from_bytes, from_pixels
+
+
+def next_version(base):
+    """1 + the highest numeric version folder under `base` (1 when there is none)."""
+    base = Path(base)
+    if not base.is_dir():
+        return 1
+    versions = [int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit()]
+    return max(versions, default=0) + 1
+
+
+def export_saved_model(model, base, decode, export, version=None, metadata=None, log=print):
+    """Writes `model` as BASE/<version>/, TF Serving's layout.
+
+    The version folder appears by an atomic rename once it is complete, so a TF
+    Serving instance watching BASE never loads half a model.
+
+    Args:
+        model: Captioner.
+        base: path. The model base folder TF Serving watches.
+        decode: DecodeConfig. Beam size, length penalty and maximum length of the graph.
+        export: ExportConfig, its `resize` resolved (`keras_saat.serving.export`).
+        version: int or None. None = one more than the highest version there. Defaults to None.
+        metadata: dict or None. Extra entries for assets.extra/keras_saat.json (the
+            experiment config, for example). Defaults to None.
+        log: callable. Defaults to print.
+
+    Returns:
+        Path of the version folder.
+    """
+    base = Path(base)
+    if base.exists() and not base.is_dir():
+        raise KerasSaatError(
+            f"--out {base} is a file; give a folder (TF Serving's model base path)"
+        )
+    version = int(version) if version is not None else next_version(base)
+    if version < 1:
+        raise KerasSaatError(f"the version must be a positive integer; got {version}")
+    final = base / str(version)
+    if final.exists():
+        raise KerasSaatError(
+            f"{final} already exists; pass another --version or remove it (TF Serving may be serving it)"
+        )
+    encoder = serving_encoder(model, export, log)
+    from_bytes, from_pixels = serving_functions(model, decode, export, encoder)
+    archive = keras.export.ExportArchive()
+    for layer in (encoder, model.squeeze, model.decoder):  # what the graph runs
+        archive.track(layer)
+    archive.add_endpoint(
+        BYTES_SIGNATURE,
+        from_bytes,
+        input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")],
+    )
+    archive.add_endpoint(
+        PIXELS_SIGNATURE,
+        from_pixels,
+        input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32, name="pixels")],
+    )
+    base.mkdir(parents=True, exist_ok=True)
+    staging = base / f".{version}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        archive.write_out(str(staging), verbose=False)
+        extra = staging / "assets.extra"
+        extra.mkdir()
+        (extra / VOCAB_FILE).write_text("\n".join(model.vocabulary.words) + "\n")
+        info = export_metadata(model, decode, export, version, metadata)
+        (extra / METADATA_FILE).write_text(json.dumps(info, indent=2) + "\n")
+        if export.warmup:
+            write_warmup_requests(extra / WARMUP_FILE, model.image_size, export.model_name)
+        os.rename(staging, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log(f"exported {final} (signatures {BYTES_SIGNATURE}, {PIXELS_SIGNATURE})")
+    return final
+
+
+def export_metadata(model, decode, export, version, extra=None):
+    """The contents of assets.extra/keras_saat.json."""
+    from keras_saat import __version__
+
+    model_config = {k: v for k, v in model.get_config().items() if k != "vocabulary"}
+    info = {
+        "package": "keras-saat",
+        "package_version": __version__,
+        "tensorflow_version": tf.__version__,
+        "keras_version": keras.__version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "version": version,
+        "model_name": export.model_name,
+        "signatures": {
+            BYTES_SIGNATURE: {"inputs": {"image_bytes": "string [batch]"}},
+            PIXELS_SIGNATURE: {"inputs": {"pixels": "float32 [batch, height, width, 3], 0..255"}},
+            "outputs": {
+                "caption": "string [batch]",
+                "tokens": f"string [batch, {int(decode.max_length) + 1}]",
+                "log_prob": "float32 [batch]",
+                "attention": "float32 [batch, {}, {}, {}]".format(
+                    int(decode.max_length) + 1, *model.grid_shape
+                ),
+                "valid": "bool [batch]",
+                "error": "string [batch]",
+            },
+        },
+        "backbone": model.encoder.backbone_name,
+        "image_size": model.image_size,
+        "grid_shape": list(model.grid_shape),
+        "attention": model.attention,
+        "vocabulary_size": len(model.vocabulary),
+        "beam_size": int(decode.beam_size),
+        "length_penalty": float(decode.length_penalty),
+        "max_length": int(decode.max_length),
+        "resize": export.resize,
+        "max_pixels": int(export.max_pixels),
+        "encoder_chunk": encoder_chunk(export),
+        "fold_batch_norms": bool(export.fold_batch_norms),
+        "model_config": model_config,
+    }
+    info.update(extra or {})
+    return info
+
+
+def warmup_images(size):
+    """One JPEG and one PNG of a colour gradient at the model's input size, for warm-up."""
+    y, x = np.mgrid[0:size, 0:size]
+    image = np.stack([x * 255 // max(size - 1, 1), y * 255 // max(size - 1, 1), (x + y) % 256], -1)
+    image = tf.constant(image.astype(np.uint8))
+    return [tf.io.encode_jpeg(image).numpy(), tf.io.encode_png(image).numpy()]
+
+
+def write_warmup_requests(path, size, model_name):
+    """assets.extra/tf_serving_warmup_requests: PredictionLog records TF Serving replays at load.
+
+    One request per signature: a batch of a JPEG and a PNG for image bytes, and one
+    image of zeros for pixels.
+    """
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    requests = [
+        (BYTES_SIGNATURE, "image_bytes", tf.make_tensor_proto(warmup_images(size), tf.string)),
+        (
+            PIXELS_SIGNATURE,
+            "pixels",
+            tf.make_tensor_proto(np.zeros((1, size, size, 3), np.float32)),
+        ),
+    ]
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for signature, key, tensor in requests:
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature)
+            )
+            request.inputs[key].CopyFrom(tensor)
+            log = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request)
+            )
+            writer.write(log.SerializeToString())
