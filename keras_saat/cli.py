@@ -140,11 +140,10 @@ def cmd_caption(args):
             continue
         _log(f"{path}: {result['caption']}")
         if args.plot:
-            from keras_saat.data.images import load_image
             from keras_saat.evaluation.plots import plot_attention
 
             out = _plot_path(args.plot, path, len(args.images))
-            pixels = load_image(path, model.image_size)
+            pixels = model.preprocessor()(path)[0]
             plot_attention(pixels, result["words"], result["attention"], out)
             _log(f"  attention plot: {out}")
     if failed:

@@ -1,17 +1,22 @@
 """Beam search over a next-token function, in the graph.
 
-Batched over images and beams: the B x K hypotheses are one batch of B * K
-rows (row b * K + k is beam k of image b) for `next_fn`. The loop is a
-`tf.while_loop` whose loop variables all have fixed shapes (the token and
-attention histories are (B, K, T, ...) tensors, re-ordered by the surviving
-beams at each step), so it compiles with XLA. It stops as soon as every beam
-of every image has produced the end token, or after `max_length` steps; a
-hypothesis that never ends competes at full length.
+Batched over images and beams: the B x K open ("alive") hypotheses are one batch of
+B * K rows (row b * K + k is beam k of image b) for `next_fn`. As in flax's WMT
+example and tensor2tensor, finished hypotheses are kept apart from the alive ones:
 
-A finished hypothesis stays in the beam: it extends only with `pad_id` at no
-cost, so its score is frozen while the open ones compete with it. The beam
-keeps the K best prefixes by summed log-probability; the final choice among
-the K divides by length ** `length_penalty` (0 = the raw sum).
+- each step extends the K alive hypotheses and takes the 2K best extensions, so that
+  at least K of them are still open;
+- the extensions that end go into the finished set, which keeps the K best by their
+  final score, log p / length ** `length_penalty` (0 = the raw sum), next to the
+  finished hypotheses it already had; a finished caption is never evicted by open
+  ones that may later end lower;
+- the K best extensions that do not end are the next alive set.
+
+The loop is one `tf.while_loop` whose variables all have fixed shapes (token and record
+histories are (B, K, T, ...) tensors), so it compiles with XLA. It stops when no alive
+hypothesis can beat the worst finished one of its image (log-probabilities only fall, so
+an alive score is bounded by its log p now over the longest length), or after
+`max_length` steps; then hypotheses that never ended compete at full length.
 """
 
 import tensorflow as tf
@@ -35,7 +40,7 @@ def beam_search(
     length_penalty=0.0,
     record=(),
 ):
-    """Best hypothesis per image by beam search.
+    """Best hypothesis per image by beam search, finished and alive hypotheses kept apart.
 
     Args:
         next_fn: callable(tokens (B*K,) int32, state) -> (logits (B*K, V), state). Tensors it
@@ -46,7 +51,8 @@ def beam_search(
         beam_size: int. K.
         max_length: int. Maximum tokens generated, the end token included.
         pad_id: int. Written after a hypothesis has ended. Defaults to 0.
-        length_penalty: float. Final score = log p / length ** length_penalty. Defaults to 0.
+        length_penalty: float, >= 0. Final score = log p / length ** length_penalty, the
+            length counting the end token. Defaults to 0.
         record: tuple of str. State keys to collect for the chosen hypothesis at every step
             (e.g. "alpha"). Defaults to ().
 
@@ -57,97 +63,143 @@ def beam_search(
         (B, max_length, ...) with zeros after the end.
     """
     k = int(beam_size)
+    if length_penalty < 0:
+        raise ValueError(f"length_penalty must be >= 0; got {length_penalty}")
     start_ids = tf.convert_to_tensor(start_ids, tf.int32)
     batch = tf.shape(start_ids)[0]
-    # Per-row state is tiled to the B*K hypotheses; scalars (e.g. a step counter) are shared.
-    state = {key: _tile(value, k) for key, value in initial_state.items()}
-    tokens = tile_beams(start_ids, k)  # (B*K,)
-    # Only beam 0 is open at the start, so the first expansion does not repeat itself.
-    scores = tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)], tf.float32), [batch, 1])  # (B, K)
-    histories = tf.zeros([batch, k, max_length], tf.int32)
-    recorded = {}
-    for key in record:
+
+    def normalise(log_probs, length):
+        if not length_penalty:
+            return log_probs
+        return log_probs / tf.pow(tf.cast(length, tf.float32), length_penalty)
+
+    def record_history(key):
         value = initial_state[key]
-        recorded[key] = tf.zeros(
-            tf.concat([[batch, k, max_length], tf.shape(value)[1:]], 0), value.dtype
-        )
+        return tf.zeros(tf.concat([[batch, k, max_length], tf.shape(value)[1:]], 0), value.dtype)
 
-    def cond(step, tokens, state, scores, finished, lengths, histories, recorded):
-        return tf.logical_not(tf.reduce_all(finished))
+    # Per-row state is tiled to the B*K hypotheses; scalars (e.g. a step counter) are shared.
+    alive = {
+        "tokens": tile_beams(start_ids, k),  # (B*K,) the last token of each hypothesis
+        "state": {key: _tile(value, k) for key, value in initial_state.items()},
+        # Only beam 0 is open at the start, so the first expansion does not repeat itself.
+        "log_prob": tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch, 1]),  # (B, K)
+        "seqs": tf.zeros([batch, k, max_length], tf.int32),
+        "records": {key: record_history(key) for key in record},
+    }
+    finished = {
+        "score": tf.fill([batch, k], NEG_INF),  # NEG_INF: an empty slot
+        "log_prob": tf.zeros([batch, k]),
+        "length": tf.zeros([batch, k], tf.int32),
+        "seqs": tf.zeros([batch, k, max_length], tf.int32),
+        "records": {key: record_history(key) for key in record},
+    }
 
-    def body(step, tokens, state, scores, finished, lengths, histories, recorded):
-        logits, new_state = next_fn(tokens, state)
+    def cond(step, alive, finished):
+        best_alive = normalise(tf.reduce_max(alive["log_prob"], axis=1), max_length)  # (B,)
+        worst_finished = tf.reduce_min(finished["score"], axis=1)  # NEG_INF until K finished
+        return tf.logical_not(tf.reduce_all(worst_finished >= best_alive))
+
+    def body(step, alive, finished):
+        logits, state = next_fn(alive["tokens"], alive["state"])
         vocab = tf.shape(logits)[-1]
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         log_probs = tf.reshape(log_probs, [batch, k, vocab])  # (B, K, V)
-        # A finished hypothesis continues with pad only, at no cost.
-        pad_only = tf.one_hot(pad_id, vocab, on_value=0.0, off_value=NEG_INF)  # (V,)
-        log_probs = tf.where(finished[:, :, None], pad_only[None, None, :], log_probs)
-        candidates = tf.reshape(scores[:, :, None] + log_probs, [batch, k * vocab])
-        scores, flat = tf.math.top_k(candidates, k=k)  # (B, K)
-        parent = flat // vocab  # (B, K): the beam each survivor extends
-        token = flat % vocab  # (B, K)
-
-        was_finished = tf.gather(finished, parent, batch_dims=1)
-        finished = tf.logical_or(was_finished, tf.equal(token, end_id))
-        lengths = tf.gather(lengths, parent, batch_dims=1) + tf.cast(
-            tf.logical_not(was_finished), tf.int32
-        )
-        token = tf.where(was_finished, pad_id, token)
+        candidates = tf.reshape(alive["log_prob"][:, :, None] + log_probs, [batch, k * vocab])
+        log_prob, flat = tf.math.top_k(candidates, k=2 * k)  # (B, 2K): 2K best extensions
+        parent = flat // vocab  # (B, 2K): the alive beam each extends
+        token = flat % vocab
         at_step = tf.one_hot(step, max_length, dtype=tf.int32)  # (T,)
-        histories = tf.gather(histories, parent, batch_dims=1) + token[:, :, None] * at_step
-
-        rows = tf.reshape(parent + tf.range(batch)[:, None] * k, [-1])  # (B*K,) source rows
-        state = {
-            key: tf.ensure_shape(tf.gather(value, rows), value.shape) if value.shape.rank else value
-            for key, value in new_state.items()
-        }
-        new_recorded = {}
-        for key, history in recorded.items():
+        seqs = tf.gather(alive["seqs"], parent, batch_dims=1) + token[:, :, None] * at_step
+        records = {}
+        for key, history in alive["records"].items():
             value = tf.reshape(state[key], tf.concat([[batch, k], tf.shape(state[key])[1:]], 0))
-            value = tf.where(_expand(was_finished, value), tf.zeros_like(value), value)
-            mask = tf.one_hot(step, max_length, dtype=value.dtype)
-            mask = tf.reshape(mask, [1, 1, max_length] + [1] * (len(value.shape) - 2))
-            history = tf.gather(history, parent, batch_dims=1)
-            new_recorded[key] = history + value[:, :, None] * mask
-        tokens = tf.reshape(token, [-1])
-        return step + 1, tokens, state, scores, finished, lengths, histories, new_recorded
+            value = tf.gather(value, parent, batch_dims=1)  # (B, 2K, ...)
+            mask = tf.reshape(
+                tf.one_hot(step, max_length, dtype=value.dtype),
+                [1, 1, max_length] + [1] * (len(value.shape) - 2),
+            )
+            records[key] = tf.gather(history, parent, batch_dims=1) + value[:, :, None] * mask
+        ends = tf.logical_and(tf.equal(token, end_id), log_prob > NEG_INF / 2)
 
-    loop_vars = (
-        tf.constant(0),
-        tokens,
-        state,
-        scores,
-        tf.zeros([batch, k], tf.bool),
-        tf.zeros([batch, k], tf.int32),
-        histories,
-        recorded,
+        # The K best extensions that stay open.
+        open_log_prob, chosen = tf.math.top_k(tf.where(ends, NEG_INF, log_prob), k=k)
+        rows = tf.reshape(
+            tf.gather(parent, chosen, batch_dims=1) + tf.range(batch)[:, None] * k, [-1]
+        )  # (B*K,) the alive rows their states come from
+        new_alive = {
+            "tokens": tf.reshape(tf.gather(token, chosen, batch_dims=1), [-1]),
+            "state": {
+                key: tf.ensure_shape(tf.gather(value, rows), value.shape)
+                if value.shape.rank
+                else value
+                for key, value in state.items()
+            },
+            "log_prob": open_log_prob,
+            "seqs": tf.gather(seqs, chosen, batch_dims=1),
+            "records": {
+                key: tf.gather(value, chosen, batch_dims=1) for key, value in records.items()
+            },
+        }
+        # The K best finished ones: those kept so far and those that end now.
+        pooled = {
+            "score": tf.concat(
+                [finished["score"], tf.where(ends, normalise(log_prob, step + 1), NEG_INF)], 1
+            ),
+            "log_prob": tf.concat([finished["log_prob"], log_prob], 1),
+            "length": tf.concat([finished["length"], tf.fill([batch, 2 * k], step + 1)], 1),
+            "seqs": tf.concat([finished["seqs"], seqs], 1),
+            "records": {
+                key: tf.concat([finished["records"][key], records[key]], 1) for key in records
+            },
+        }
+        return step + 1, new_alive, _top(pooled, k)
+
+    steps, alive, finished = tf.while_loop(
+        cond, body, (tf.constant(0), alive, finished), maximum_iterations=max_length
     )
-    _, _, _, scores, _, lengths, histories, recorded = tf.while_loop(
-        cond, body, loop_vars, maximum_iterations=max_length
-    )
-    ranked = scores
-    if length_penalty:
-        ranked = scores / tf.pow(tf.cast(tf.maximum(lengths, 1), tf.float32), length_penalty)
-    best = tf.argmax(ranked, axis=1, output_type=tf.int32)  # (B,)
-    out = {
-        "tokens": tf.gather(histories, best, batch_dims=1),
-        "lengths": tf.gather(lengths, best, batch_dims=1),
-        "log_prob": tf.gather(scores, best, batch_dims=1),
-        "score": tf.gather(ranked, best, batch_dims=1),
+    # After max_length steps, hypotheses that never ended compete at full length.
+    ran_out = tf.equal(steps, max_length)
+    pooled = {
+        "score": tf.concat(
+            [
+                finished["score"],
+                tf.where(ran_out, normalise(alive["log_prob"], max_length), NEG_INF),
+            ],
+            1,
+        ),
+        "log_prob": tf.concat([finished["log_prob"], alive["log_prob"]], 1),
+        "length": tf.concat([finished["length"], tf.fill([batch, k], max_length)], 1),
+        "seqs": tf.concat([finished["seqs"], alive["seqs"]], 1),
+        "records": {
+            key: tf.concat([finished["records"][key], alive["records"][key]], 1) for key in record
+        },
     }
-    for key, history in recorded.items():
-        out[key] = tf.gather(history, best, batch_dims=1)
+    best = _top(pooled, 1)
+    out = {
+        "tokens": best["seqs"][:, 0],
+        "lengths": best["length"][:, 0],
+        "log_prob": best["log_prob"][:, 0],
+        "score": best["score"][:, 0],
+    }
+    for key in record:
+        out[key] = best["records"][key][:, 0]
     return out
+
+
+def _top(pool, k):
+    """The k entries of each image's pool with the highest "score", best first."""
+    score, index = tf.math.top_k(pool["score"], k=k)
+    picked = {
+        key: tf.gather(value, index, batch_dims=1)
+        for key, value in pool.items()
+        if key not in ("score", "records")
+    }
+    picked["records"] = {
+        key: tf.gather(value, index, batch_dims=1) for key, value in pool["records"].items()
+    }
+    return {"score": score, **picked}
 
 
 def _tile(value, beam_size):
     value = tf.convert_to_tensor(value)
     return tile_beams(value, beam_size) if value.shape.rank else value
-
-
-def _expand(mask, like):
-    """(B, K) bool mask broadcastable against a (B, K, ...) tensor."""
-    return tf.reshape(
-        mask, tf.concat([tf.shape(mask), tf.ones([len(like.shape) - 2], tf.int32)], 0)
-    )

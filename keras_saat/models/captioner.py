@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from keras_saat.data.images import RESIZE_MODES
 from keras_saat.decoding.beam import beam_search, tile_beams
 from keras_saat.decoding.greedy import greedy_search
 from keras_saat.encoders.image_encoder import ImageEncoder
@@ -32,7 +33,7 @@ class Captioner(keras.Model):
     and moves the baseline).
 
     Captioning runs in three parts, as keras-hub's `CausalLM.generate` does:
-    `preprocessor(resize)` (files, bytes or pixels -> input pixels), `decode` (the
+    `preprocessor()` (files, bytes or pixels -> input pixels), `decode` (the
     compiled search over `generate_step`, which the export also builds on), and
     `postprocessor` (ids -> words and attention grids). `generate` chains them.
 
@@ -58,6 +59,9 @@ class Captioner(keras.Model):
         reinforce_baseline: str. "moving_average" (the paper's) or "expected_context" (each
             caption's log p(y|a) under the expected context). Defaults to "moving_average".
         max_length: int. Default maximum caption length in words for `generate`. Defaults to 20.
+        resize: str. How images of another size reach the input ("crop", "pad" or
+            "stretch"): the rule training used (`data.resize`), kept with the model so
+            `generate` and the export see images as training did. Defaults to "crop".
         seed: int or None. Dropout and sampling seed. Defaults to None.
     """
 
@@ -82,6 +86,7 @@ class Captioner(keras.Model):
         baseline_decay=0.9,
         reinforce_baseline="moving_average",
         max_length=20,
+        resize="crop",
         seed=None,
         **kwargs,
     ):
@@ -98,6 +103,9 @@ class Captioner(keras.Model):
             )
         self.reinforce_baseline = reinforce_baseline
         self.max_length = int(max_length)
+        if resize not in RESIZE_MODES:
+            raise KerasSaatError(f"resize must be one of {', '.join(RESIZE_MODES)}; got {resize!r}")
+        self.resize = resize
         self.seed = seed
         self.hard_soft_probability = float(hard_soft_probability)
         # The Captioner arguments the attention type takes (its declared `options`).
@@ -305,9 +313,9 @@ class Captioner(keras.Model):
             )
         return self._decode_fns[key](tf.convert_to_tensor(features, tf.float32))
 
-    def preprocessor(self, resize="crop"):
-        """The ImagePreprocessor for this model's input size and a resize rule."""
-        return ImagePreprocessor(self.image_size, resize)
+    def preprocessor(self, resize=None):
+        """The ImagePreprocessor for this model's input size; `resize` None = the model's rule."""
+        return ImagePreprocessor(self.image_size, resize or self.resize)
 
     @property
     def postprocessor(self):
@@ -321,7 +329,7 @@ class Captioner(keras.Model):
         max_length=None,
         batch_size=32,
         return_details=False,
-        resize="crop",
+        resize=None,
         beam_size=1,
         length_penalty=0.0,
     ):
@@ -335,8 +343,8 @@ class Captioner(keras.Model):
             batch_size: int. Images per decoding batch. Defaults to 32.
             beam_size: int. Beam width; 1 is greedy decoding. Defaults to 1.
             length_penalty: float. Beam search's length normalisation exponent. Defaults to 0.
-            resize: str. How images of another size reach the input: "crop", "pad" or
-                "stretch", as `data.resize` in training. Defaults to "crop".
+            resize: str or None. How images of another size reach the input: "crop",
+                "pad" or "stretch". Defaults to None, the model's own rule (`resize`).
             return_details: bool. Return dicts with words, log_prob and attention
                 (T, grid_h, grid_w) instead of strings. Defaults to False.
 
@@ -381,20 +389,24 @@ class Captioner(keras.Model):
             baseline_decay=self.baseline_decay,
             reinforce_baseline=self.reinforce_baseline,
             max_length=self.max_length,
+            resize=self.resize,
             seed=self.seed,
         )
         return config
 
 
-def build_captioner(model_config, vocabulary, max_length=20):
+def build_captioner(model_config, vocabulary, max_length=20, resize="crop"):
     """A Captioner from a `ModelConfig` and a Vocabulary (weights seeded by `model_config.seed`).
 
-    Every ModelConfig field is a Captioner argument of the same name.
+    Every ModelConfig field is a Captioner argument of the same name; `max_length` and
+    `resize` come from the decode and data sections.
     """
     keras.utils.set_random_seed(model_config.seed)
     settings = dataclasses.asdict(model_config)
     settings["image_size"] = settings["image_size"] or None  # 0 = the backbone's default
-    return Captioner(vocabulary=list(vocabulary.words), max_length=max_length, **settings)
+    return Captioner(
+        vocabulary=list(vocabulary.words), max_length=max_length, resize=resize, **settings
+    )
 
 
 def load_captioner(path):

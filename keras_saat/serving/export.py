@@ -18,10 +18,11 @@ from keras_saat.serving.export_formats import get_export_format
 from keras_saat.workdir import CONFIG_FILE
 
 
-def resolved_export(export=None, data_resize="crop"):
-    """The ExportConfig with `resize` filled in: "" means what training saw (`data.resize`)."""
+def resolved_export(model, export=None):
+    """The ExportConfig with `resize` filled in: "" means the model's own rule (what
+    training saw, `data.resize`)."""
     export = export or ExportConfig()
-    return dataclasses.replace(export, resize=export.resize or data_resize)
+    return dataclasses.replace(export, resize=export.resize or model.resize)
 
 
 def export_model(model, out, decode=None, export=None, version=None, metadata=None, log=print):
@@ -33,7 +34,7 @@ def export_model(model, out, decode=None, export=None, version=None, metadata=No
         decode: DecodeConfig or None. Beam size, length penalty and maximum length; None =
             `DecodeConfig` with the model's max_length. Defaults to None.
         export: ExportConfig or None. The format and its settings; an empty `resize` means
-            "crop". Defaults to None (ExportConfig()).
+            the model's own rule. Defaults to None (ExportConfig()).
         version: int or None. None = the next free version. Defaults to None.
         metadata: dict or None. Extra entries for the exported metadata. Defaults to None.
         log: callable. Defaults to print.
@@ -42,7 +43,7 @@ def export_model(model, out, decode=None, export=None, version=None, metadata=No
         Path of what was written (a SavedModel's version folder).
     """
     decode = decode or DecodeConfig(max_length=model.max_length)
-    export = resolved_export(export)
+    export = resolved_export(model, export)
     write = get_export_format(export.format)
     return write(model, out, decode, export, version, metadata, log)
 
@@ -65,6 +66,5 @@ def export_workdir(workdir, out, version=None, overrides=(), log=print):
         raise KerasSaatError(f"{workdir} has no {CONFIG_FILE}; train a model there first")
     config = load_config(workdir / CONFIG_FILE, overrides)
     model = load_captioner(workdir)
-    export = resolved_export(config.export, config.data.resize)
     metadata = {"experiment": config.name, "config": to_dict(config)}
-    return export_model(model, out, config.decode, export, version, metadata, log)
+    return export_model(model, out, config.decode, config.export, version, metadata, log)

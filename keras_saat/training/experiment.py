@@ -202,7 +202,7 @@ def _attention_images(model, source, records, config, count):
     first = next(iter(source.dataset("val").batch(count)))
     captions = model.postprocessor(model.decode(first["features"], config.decode.max_length))
     positions = first["position"].numpy()
-    pixels = model.preprocessor(config.data.resize)([records[p].path for p in positions])
+    pixels = model.preprocessor()([records[p].path for p in positions])
     return [
         (
             f"{records[position].name}: {caption['caption']}",
@@ -253,7 +253,9 @@ def train(config, workdir, log=print, callbacks=()):
 
     model_config = prepare_backbone_weights(config, dataset, workdir, log)
     with dtype_policy(train_config.mixed_precision), strategy.scope():
-        model = build_captioner(model_config, vocabulary, config.decode.max_length)
+        model = build_captioner(
+            model_config, vocabulary, config.decode.max_length, config.data.resize
+        )
     if strategy.num_replicas_in_sync > 1:
         log(
             f"distribute {train_config.distribute}: {strategy.num_replicas_in_sync} replicas in sync"

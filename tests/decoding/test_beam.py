@@ -1,4 +1,4 @@
-"""beam_search against exhaustive search, known answers, greedy, and under XLA."""
+"""beam_search against exhaustive search, a NumPy beam search, known answers, greedy, XLA."""
 
 import itertools
 
@@ -30,15 +30,18 @@ class TinyRNN:
         h = tf.zeros((batch, self.recur.shape[0])) if h is None else tf.constant(h, tf.float32)
         return {"h": h, "alpha": tf.zeros((batch, 5))}
 
+    def next_log_probs(self, prefix):
+        """log p(next token | prefix) over the vocabulary (NumPy, float64)."""
+        h, token = np.zeros(self.recur.shape[0]), START
+        for nxt in (*prefix, None):
+            h = np.tanh(self.embed[token] + h @ self.recur)
+            token = nxt
+        logits = (h @ self.out + BANNED).astype(np.float64)
+        return logits - logits.max() - np.log(np.exp(logits - logits.max()).sum())
+
     def log_prob(self, sequence):
         """log p of a complete hypothesis (NumPy, float64)."""
-        h, token, total = np.zeros(self.recur.shape[0]), START, 0.0
-        for nxt in sequence:
-            h = np.tanh(self.embed[token] + h @ self.recur)
-            logits = (h @ self.out + BANNED).astype(np.float64)
-            total += logits[nxt] - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
-            token = nxt
-        return total
+        return sum(self.next_log_probs(sequence[:t])[sequence[t]] for t in range(len(sequence)))
 
 
 def hypotheses(max_length):
@@ -82,16 +85,20 @@ def test_a_wide_enough_beam_finds_the_exhaustive_argmax(max_length, beam, seed):
 
 
 @pytest.mark.parametrize("seed", [0, 3])
-def test_beam_one_is_greedy(seed):
+def test_beam_one_follows_greedy_and_keeps_the_best_ending_on_the_way(seed):
+    # One alive hypothesis extends by its best open token, as greedy decoding does, while
+    # every ending met on the way is kept: the answer is greedy's when that is the best.
     model = TinyRNN(seed)
     greedy = greedy_search(
-        model.next_fn, model.initial_state(4), tf.fill([4], START), END, 6, record=("alpha",)
+        model.next_fn, model.initial_state(1), tf.fill([1], START), END, 6, record=("alpha",)
     )
-    beam = run(model, 4, 1, 6)
-    np.testing.assert_array_equal(beam["tokens"], greedy["tokens"].numpy())
-    np.testing.assert_array_equal(beam["lengths"], greedy["lengths"].numpy())
-    np.testing.assert_allclose(beam["log_prob"], greedy["log_prob"].numpy(), rtol=1e-6)
-    np.testing.assert_allclose(beam["alpha"], greedy["alpha"].numpy(), rtol=1e-6)
+    beam = run(model, 1, 1, 6)
+    expected_score, expected_log_p, expected = reference_beam_search(model, 1, 6)
+    length = int(beam["lengths"][0])
+    assert tuple(beam["tokens"][0, :length]) == expected
+    assert beam["log_prob"][0] >= float(greedy["log_prob"][0]) - 1e-5
+    if expected == tuple(greedy["tokens"].numpy()[0, : int(greedy["lengths"][0])]):
+        np.testing.assert_allclose(beam["alpha"], greedy["alpha"].numpy(), rtol=1e-6)
 
 
 def table_next_fn(table):
@@ -158,3 +165,69 @@ def test_batched_and_compiled_with_xla_equals_one_image_at_a_time():
         single = run(model, 1, 3, 6, h=h[row : row + 1])
         for key in ("tokens", "lengths", "log_prob", "alpha"):
             np.testing.assert_allclose(compiled[key][row], single[key][0], rtol=1e-5, atol=1e-6)
+
+
+def reference_beam_search(model, k, max_length, length_penalty=0.0):
+    """Beam search with separate alive and finished sets, in plain Python (float64)."""
+
+    def score(log_p, length):
+        return log_p / length**length_penalty if length_penalty else log_p
+
+    alive, finished = [((), 0.0)], []  # (tokens, log p); (score, log p, tokens)
+    for step in range(max_length):
+        best_alive = score(max(log_p for _, log_p in alive), max_length)
+        if len(finished) == k and min(f[0] for f in finished) >= best_alive:
+            break
+        extensions = [
+            (log_p + step_log_p, (*tokens, token))
+            for tokens, log_p in alive
+            for token, step_log_p in enumerate(model.next_log_probs(tokens))
+        ]
+        extensions = sorted(extensions, key=lambda e: -e[0])[: 2 * k]
+        for log_p, tokens in extensions:
+            if tokens[-1] == END and log_p > -1e8:
+                finished.append((score(log_p, step + 1), log_p, tokens))
+        finished = sorted(finished, key=lambda f: -f[0])[:k]
+        alive = [(t, log_p) for log_p, t in extensions if t[-1] != END][:k]
+    else:  # ran out of steps: the open hypotheses compete at full length
+        finished += [(score(log_p, max_length), log_p, t) for t, log_p in alive]
+    return max(finished, key=lambda f: f[0])
+
+
+@pytest.mark.parametrize("beam", [2, 3])
+def test_a_finished_caption_is_never_evicted_by_open_ones_that_end_lower(beam):
+    # <end> at once has p 0.3. Word 2 (0.7) branches into words 3 and 4 (0.35 each, both
+    # above 0.3), and everything after them falls below 0.3 and rarely ends. A beam that
+    # keeps finished hypotheses among the open ones drops the 0.3 caption at K = 2.
+    after = [0, 0.1, 0.3, 0.3, 0.3, 0]
+    table = {START: [0, 0.3, 0.7, 0, 0, 0], 2: [0, 0, 0, 0.5, 0.5, 0], 3: after, 4: after}
+    out = beam_search(table_next_fn(table), {"alpha": tf.zeros((1, V))}, [START], END, beam, 5)
+    np.testing.assert_array_equal(out["tokens"].numpy(), [[END, PAD, PAD, PAD, PAD]])
+    np.testing.assert_allclose(out["log_prob"].numpy(), [np.log(0.3)], rtol=1e-5)
+    assert int(out["lengths"][0]) == 1
+
+
+@pytest.mark.parametrize("length_penalty", [0.0, 0.7])
+@pytest.mark.parametrize("seed", range(10, 30))
+def test_a_narrow_beam_matches_a_plain_python_beam_search(seed, length_penalty):
+    # K = 2 keeps far fewer than the 4 ** 5 prefixes: the search is not exhaustive, and
+    # what it returns must be what the alive/finished algorithm returns. A bias towards
+    # <end> makes endings common (with the length penalty, seeds 16 and 27 catch a beam
+    # that lets open hypotheses evict finished ones).
+    model = TinyRNN(seed)
+    model.out[:, END] += 1.0
+    expected_score, expected_log_p, expected = reference_beam_search(model, 2, 5, length_penalty)
+    out = run(model, 1, 2, 5, length_penalty=length_penalty)
+    length = int(out["lengths"][0])
+    assert tuple(out["tokens"][0, :length]) == expected
+    np.testing.assert_allclose(out["log_prob"][0], expected_log_p, rtol=1e-5)
+    np.testing.assert_allclose(out["score"][0], expected_score, rtol=1e-5)
+
+
+def test_beam_search_is_one_fixed_shape_loop_under_xla_with_a_length_penalty():
+    model = TinyRNN(7)
+    h = np.random.default_rng(2).normal(size=(3, 5)).astype(np.float32)
+    compiled = run(model, 3, 2, 6, length_penalty=0.7, jit=True, h=h)
+    plain = run(model, 3, 2, 6, length_penalty=0.7, jit=False, h=h)
+    for key in ("tokens", "lengths", "log_prob", "score", "alpha"):
+        np.testing.assert_allclose(compiled[key], plain[key], rtol=1e-5, atol=1e-6)
