@@ -27,8 +27,9 @@ class ModelConfig:
     backbone_weights: str | None = None
     # Number of the backbone's last weighted layers left trainable (0 = frozen, as in the paper).
     trainable_backbone_layers: int = 0
-    # D: size of an annotation vector after the Dense(D, relu) squeeze.
-    feature_dim: int = 128
+    # D: size of an annotation vector after the Dense(D, relu) squeeze; null = no squeeze,
+    # the backbone's C channels are the annotations (the paper's a_i, D = C).
+    feature_dim: int | None = 128
     # m: word embedding size (also the deep output layer's width, Eq. 7).
     embedding_dim: int = 64
     # n: LSTM hidden and cell size.

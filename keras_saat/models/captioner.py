@@ -43,7 +43,9 @@ class Captioner(keras.Model):
         image_size: int or None. Input side; None = the backbone's default. Defaults to None.
         backbone_weights: "imagenet", None or a local file, used at construction. Defaults to None.
         trainable_backbone_layers: int. Backbone layers left trainable. Defaults to 0 (frozen).
-        feature_dim: int. D, annotation size after the squeeze. Defaults to 128.
+        feature_dim: int or None. D, annotation size after the Dense(D, relu) squeeze (a
+            departure from the paper, which attends over the CNN features themselves);
+            None = no squeeze, the backbone's C channels are the annotations. Defaults to 128.
         embedding_dim: int. m. Defaults to 64.
         lstm_units: int. n. Defaults to 256.
         attention_units: int. Attention MLP width. Defaults to 128.
@@ -92,7 +94,7 @@ class Captioner(keras.Model):
     ):
         super().__init__(**kwargs)
         self.vocabulary = Vocabulary(vocabulary)
-        self.feature_dim = int(feature_dim)
+        self.feature_dim = None if feature_dim is None else int(feature_dim)
         self.doubly_stochastic_lambda = float(doubly_stochastic_lambda)
         self.reinforce_weight = float(reinforce_weight)
         self.entropy_weight = float(entropy_weight)
@@ -114,8 +116,12 @@ class Captioner(keras.Model):
         self.encoder = ImageEncoder(
             backbone, image_size, backbone_weights, trainable_backbone_layers, name="encoder"
         )
-        self.squeeze = keras.layers.Dense(self.feature_dim, activation="relu", name="squeeze")
-        self.squeeze.build((None, None, self.encoder.feature_channels))
+        self.squeeze = None
+        annotation_dim = self.encoder.feature_channels  # D = C without the squeeze
+        if self.feature_dim is not None:
+            self.squeeze = keras.layers.Dense(self.feature_dim, activation="relu", name="squeeze")
+            self.squeeze.build((None, None, annotation_dim))
+            annotation_dim = self.feature_dim
         self.decoder = LSTMDecoder(
             len(self.vocabulary),
             embedding_dim=embedding_dim,
@@ -128,7 +134,7 @@ class Captioner(keras.Model):
             seed=seed,
             name="decoder",
         )
-        self.decoder.build(self.feature_dim)
+        self.decoder.build(annotation_dim)
         self.baseline = self.add_weight(
             shape=(), initializer="zeros", trainable=False, name="reinforce_baseline"
         )
@@ -165,6 +171,8 @@ class Captioner(keras.Model):
 
     def annotate(self, features):
         """Annotation vectors a (Sec. 3.1.1): (B, L, C) -> (B, L, D)."""
+        if self.squeeze is None:
+            return features
         return self.squeeze(features)
 
     def _features(self, inputs):

@@ -194,7 +194,8 @@ def export_saved_model(model, base, decode, export, version=None, metadata=None,
     from_bytes, from_pixels = serving_functions(model, decode, export, encoder)
     archive = keras.export.ExportArchive()
     for layer in (encoder, model.squeeze, model.decoder):  # what the graph runs
-        archive.track(layer)
+        if layer is not None:
+            archive.track(layer)
     archive.add_endpoint(
         BYTES_SIGNATURE,
         from_bytes,

@@ -206,6 +206,24 @@ def test_a_tiny_model_learns_to_caption_shapes_it_has_seen(shapes_dir):
     assert correct >= 6, list(zip(captions, [r.captions[0] for r in records], strict=True))
 
 
+def test_feature_dim_none_attends_over_the_backbone_features_themselves(tmp_path):
+    """The paper's literal annotations: no squeeze, a = the (B, L, C) features, D = C."""
+    model, vocab = small_model(feature_dim=None, dropout=0.0)
+    assert model.squeeze is None and model.decoder.annotation_dim == 128
+    data = batch(vocab)
+    np.testing.assert_array_equal(model.annotate(data["features"]), data["features"])
+    expected = ref.decoder(
+        data["features"].astype(np.float64),
+        data["tokens"][:, :-1],
+        ref.decoder_weights(model.decoder),
+    )
+    np.testing.assert_allclose(model(data)["logits"], expected["logits"], rtol=1e-4, atol=1e-4)
+    model.save(tmp_path / "model.keras")
+    loaded = load_captioner(tmp_path)
+    assert loaded.feature_dim is None and loaded.squeeze is None
+    assert loaded.generate(features=data["features"]) == model.generate(features=data["features"])
+
+
 def test_build_captioner_takes_every_model_config_field():
     from keras_saat.config import ModelConfig
     from keras_saat.models.captioner import build_captioner
