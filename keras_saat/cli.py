@@ -151,7 +151,10 @@ def cmd_caption(args):
 
 
 def cmd_export(args):
+    import json
+
     from keras_saat.serving.export import export_workdir
+    from keras_saat.serving.saved_model import METADATA_FILE
 
     # Each flag is a config override: the workdir's config.yaml is the one source.
     flags = (
@@ -163,16 +166,13 @@ def cmd_export(args):
     )
     overrides = [*args.set, *(f"{key}={value}" for key, value in flags if value is not None)]
     path = export_workdir(args.workdir, args.out, args.version, overrides, log=_log)
-    _log(
-        f"serve it with TF Serving (see export/README.md), or for development:\n"
-        f"  keras-saat serve --model-base {path.parent} --name {args.name or _model_name(path)}"
-    )
-
-
-def _model_name(version_dir):
-    import json
-
-    return json.loads((version_dir / "assets.extra" / "keras_saat.json").read_text())["model_name"]
+    metadata = path / "assets.extra" / METADATA_FILE
+    if metadata.is_file():  # a SavedModel version folder
+        name = json.loads(metadata.read_text())["model_name"]
+        _log(
+            f"serve it with TF Serving (see export/README.md), or for development:\n"
+            f"  keras-saat serve --model-base {path.parent} --name {name}"
+        )
 
 
 def cmd_serve(args):

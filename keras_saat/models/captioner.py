@@ -237,14 +237,23 @@ class Captioner(keras.Model):
             logs["baseline"] = ops.convert_to_tensor(self.baseline)
         return logs
 
+    def weight_gradients(self, tape, loss):
+        """d loss / d trainable weights, zeros for weights the loss does not reach (an
+        attention type may leave some of the base class's weights unused)."""
+        weights = self.trainable_weights
+        gradients = tape.gradient(loss, weights)
+        return [
+            tf.zeros(w.shape, w.dtype) if g is None else g
+            for g, w in zip(gradients, weights, strict=True)
+        ]
+
     def train_step(self, data):
         inputs = data[0] if isinstance(data, tuple) else data
         with tf.GradientTape() as tape:
             outputs = self(inputs, training=True)
             terms = self.loss_terms(outputs, inputs["tokens"])
             scaled = self.optimizer.scale_loss(terms["loss"])
-        # Zeros for weights the loss does not reach (an attention type may ignore some).
-        gradients = tape.gradient(scaled, self.trainable_weights, unconnected_gradients="zero")
+        gradients = self.weight_gradients(tape, scaled)
         self.optimizer.apply(gradients, self.trainable_weights)
         if self.reinforce:
             self.update_baseline(terms["log_p_per_word"], terms["policy_rows"])

@@ -45,7 +45,7 @@ def export_model(model, out, decode=None, export=None, version=None, metadata=No
     decode = decode or DecodeConfig(max_length=model.max_length)
     export = resolved_export(model, export)
     write = get_export_format(export.format)
-    return write(model, out, decode, export, version, metadata, log)
+    return write(model, Path(out), decode, export, version, metadata, log)
 
 
 def export_workdir(workdir, out, version=None, overrides=(), log=print):

@@ -234,10 +234,7 @@ class Trainer:
                 outputs = model(batch, training=True)
                 terms = model.loss_terms(outputs, tokens)
                 scaled = optimizer.scale_loss(tf.cast(terms["loss"], tf.float32) * share)
-            # Zeros for weights the loss does not reach (an attention type may ignore some).
-            gradients = tape.gradient(
-                scaled, model.trainable_variables, unconnected_gradients="zero"
-            )
+            gradients = model.weight_gradients(tape, scaled)
             gradients = [tf.convert_to_tensor(g) for g in gradients]
             words = tf.reduce_sum(tf.cast(tokens[:, 1:] != PAD_ID, tf.float32))
             sums = {
