@@ -148,7 +148,9 @@ class TrainConfig:
     # Validation images whose attention maps go to TensorBoard after each epoch.
     summary_images: int = 2
     # Epochs of Shapes CNN pre-training when model.backbone_weights is "shapes".
-    backbone_pretrain_epochs: int = 6
+    backbone_pretrain_epochs: int = 4
+    # Scenes rendered for that pre-training beyond the training split (its own seed).
+    backbone_pretrain_scenes: int = 0
     # Seed for shuffling.
     seed: int = 0
 

@@ -147,6 +147,7 @@ def test_demo_runs_end_to_end_on_small_settings(tmp_path, capsys):
         "data.shapes_test=8",
         "train.epochs=2",
         "train.backbone_pretrain_epochs=1",
+        "train.backbone_pretrain_scenes=64",
         "train.batch_size=32",
     ]
     argv = ["demo", "--workdir", str(workdir), "--show", "2"]

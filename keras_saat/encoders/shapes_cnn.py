@@ -10,7 +10,8 @@ same role ImageNet pre-training plays for VGG in the paper.
 import keras
 import numpy as np
 
-from keras_saat.data.shapes import COLOURS, GRID, SHAPES, SIZES, object_mask
+from keras_saat.data.images import resize_image
+from keras_saat.data.shapes import COLOURS, GRID, SHAPES, SIZES, object_mask, render, sample_objects
 from keras_saat.encoders.add_coords import AddCoords
 
 FEATURE_LAYER = "features"
@@ -24,21 +25,30 @@ ATTRIBUTE_HEADS = {
 }
 
 
-def build_shapes_cnn(input_shape=(128, 128, 3), width=32):
-    """Five 3x3 convolutions, four of them stride 2: (128, 128, 3) -> (8, 8, 4 * width).
+def build_shapes_cnn(input_shape=(128, 128, 3), width=32, refine_layers=2):
+    """3x3 convolutions with batch norm: four of stride 2, then `refine_layers` at the 8x8
+    grid, then the feature layer: (128, 128, 3) -> (8, 8, 4 * width).
 
-    The receptive field is 63 px, enough for the largest object (32 px).
+    With two refining layers the receptive field (127 px) spans the scene, so a location
+    at the edge of an object sees all of it: that is what tells a triangle from a
+    diamond there. Batch norm lets the pre-training converge in a few epochs.
 
     Args:
         input_shape: tuple. Preprocessed input (pixels scaled to [0, 1]). Defaults to (128, 128, 3).
         width: int. Channels of the first convolution. Defaults to 32.
+        refine_layers: int. Stride-1 convolutions at the 8x8 grid before the feature layer.
+            Defaults to 2.
     """
     inputs = keras.Input(input_shape, name="pixels")
     x = AddCoords(name="add_coords")(inputs)
-    for i, (mult, stride) in enumerate([(1, 2), (2, 2), (3, 2), (4, 2)]):
+    layers = [(f"conv{i + 1}", width * mult, 2) for i, mult in enumerate((1, 2, 3, 4))]
+    layers += [(f"refine{i + 1}", 4 * width, 1) for i in range(refine_layers)]
+    for name, channels, stride in layers:
         x = keras.layers.Conv2D(
-            width * mult, 3, strides=stride, padding="same", activation="relu", name=f"conv{i + 1}"
+            channels, 3, strides=stride, padding="same", use_bias=False, name=name
         )(x)
+        x = keras.layers.BatchNormalization(name=f"{name}_bn")(x)
+        x = keras.layers.Activation("relu", name=f"{name}_relu")(x)
     x = keras.layers.Conv2D(4 * width, 3, padding="same", activation="relu", name=FEATURE_LAYER)(x)
     return keras.Model(inputs, x, name="shapes_cnn")
 
@@ -73,18 +83,30 @@ def attribute_targets(objects_per_image, grid_shape, image_size=128, min_fractio
 
 
 def pretrain_shapes_cnn(
-    images, objects, val_images=None, val_objects=None, epochs=6, batch_size=32, seed=0, log=print
+    images,
+    objects,
+    val_images=None,
+    val_objects=None,
+    epochs=4,
+    batch_size=32,
+    seed=0,
+    extra_scenes=0,
+    log=print,
 ):
     """Trains the Shapes CNN on per-location attributes; returns (model, val accuracy per head).
 
     Args:
-        images: (N, 128, 128, 3) uint8. Training scenes.
+        images: (N, 128, 128, 3) pixels in [0, 255]. Training scenes.
         objects: list of N lists of object dicts (the dataset's `objects` field).
         val_images: array or None. Held-out scenes for the reported accuracy. Defaults to None.
         val_objects: list or None. Their objects. Defaults to None.
-        epochs: int. Defaults to 6.
+        epochs: int. Passes over the scenes, the learning rate decaying on a cosine.
+            Defaults to 4.
         batch_size: int. Defaults to 32.
-        seed: int. Initialisation and shuffling seed. Defaults to 0.
+        seed: int. Initialisation, shuffling and extra-scene seed. Defaults to 0.
+        extra_scenes: int. More scenes rendered for the pre-training only (from the same
+            world, with their own seed), as ImageNet is a larger set than the captioning
+            data. Defaults to 0.
         log: callable. Receives progress lines. Defaults to print.
 
     Returns:
@@ -98,8 +120,17 @@ def pretrain_shapes_cnn(
         for name, classes in ATTRIBUTE_HEADS.items()
     }
     trainer = keras.Model(backbone.input, heads)
+    if extra_scenes:
+        rng = np.random.default_rng([seed, 1])  # not the dataset generator's stream
+        extra = [sample_objects(rng) for _ in range(extra_scenes)]
+        rendered = np.stack([render(o, rng) for o in extra])  # (E, 128, 128, 3); scenes are square
+        if rendered.shape[1:3] != images.shape[1:3]:
+            rendered = resize_image(rendered, images.shape[1]).numpy()
+        images = np.concatenate([images, rendered])
+        objects = list(objects) + extra
+    steps = epochs * -(-len(images) // batch_size)
     trainer.compile(
-        optimizer=keras.optimizers.Adam(2e-3),
+        optimizer=keras.optimizers.Adam(keras.optimizers.schedules.CosineDecay(2e-3, steps, 0.05)),
         loss={k: keras.losses.SparseCategoricalCrossentropy(from_logits=True) for k in heads},
     )
     scale = np.float32(1 / 255)

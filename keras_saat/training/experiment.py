@@ -94,7 +94,11 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
             )
         train, val = dataset.split("train"), dataset.split("val")
         size = image_size_of(model)
-        log(f"pre-training the Shapes CNN on {len(train)} training scenes (then frozen)")
+        extra = config.train.backbone_pretrain_scenes
+        log(
+            f"pre-training the Shapes CNN on {len(train)} training scenes"
+            f"{f' and {extra} more rendered for it' if extra else ''} (then frozen)"
+        )
         start = time.perf_counter()
         backbone, accuracy = pretrain_shapes_cnn(
             load_images([r.path for r in train], size, config.data.resize),
@@ -102,6 +106,7 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
             load_images([r.path for r in val], size, config.data.resize),
             [r.objects for r in val],
             epochs=config.train.backbone_pretrain_epochs,
+            extra_scenes=config.train.backbone_pretrain_scenes,
             seed=model.seed,
             log=log,
         )

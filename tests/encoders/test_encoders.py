@@ -76,7 +76,7 @@ def test_preprocessing_matches_keras_applications():
 def test_trainable_top_layers():
     encoder = ImageEncoder("shapes_cnn", trainable_layers=2)
     trainable = {w.path.split("/")[-2] for w in encoder.trainable_weights}
-    assert trainable == {"conv4", "features"}
+    assert trainable == {"refine2_bn", "features"}
 
 
 def test_local_weights_file_round_trip_and_errors(tmp_path):
