@@ -13,31 +13,26 @@ from keras_saat.data.flickr8k import read_flickr8k
 from keras_saat.data.karpathy import read_karpathy
 from keras_saat.data.shapes import DATASET_FILE, write_shapes_dataset
 from keras_saat.data.tfds_reader import read_tfds
-from keras_saat.errors import KerasSaatError, did_you_mean
+from keras_saat.errors import KerasSaatError
+from keras_saat.registries import Registry
 from keras_saat.workdir import DATA_DIR
 
-_REGISTRY = {}
+_REGISTRY = Registry("dataset reader")
 
 
-def register_reader(name, read):
-    """Adds (or replaces) a reader; returns it, so it can decorate the function."""
-    _REGISTRY[str(name)] = read
-    return read
+def register_reader(name, entry):
+    """Registers a reader function under `name` (replacing one of that name); returns it."""
+    return _REGISTRY.register(name, entry)
 
 
 def available_readers():
     """The registered names, in registration order (the built-in ones first)."""
-    return list(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get_reader(name):
-    """The reader registered as `name`; a KerasSaatError naming the nearest one if unknown."""
-    if name not in _REGISTRY:
-        raise KerasSaatError(
-            f"unknown dataset reader {name!r}{did_you_mean(name, _REGISTRY)}; "
-            f"registered: {', '.join(_REGISTRY)}"
-        )
-    return _REGISTRY[name]
+    """The reader registered as `name`; a KerasSaatError naming the nearest if unknown."""
+    return _REGISTRY.get(name)
 
 
 def _required_path(data):

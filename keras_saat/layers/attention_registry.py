@@ -13,32 +13,26 @@ found by comparing names:
     policy_terms()     log p and entropy of its draws, and the rows that drew (reinforce only)
 """
 
-from keras_saat.errors import KerasSaatError, did_you_mean
 from keras_saat.layers.hard_attention import HardAttention
 from keras_saat.layers.soft_attention import SoftAttention
+from keras_saat.registries import Registry
 
-_REGISTRY = {}
+_REGISTRY = Registry("attention")
 
 
-def register_attention(name, cls):
-    """Adds (or replaces) an attention type; returns the class, so it can decorate one."""
-    _REGISTRY[str(name)] = cls
-    return cls
+def register_attention(name, entry):
+    """Registers an attention class under `name` (replacing one of that name); returns it."""
+    return _REGISTRY.register(name, entry)
 
 
 def available_attentions():
     """The registered names, in registration order (the built-in ones first)."""
-    return list(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get_attention(name):
-    """The attention class registered as `name`; a KerasSaatError naming the nearest one if unknown."""
-    if name not in _REGISTRY:
-        raise KerasSaatError(
-            f"unknown attention {name!r}{did_you_mean(name, _REGISTRY)}; "
-            f"registered: {', '.join(_REGISTRY)}"
-        )
-    return _REGISTRY[name]
+    """The attention class registered as `name`; a KerasSaatError naming the nearest if unknown."""
+    return _REGISTRY.get(name)
 
 
 register_attention("soft", SoftAttention)

@@ -8,30 +8,24 @@ function. A new format is one module with such a function and one
 `export.format: name` then select it. `keras_saat.serving.export` is the switch.
 """
 
-from keras_saat.errors import KerasSaatError, did_you_mean
+from keras_saat.registries import Registry
 
-_REGISTRY = {}
+_REGISTRY = Registry("export format")
 
 
-def register_export_format(name, write):
-    """Adds (or replaces) an export format; returns the function, so it can decorate it."""
-    _REGISTRY[str(name)] = write
-    return write
+def register_export_format(name, entry):
+    """Registers an export function under `name` (replacing one of that name); returns it."""
+    return _REGISTRY.register(name, entry)
 
 
 def available_formats():
     """The registered names, in registration order (the built-in ones first)."""
-    return list(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get_export_format(name):
     """The export function registered as `name`; a KerasSaatError naming the nearest if unknown."""
-    if name not in _REGISTRY:
-        raise KerasSaatError(
-            f"unknown export format {name!r}{did_you_mean(name, _REGISTRY)}; "
-            f"registered: {', '.join(_REGISTRY)}"
-        )
-    return _REGISTRY[name]
+    return _REGISTRY.get(name)
 
 
 def _saved_model(model, out, decode, export, version=None, metadata=None, log=print):
