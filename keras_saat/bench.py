@@ -86,32 +86,72 @@ def _peak_rss_mb():
 
 
 # ------------------------------------------------------------------ the parts
-def _matmul_timer(n=2048):
-    """A function that times one fp32 n x n matmul and returns its GFLOP/s."""
+def _on_gpu():
     import tensorflow as tf
 
-    a = tf.random.normal([n, n])
-    b = tf.random.normal([n, n])
-    matmul = tf.function(lambda x, y: tf.matmul(x, y))
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def _matmul_timer(n=None, precision="float32"):
+    """A function that times n x n matmuls in `precision` and returns GFLOP/s.
+
+    On a GPU one timing is 20 chained matmuls of n = 8192 (one is too short to time);
+    on a CPU one matmul of n = 2048.
+    """
+    import tensorflow as tf
+
+    gpu = _on_gpu()
+    n = n or (8192 if gpu else 2048)
+    repeats = 20 if gpu else 1
+    dtype = (
+        tf.bfloat16
+        if precision == "bfloat16"
+        else tf.float16
+        if precision == "float16"
+        else tf.float32
+    )
+    a = tf.cast(tf.random.normal([n, n]) / n**0.5, dtype)
+    b = tf.cast(tf.random.normal([n, n]) / n**0.5, dtype)
+
+    @tf.function
+    def matmul(x, y):
+        for _ in range(repeats):
+            x = tf.matmul(x, y)
+        return tf.reduce_sum(tf.cast(x[:1, :1], tf.float32))
+
     matmul(a, b).numpy()
 
     def timed():
         start = time.perf_counter()
         matmul(a, b).numpy()
-        return 2 * n**3 / (time.perf_counter() - start) / 1e9
+        return repeats * 2 * n**3 / (time.perf_counter() - start) / 1e9
 
     return timed
 
 
-def part_matmul(n=2048, repeats=10):
-    timed = _matmul_timer(n)
-    return {"matmul_gflops": _median([timed() for _ in range(repeats)]), "n": n}
+def part_matmul(n=None, repeats=10, precision="float32"):
+    """The matmul limit in `precision`: the best and the median of `repeats` timings (the
+    machines are shared: a median alone moved between 202 and 442 GFLOP/s in minutes)."""
+    timed = _matmul_timer(n, precision)
+    values = [timed() for _ in range(repeats)]
+    return {
+        "matmul_gflops": max(values),
+        "median_gflops": _median(values),
+        "n": n or (8192 if _on_gpu() else 2048),
+        "precision": precision,
+    }
 
 
-def _captioner(size, attention, backbone=None):
+def _captioner(size, attention, backbone=None, precision="float32"):
     from keras_saat import Captioner
+    from keras_saat.precision import dtype_policy
 
     words = ["<pad>", "<unk>", "<start>", "<end>"] + [f"w{i}" for i in range(size["vocab"] - 4)]
+    with dtype_policy(precision):
+        return _new_captioner(Captioner, words, size, attention, backbone)
+
+
+def _new_captioner(Captioner, words, size, attention, backbone):
     return Captioner(
         words,
         backbone=backbone or size["backbone"],
@@ -137,27 +177,29 @@ def _random_batch(size, seed=0):
     return {"features": features, "tokens": tokens}
 
 
-def part_train(size_name, attention, xla, steps=10):
-    """Train-step throughput. Each timed step is followed by a timed 2048^3 matmul in the
-    same process, so `fraction_of_limit` compares the step with the limit as it was at
-    that moment: the machines are shared, and their speed drifts by 10-20 % in minutes.
+def part_train(size_name, attention, xla, steps=10, precision="float32", batch_size=None):
+    """Train-step throughput. Each timed step is followed by a timed matmul in the step's
+    precision in the same process, so `fraction_of_limit` compares the step with the limit
+    as it was at that moment: the machines are shared, and their speed drifts by 10-20 % in
+    minutes. The best of those matmuls is the limit (their median is reported beside it).
     """
     import keras
     import tensorflow as tf
 
     from keras_saat.training.trainer import Trainer
 
-    size = SIZES[size_name]
-    model = _captioner(size, attention)
-    trainer = Trainer(
-        model, keras.optimizers.Adam(1e-4), clipnorm=5.0, jit_compile=xla, log=lambda _: None
-    )
+    size = dict(SIZES[size_name], batch=batch_size or SIZES[size_name]["batch"])
+    model = _captioner(size, attention, precision=precision)
+    optimizer = keras.optimizers.Adam(1e-4)
+    if precision == "float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    trainer = Trainer(model, optimizer, clipnorm=5.0, jit_compile=xla, log=lambda _: None)
     batch = {k: tf.constant(v) for k, v in _random_batch(size).items()}
     start = time.perf_counter()
     trainer.train_step(batch)["loss"].numpy()  # trace and compile
     compile_seconds = time.perf_counter() - start
     trainer.train_step(batch)["loss"].numpy()
-    matmul = _matmul_timer()
+    matmul = _matmul_timer(precision=precision)
     times, limits, faults = [], [], []
     for _ in range(steps):
         faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -168,15 +210,18 @@ def part_train(size_name, attention, xla, steps=10):
         limits.append(matmul())
     seconds = _median(times)
     gflops = train_step_flops(size) / seconds / 1e9
-    limit = _median(limits)
+    limit = max(limits)
     return {
         "size": size_name,
         "attention": attention,
+        "precision": precision,
+        "batch": size["batch"],
         "xla": bool(trainer.jit_compile),
         "captions_per_s": size["batch"] / seconds,
         "step_ms": 1000 * seconds,
         "gflops": gflops,
         "matmul_gflops": limit,
+        "matmul_median_gflops": _median(limits),
         "fraction_of_limit": gflops / limit,
         "compile_s": compile_seconds,
         "page_faults_per_step": _median(faults),
@@ -276,17 +321,19 @@ def part_extract(backbone, images=None):
     return measure_extraction(backbone, images or EXTRACT_IMAGES[backbone], batch_size=32)
 
 
-def part_decode(repeats=3):
+def part_decode(repeats=3, precision="float32", batch_size=None):
     import numpy as np
 
-    size = SIZES["tutorial"]
-    model = _captioner(size, "soft")
+    size = dict(SIZES["tutorial"], batch=batch_size or SIZES["tutorial"]["batch"])
+    model = _captioner(size, "soft", precision=precision)
     features = np.random.default_rng(0).normal(
         size=(size["batch"], size["locations"], size["channels"])
     )
     result = {}
     for name, beam in (("greedy", 1), ("beam3", 3)):
+        start = time.perf_counter()
         model.decode(features, beam_size=beam)["tokens"].numpy()  # compile
+        result[f"{name}_compile_s"] = time.perf_counter() - start
         times = []
         for _ in range(repeats):
             start = time.perf_counter()
@@ -295,7 +342,116 @@ def part_decode(repeats=3):
             times.append(time.perf_counter() - start)
         result[f"{name}_captions_per_s"] = size["batch"] / _median(times)
         result[f"{name}_mean_length"] = float(np.mean(out["lengths"]))
+    result["precision"] = precision
+    result["batch"] = size["batch"]
     return result
+
+
+def write_synthetic_cache(folder, images, size, captions_per_image=5, seed=0):
+    """A feature cache of `images` random float16 (L, C) rows of `size`, in shards of 1,000
+    as extraction writes them, and records with Shapes captions: the input bench's data."""
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_saat.data.dataset import ImageRecord
+    from keras_saat.data.shapes import reference_captions, sample_objects
+
+    rng = np.random.default_rng(seed)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    side = int(round(size["locations"] ** 0.5))
+    shards = []
+    for first in range(0, images, 1000):
+        name = f"train-{len(shards):05d}.tfrecord"
+        positions = range(first, min(first + 1000, images))
+        with tf.io.TFRecordWriter(str(folder / name)) as writer:
+            for position in positions:
+                row = rng.standard_normal((size["locations"], size["channels"]), np.float32)
+                example = tf.train.Example(
+                    features=tf.train.Features(
+                        feature={
+                            "position": tf.train.Feature(
+                                int64_list=tf.train.Int64List(value=[position])
+                            ),
+                            "features": tf.train.Feature(
+                                bytes_list=tf.train.BytesList(
+                                    value=[row.astype(np.float16).tobytes()]
+                                )
+                            ),
+                        }
+                    )
+                )
+                writer.write(example.SerializeToString())
+        shards.append({"file": name, "done": True, "written": len(positions), "skipped": []})
+    index = {
+        "grid": [side, side],
+        "channels": size["channels"],
+        "dtype": "float16",
+        "splits": {"train": {"shards": shards}},
+    }
+    (folder / "index.json").write_text(json.dumps(index))
+    records = []
+    for position in range(images):
+        captions = reference_captions(sample_objects(rng))[:captions_per_image]
+        records.append(ImageRecord(position, None, "train", captions))
+    return records
+
+
+def part_input(size_name, batching, batch_size, images=1000, epochs=2):
+    """Captions/s that the training input pipeline delivers from a feature cache on disk
+    (read, parse, tokenise, shuffle, batch; `data.batching` per_caption or per_image), at
+    `size_name`'s features, with the trainer's settings (shuffle buffer 5000 captions)."""
+    import tensorflow as tf
+
+    from keras_saat.data.feature_cache import FeatureCache
+    from keras_saat.data.input_pipeline import (
+        caption_dataset,
+        captions_per_image,
+        image_group_dataset,
+    )
+    from keras_saat.text.vocabulary import Vocabulary
+
+    size = SIZES[size_name]
+    with tempfile.TemporaryDirectory() as tmp:
+        records = write_synthetic_cache(Path(tmp) / "cache", images, size)
+        cache = FeatureCache(Path(tmp) / "cache")
+        vocabulary = Vocabulary.build(c for r in records for c in r.references)
+        per_image = captions_per_image(records)
+
+        def dataset(epoch):
+            if batching == "per_image":
+                return image_group_dataset(
+                    cache, "train", records, vocabulary, size["length"],
+                    max(batch_size // per_image, 1), per_image, shuffle_buffer=5000 // per_image,
+                    seed=epoch,
+                )  # fmt: skip
+            return caption_dataset(
+                cache, "train", records, vocabulary, size["length"], batch_size,
+                shuffle_buffer=5000, seed=epoch,
+            )  # fmt: skip
+
+        def captions_of(batch):
+            tokens = batch["tokens"]
+            return int(tf.reduce_sum(tf.cast(tf.reduce_any(tokens != 0, axis=-1), tf.int32)))
+
+        for batch in dataset(0).take(2):  # trace the pipeline and open the files
+            captions_of(batch)
+        rates = []
+        for epoch in range(1, epochs + 1):
+            start, captions, host_bytes = time.perf_counter(), 0, 0
+            for batch in dataset(epoch):
+                captions += captions_of(batch)
+                host_bytes += sum(v.shape.num_elements() * v.dtype.size for v in batch.values())
+            seconds = time.perf_counter() - start
+            rates.append((captions / seconds, host_bytes / captions))
+    return {
+        "size": size_name,
+        "batching": batching,
+        "batch": batch_size,
+        "images": images,
+        "captions_per_s": _median([r for r, _ in rates]),
+        "bytes_per_caption": rates[0][1],
+    }
 
 
 def part_serving(requests=50, batches=8):
@@ -353,10 +509,32 @@ PARTS = {
     "decode": part_decode,
     "serving": part_serving,
     "malloc": part_train,  # run both ways by run_all
+    "input": part_input,
+    "batches": part_train,  # the batch/throughput curve, run by run_all
+    "device": lambda: part_device(),  # what run_all plans by (always run)
 }
 
 # Fresh processes per size and malloc setting in the malloc part, alternating.
 MALLOC_ROUNDS = 3
+
+
+def part_device():
+    """The accelerator and CPU the parts run on: GPU name and compute capability, and
+    whether the CPU computes bfloat16 natively."""
+    import tensorflow as tf
+
+    from keras_saat.precision import cpu_has_bfloat16, resolve_precision
+
+    gpus = tf.config.list_physical_devices("GPU")
+    details = [tf.config.experimental.get_device_details(g) for g in gpus]
+    return {
+        "gpu": details[0].get("device_name") if details else None,
+        "compute_capability": list(details[0].get("compute_capability", ())) if details else None,
+        "gpus": len(gpus),
+        "cpu_bfloat16": cpu_has_bfloat16(),
+        "auto_precision": resolve_precision("auto"),
+        "tf32": bool(tf.config.experimental.tensor_float_32_execution_enabled()),
+    }
 
 
 def run_part(name, *args):
@@ -390,6 +568,39 @@ def _run_in_subprocess(name, *args, env=None):
     raise RuntimeError(f"bench part {name} {args} failed:\n{done.stderr[-3000:]}")
 
 
+# Batch sizes of the batch/throughput curve (paper size, soft attention, best precision).
+BATCH_CURVE = {"gpu": (64, 128, 256, 512, 1024, 2048), "cpu": (16, 64, 256)}
+
+
+def bench_precisions(device):
+    """float32, and bfloat16 where the hardware computes it (`resolve_precision("auto")`)."""
+    return ["float32"] + (["bfloat16"] if device["auto_precision"] == "bfloat16" else [])
+
+
+def train_plan(device, precisions):
+    """(size, attention, xla, precision, batch) of each train row.
+
+    CPU: both sizes, soft and hard, with and without XLA, in every precision, batch 64.
+    GPU: XLA in every precision at batch 64 and (paper size) 512, one float32 row without
+    XLA per size, and hard attention at the paper size in the best precision.
+    """
+    if not device["gpu"]:
+        return [
+            (size, attention, xla, precision, 64)
+            for size in SIZES
+            for attention in ("soft", "hard")
+            for xla in (True, False)
+            for precision in precisions
+        ]
+    plan = []
+    for size in SIZES:
+        plan.append((size, "soft", False, "float32", 64))
+        plan += [(size, "soft", True, precision, 64) for precision in precisions]
+    plan += [("paper", "soft", True, precision, 512) for precision in precisions]
+    plan.append(("paper", "hard", True, precisions[-1], 64))
+    return plan
+
+
 def run_all(parts=None, log=print):
     """Every part, each in a fresh process; returns the issue's JSON layout."""
     parts = parts or list(PARTS)
@@ -403,27 +614,67 @@ def run_all(parts=None, log=print):
             seen.add(row.pop(key))
         return row
 
+    device = _in_subprocess("device")
+    device.pop("peak_rss_mb")
+    report["device"] = device
+    precisions = bench_precisions(device)
+    capability = ".".join(str(v) for v in device["compute_capability"] or ())
+    log(
+        f"device: {device['gpu'] or 'CPU only'}"
+        f"{f' (compute capability {capability})' if capability else ''}; "
+        f"precisions {', '.join(precisions)}"
+    )
     if "matmul" in parts:
-        matmul = _in_subprocess("matmul")
-        report["matmul_gflops"] = matmul["matmul_gflops"]
-        rss["matmul"] = matmul["peak_rss_mb"]
-        log(f"matmul fp32 {matmul['n']}x{matmul['n']}: {matmul['matmul_gflops']:.1f} GFLOP/s")
+        report["matmul"] = []
+        for precision in precisions:
+            matmul = _in_subprocess("matmul", None, 10, precision)
+            rss[f"matmul_{precision}"] = matmul.pop("peak_rss_mb")
+            report["matmul"].append(matmul)
+            log(
+                f"matmul {precision} {matmul['n']}x{matmul['n']}: best "
+                f"{matmul['matmul_gflops']:.1f} GFLOP/s, median {matmul['median_gflops']:.1f}"
+            )
+        report["matmul_gflops"] = report["matmul"][0]["matmul_gflops"]  # float32, as before
     if "train" in parts:
         report["train"] = []
-        for size in SIZES:
-            for attention in ("soft", "hard"):
-                for xla in (True, False):
-                    row = _in_subprocess("train", size, attention, xla)
-                    rss[f"train_{size}_{attention}_{'xla' if xla else 'noxla'}"] = row.pop(
-                        "peak_rss_mb"
-                    )
-                    report["train"].append(row)
-                    log(
-                        f"train {size:8s} {attention} xla={row['xla']!s:5s}: "
-                        f"{row['captions_per_s']:7.1f} captions/s, {row['gflops']:6.1f} GFLOP/s "
-                        f"({row['fraction_of_limit']:.2f} of the limit, "
-                        f"{row['matmul_gflops']:.0f} GFLOP/s alongside)"
-                    )
+        for size, attention, xla, precision, batch in train_plan(device, precisions):
+            row = _in_subprocess("train", size, attention, xla, 10, precision, batch)
+            rss[f"train_{size}_{attention}_{'xla' if xla else 'noxla'}_{precision}_{batch}"] = (
+                row.pop("peak_rss_mb")
+            )
+            report["train"].append(row)
+            log(
+                f"train {size:8s} {attention} {precision:8s} batch {batch:4d} "
+                f"xla={row['xla']!s:5s}: {row['captions_per_s']:8.1f} captions/s, "
+                f"{row['gflops']:8.1f} GFLOP/s ({row['fraction_of_limit']:.2f} of the limit, "
+                f"{row['matmul_gflops']:.0f} GFLOP/s alongside), compile {row['compile_s']:.1f}s"
+            )
+    if "batches" in parts:
+        report["batches"] = []
+        precision = precisions[-1]
+        for batch in BATCH_CURVE["gpu" if device["gpu"] else "cpu"]:
+            row = _in_subprocess(
+                "train", "paper", "soft", bool(device["gpu"]), 10, precision, batch
+            )
+            row.pop("peak_rss_mb")
+            report["batches"].append(row)
+            log(
+                f"batch curve, paper soft {precision} batch {batch:5d}: "
+                f"{row['captions_per_s']:9.1f} captions/s, {row['gflops']:9.1f} GFLOP/s "
+                f"({row['fraction_of_limit']:.3f} of the limit)"
+            )
+    if "input" in parts:
+        report["input"] = []
+        for batching in ("per_caption", "per_image"):
+            for batch in (64, 512):
+                row = _in_subprocess("input", "paper", batching, batch)
+                rss[f"input_{batching}_{batch}"] = row.pop("peak_rss_mb")
+                report["input"].append(row)
+                log(
+                    f"input paper {batching:11s} batch {batch:3d}: "
+                    f"{row['captions_per_s']:9.0f} captions/s, "
+                    f"{row['bytes_per_caption'] / 1024:.0f} KiB a caption to the step"
+                )
     if "extract" in parts:
         report["extract"] = []
         for backbone in ("efficientnetb0", "vgg16"):
@@ -440,14 +691,18 @@ def run_all(parts=None, log=print):
                 f"{row['bare_images_per_s']:.1f} img/s, ratio {row['ratio']:.2f}"
             )
     if "decode" in parts:
-        row = _in_subprocess("decode")
-        rss["decode"] = row.pop("peak_rss_mb")
-        report["decode"] = row
-        log(
-            f"decode tutorial size, batch 64: greedy {row['greedy_captions_per_s']:.0f} captions/s, "
-            f"beam 3 {row['beam3_captions_per_s']:.0f} captions/s "
-            f"(mean length {row['greedy_mean_length']:.1f} tokens)"
-        )
+        report["decode"] = []
+        for precision in precisions:
+            for batch in (64, 512) if device["gpu"] else (64,):
+                row = _in_subprocess("decode", 3, precision, batch)
+                rss[f"decode_{precision}_{batch}"] = row.pop("peak_rss_mb")
+                report["decode"].append(row)
+                log(
+                    f"decode tutorial size, {precision}, batch {batch}: greedy "
+                    f"{row['greedy_captions_per_s']:.0f} captions/s, beam 3 "
+                    f"{row['beam3_captions_per_s']:.0f} captions/s "
+                    f"(mean length {row['greedy_mean_length']:.1f} tokens)"
+                )
     if "serving" in parts:
         row = _in_subprocess("serving")
         rss["serving"] = row.pop("peak_rss_mb")

@@ -90,6 +90,14 @@ class DataConfig:
     shuffle_buffer: int = 5000
     # Batch captions of similar length together (several static shapes, fewer pads).
     bucket_by_length: bool = False
+    # How training batches are formed. "per_caption": every (image, caption) pair is an
+    # example, shuffled across images (each image's features copied once per caption on
+    # the host). "per_image": images are shuffled and batched with all their captions;
+    # each image's features travel once (in the cache's dtype) and are repeated for its
+    # captions on the device, and the squeeze layer runs once per image. Every caption
+    # is still trained on once per epoch. per_image keeps a GPU fed (`keras-saat bench
+    # --part input`); a batch holds train.batch_size // (captions an image) images.
+    batching: str = "per_caption"
     # Vocabulary size including the 4 special tokens (the top words by count are kept).
     vocab_size: int = 10000
     # Words seen fewer times than this in the training captions become <unk>.
@@ -128,11 +136,18 @@ class TrainConfig:
     # visible; on CPUs plain TensorFlow, which `keras-saat bench` measures faster there).
     # Falls back, with the reason logged, when XLA cannot compile.
     jit_compile: bool | str = "auto"
+    # XLA's persistent compilation cache in <workdir>/xla_cache: a resumed or repeated
+    # run loads the compiled train and decode steps instead of compiling them again.
+    compilation_cache: bool = True
     # "default" (one device), "mirrored" (all local GPUs, or CPU devices) or "multi_worker"
     # (MultiWorkerMirroredStrategy; each worker reads TF_CONFIG).
     distribute: str = "default"
-    # Mixed precision (mixed_float16, for GPUs) with dynamic loss scaling.
-    mixed_precision: bool = False
+    # Mixed precision: none (float32), bfloat16 (Keras mixed_bfloat16: bf16 compute,
+    # float32 variables), float16 (mixed_float16 with dynamic loss scaling, for GPUs
+    # before Ampere), or auto (bfloat16 on CPUs with AVX512_BF16/AMX and GPUs of compute
+    # capability >= 8.0, float16 on older GPUs, none otherwise). keras_saat/precision.py.
+    # true and false, the older form, mean float16 and none.
+    mixed_precision: bool | str = "none"
     # Stop after this many epochs without a better validation BLEU-4 (0 = never).
     patience: int = 0
     # Save a checkpoint every this many steps as well as after each epoch (0 = epochs only).
@@ -234,10 +249,12 @@ _CHOICES = {
     ("data", "resize"): ("crop", "pad", "stretch"),
     ("export", "resize"): ("", "crop", "pad", "stretch"),
     ("data", "cache_dtype"): ("float16", "float32"),
+    ("data", "batching"): ("per_caption", "per_image"),
     ("train", "optimizer"): ("adam", "rmsprop"),
     ("train", "lr_schedule"): ("constant", "cosine", "exponential"),
     ("train", "distribute"): ("default", "mirrored", "multi_worker"),
     ("train", "jit_compile"): (True, False, "auto"),
+    ("train", "mixed_precision"): ("none", "bfloat16", "float16", "auto", True, False),
 }
 
 

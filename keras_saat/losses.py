@@ -66,6 +66,7 @@ def caption_loss(
             and optionally baseline_logits (the logits of the same captions under the
             expected context, used as the REINFORCE baseline).
         tokens: (B, T + 1) int. `<start> w_1 .. w_n <end> <pad>..`; the targets are tokens[:, 1:].
+            A row of <pad> alone is no caption and weighs nothing (means are over captions).
         doubly_stochastic_lambda: float. lambda of Eq. 14. Defaults to 1.0.
         baseline: scalar. Hard attention's moving-average baseline, per word: a caption of n
             words is compared with n * baseline. Defaults to 0.0.
@@ -89,13 +90,16 @@ def caption_loss(
     }
     targets = tokens[:, 1:]
     mask = ops.cast(ops.not_equal(targets, PAD_ID), "float32")  # (B, T)
+    # A row of <pad> alone is no caption (the empty rows of per-image batches): weight 0.
+    captions = ops.cast(ops.max(mask, axis=1) > 0, "float32")  # (B,)
+    caption_count = ops.maximum(ops.sum(captions), 1.0)
     log_p_y = sequence_log_likelihood(outputs["logits"], targets, mask)  # (B,)
-    penalty = doubly_stochastic_penalty(outputs["alphas"], mask)  # (B,)
+    penalty = doubly_stochastic_penalty(outputs["alphas"], mask) * captions  # (B,)
     per_caption = -log_p_y + doubly_stochastic_lambda * penalty
     policy_rows = ops.zeros_like(log_p_y)
     if attention is not None and attention.reinforce:
         policy = {k: ops.cast(v, "float32") for k, v in attention.policy_terms(outputs).items()}
-        policy_rows = policy["rows"]
+        policy_rows = policy["rows"] * captions
         # The baseline is per word, scaled by the caption's length: b may depend on y
         # (not on s), so the estimator stays unbiased, and the reward no longer varies
         # with how long a caption is.
@@ -115,9 +119,9 @@ def caption_loss(
         # Adds the REINFORCE gradient while the reported loss stays the real objective.
         per_caption = per_caption + (surrogate - ops.stop_gradient(surrogate))
     return {
-        "loss": ops.mean(per_caption),
+        "loss": ops.sum(per_caption) / caption_count,
         "nll": -ops.sum(log_p_y) / ops.maximum(ops.sum(mask), 1.0),
-        "penalty": ops.mean(penalty),
+        "penalty": ops.sum(penalty) / caption_count,
         "log_p_y": log_p_y,
         "log_p_per_word": log_p_y / ops.maximum(ops.sum(mask, axis=1), 1.0),
         "policy_rows": policy_rows,

@@ -10,6 +10,7 @@ logs/                  TensorBoard
 history.json           per-epoch loss and validation scores
 model.keras            the model with the best validation BLEU-4
 eval/<split>/          predictions.json and metrics.json
+xla_cache/             XLA's persistent compilation cache (a resumed run skips the compile)
 """
 
 CONFIG_FILE = "config.yaml"
@@ -24,3 +25,4 @@ MODEL_FILE = "model.keras"
 EVAL_DIR = "eval"
 PREDICTIONS_FILE = "predictions.json"
 METRICS_FILE = "metrics.json"
+XLA_CACHE_DIR = "xla_cache"

@@ -13,3 +13,24 @@ def shapes_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("shapes")
     write_shapes_dataset(out, train=40, val=8, test=8, seed=7)
     return out
+
+
+@pytest.fixture(scope="session", autouse=True)
+def full_float32():
+    """Exact float32 matmuls on any device: TensorFlow's default TF32 on Ampere and later
+    GPUs (about 1e-3 relative error) would fail the golden-value tests. The `tf32` fixture
+    turns it back on for a test that checks training under TensorFlow's defaults."""
+    from keras_saat.precision import set_tf32
+
+    set_tf32(False)
+    yield
+
+
+@pytest.fixture
+def tf32():
+    """TensorFlow's default: TF32 tensor-core matmuls where the GPU has them."""
+    from keras_saat.precision import set_tf32
+
+    set_tf32(True)
+    yield
+    set_tf32(False)

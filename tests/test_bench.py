@@ -56,6 +56,9 @@ def test_bench_json_prints_one_object():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["matmul_gflops"] > 0 and report["peak_rss_mb"]["matmul"] > 0
+    assert report["matmul_gflops"] > 0 and report["peak_rss_mb"]["matmul_float32"] > 0
+    best, median = report["matmul"][0]["matmul_gflops"], report["matmul"][0]["median_gflops"]
+    assert best >= median > 0 and report["matmul"][0]["precision"] == "float32"
+    assert report["device"]["auto_precision"] in ("float32", "bfloat16", "float16")
     assert report["machine"]["cpus"] >= 1
     assert report["onednn"] is True

@@ -6,10 +6,13 @@ static hash table; batches are {"features" or "images", "tokens"} with tokens
 `<start> w_1 .. w_n <end> <pad>..`, as `Captioner` expects.
 """
 
+import collections
+
 import numpy as np
 import tensorflow as tf
 
 from keras_saat.data.images import decode_image
+from keras_saat.errors import KerasSaatError
 from keras_saat.text.tokenizer import tokenize_graph
 from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID, UNK_ID
 
@@ -31,9 +34,15 @@ def encode_captions(captions, table, max_length):
     return tf.concat([start, ids, end], axis=1)
 
 
-def _caption_table(records):
-    """(N, None) ragged strings: each image's reference captions, by position."""
-    return tf.ragged.constant([r.captions for r in records], dtype=tf.string)
+def token_table(records, vocabulary, max_length):
+    """(N, None, max_length + 2) int32 ragged: each image's captions as padded token rows,
+    by position. Tokenised once, in one vectorised call, so an epoch only gathers rows."""
+    table = word_table(vocabulary)
+    captions = tf.constant([c for r in records for c in r.captions] or [""], tf.string)
+    ids = encode_captions(captions, table, max_length)
+    rows = ids.to_tensor(default_value=PAD_ID, shape=[None, max_length + 2])
+    lengths = [len(r.captions) for r in records]
+    return tf.RaggedTensor.from_row_lengths(rows[: sum(lengths)], lengths)
 
 
 def _batch(ds, batch_size, max_length, bucket_by_length, drop_remainder):
@@ -94,8 +103,7 @@ def caption_dataset(
         repeat: bool. Repeat forever, reshuffling each pass (pair with `steps_per_epoch`).
             Defaults to False.
     """
-    table = word_table(vocabulary)
-    captions = _caption_table(records)
+    tokens_of = token_table(records, vocabulary, max_length)
     if isinstance(cache_or_images, str):
         key = "images"
         # uint8 until batching: a quarter of the memory in the shuffle buffer.
@@ -107,11 +115,8 @@ def caption_dataset(
         images = cache_or_images.dataset(
             split, shuffle_files=bool(shuffle_buffer), seed=seed, keep_dtype=True
         )
-    width = max_length + 2
-
     def expand(example):
-        ids = encode_captions(captions[example["position"]], table, max_length)  # (k, None)
-        tokens = ids.to_tensor(default_value=PAD_ID, shape=[None, width])  # (k, width)
+        tokens = tokens_of[example["position"]]  # (k, max_length + 2)
         repeated = tf.repeat(example[key][None], tf.shape(tokens)[0], axis=0)
         return tf.data.Dataset.from_tensor_slices({key: repeated, "tokens": tokens})
 
@@ -131,6 +136,105 @@ def caption_dataset(
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     ds = _batch(ds, batch_size, max_length, bucket_by_length, drop_remainder)
     return ds.map(to_float, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def captions_per_image(records):
+    """The most common number of captions an image has (the row count of per-image groups)."""
+    counts = collections.Counter(len(r.captions) for r in records if r.captions)
+    if not counts:
+        raise KerasSaatError("no training image has a caption")
+    return max(counts, key=lambda c: (counts[c], c))
+
+
+def image_group_count(records, per_image, skip=()):
+    """How many per-image groups an epoch holds: an image of c captions makes ceil(c / k)."""
+    return sum(
+        -(-len(r.captions) // per_image)
+        for position, r in enumerate(records)
+        if position not in skip and r.captions
+    )
+
+
+def image_group_dataset(
+    cache_or_images,
+    split,
+    records,
+    vocabulary,
+    max_length,
+    images_per_batch,
+    per_image=None,
+    shuffle_buffer=1000,
+    seed=None,
+    drop_remainder=True,
+    image_size=None,
+    resize="crop",
+    repeat=False,
+):
+    """Per-image batches: {"features" (n, L, C) or "images" (n, S, S, 3), "tokens" (n, k, T + 2)}.
+
+    Each image's features (in the cache's dtype) or pixels (uint8) are in the batch once,
+    beside its k captions; `Captioner` repeats them for the captions on the device. An image
+    with more than k captions makes several groups (the second one's empty rows are all
+    <pad> and weigh nothing in the loss), so every caption is trained on once per epoch.
+    Images are shuffled; captions stay with their image (a batch's loss is a sum over its
+    captions, so their order within it does not matter).
+
+    Args:
+        cache_or_images: FeatureCache, or "images" (batches of decoded uint8 pixels).
+        split: str. The split to read.
+        records: list of ImageRecord. The split's records.
+        vocabulary: Vocabulary.
+        max_length: int. Captions are cut to this many words.
+        images_per_batch: int. Groups (images) per batch.
+        per_image: int or None. k, caption rows per group. Defaults to the most common
+            caption count of `records`.
+        shuffle_buffer: int. Images in the shuffle buffer (0 = no shuffling). Defaults to 1000.
+        seed: int or None. Shuffle seed. Defaults to None.
+        drop_remainder: bool. Drop the last partial batch (static shapes). Defaults to True.
+        image_size: int. Needed with "images". Defaults to None.
+        resize: str. Resize mode with "images". Defaults to "crop".
+        repeat: bool. Repeat forever, reshuffling each pass. Defaults to False.
+    """
+    per_image = int(per_image or captions_per_image(records))
+    tokens_of = token_table(records, vocabulary, max_length)
+    if isinstance(cache_or_images, str):
+        key = "images"
+        images = decoded_images(
+            records, image_size, resize, tf.uint8, shuffle=bool(shuffle_buffer), seed=seed
+        )
+    else:
+        key = "features"
+        images = cache_or_images.dataset(
+            split, shuffle_files=bool(shuffle_buffer), seed=seed, keep_dtype=True
+        )
+    width = max_length + 2
+
+    def groups(example):
+        tokens = tokens_of[example["position"]]  # (c, width)
+        count = tf.shape(tokens)[0]
+        group_count = (count + per_image - 1) // per_image
+        tokens = tf.pad(
+            tokens, [[0, group_count * per_image - count], [0, 0]], constant_values=PAD_ID
+        )
+        tokens = tf.reshape(tokens, [group_count, per_image, width])
+        repeated = tf.repeat(example[key][None], group_count, axis=0)
+        return tf.data.Dataset.from_tensor_slices({key: repeated, "tokens": tokens})
+
+    if repeat:
+        images = images.repeat()
+    ds = images.flat_map(groups)
+    if shuffle_buffer:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.batch(images_per_batch, drop_remainder=drop_remainder)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def flatten_image_groups(features, tokens):
+    """(n, ...) per-image values and (n, k, T) tokens -> (n * k, ...) and (n * k, T): each
+    image's values repeated for its k caption rows (on the device, inside the step)."""
+    per_image = tf.shape(tokens)[1]
+    repeated = tf.repeat(features, per_image, axis=0)
+    return repeated, tf.reshape(tokens, [-1, tf.shape(tokens)[2]])
 
 
 def decoded_images(records, image_size, resize="crop", dtype=tf.float32, shuffle=False, seed=None):

@@ -81,8 +81,10 @@ class HardAttention(SoftAttention):
         """
         alpha = self.attend(projected, hidden, query)  # (B, L)
         beta = self.gate_value(hidden, gate_input)  # (B, 1)
-        log_alpha = ops.log(ops.maximum(alpha, 1e-12))
-        entropy = -ops.sum(alpha * log_alpha, axis=-1)  # (B,)
+        # The policy's log-probabilities and entropy in float32 (also under mixed precision).
+        alpha32 = ops.cast(alpha, "float32")
+        log_alpha = ops.log(ops.maximum(alpha32, 1e-12))
+        entropy = -ops.sum(alpha32 * log_alpha, axis=-1)  # (B,)
         matmuls = context_matmuls or [None, None]
         if not training:
             expected = self.context(alpha, annotations, matmuls[0])
@@ -104,7 +106,7 @@ class HardAttention(SoftAttention):
         sampled = self.context(one_hot, annotations, matmuls[1])  # a_{s_t}: (B, D)
         if use_expectation is not None:
             sampled = ops.where(use_expectation[:, None], expected, sampled)
-        log_p_sample = ops.sum(one_hot * log_alpha, axis=-1)  # (B,)
+        log_p_sample = ops.sum(ops.cast(one_hot, "float32") * log_alpha, axis=-1)  # (B,)
         return {
             "z": beta * sampled,
             "alpha": alpha,

@@ -95,7 +95,8 @@ class SoftAttention(keras.layers.Layer):
             query = self.hidden_projection(hidden)
         energy = ops.tanh(projected + query[:, None, :])  # (B, L, units)
         scores = _scores(energy, ops.cast(self.score.kernel, energy.dtype))  # (B, L)
-        return ops.softmax(scores, axis=-1)
+        # The softmax in float32 under mixed precision; alpha comes back in the compute dtype.
+        return ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), scores.dtype)
 
     def gate_value(self, hidden, gate_input=None):
         """beta_t (Eq. 13): (batch, 1); ones when gating is off.

@@ -177,19 +177,36 @@ class Captioner(keras.Model):
 
     def _features(self, inputs):
         if "features" in inputs:
-            return inputs["features"]
+            # Cached features arrive in the cache's dtype (float16): cast on the device.
+            return ops.cast(inputs["features"], self.compute_dtype)
         if "images" in inputs:
             return self.encode(inputs["images"])
         raise KerasSaatError("Captioner inputs need 'images' or 'features' beside 'tokens'")
 
+    @staticmethod
+    def caption_tokens(tokens):
+        """Token rows (B, T + 1) of a batch: per-image batches' (n, k, T + 1) flattened."""
+        if len(tokens.shape) == 3:
+            return ops.reshape(tokens, (-1, tokens.shape[2] or ops.shape(tokens)[2]))
+        return tokens
+
     def call(self, inputs, training=False):
-        """Teacher-forced outputs (see `LSTMDecoder.call`) for `inputs["tokens"]`."""
-        annotations = self.annotate(self._features(inputs))  # (B, L, D)
-        outputs = self.decoder(annotations, inputs["tokens"][:, :-1], training=training)
+        """Teacher-forced outputs (see `LSTMDecoder.call`) for `inputs["tokens"]`.
+
+        `tokens` is (B, T + 1) with one features (or images) row per caption, or (n, k, T + 1)
+        with one row per image (`data.batching: per_image`): the annotations of each image
+        are computed once and repeated for its k captions.
+        """
+        tokens = inputs["tokens"]
+        annotations = self.annotate(self._features(inputs))  # (B, L, D) or (n, L, D)
+        if len(tokens.shape) == 3:
+            annotations = ops.repeat(annotations, ops.shape(tokens)[1], axis=0)  # (n * k, L, D)
+            tokens = self.caption_tokens(tokens)
+        outputs = self.decoder(annotations, tokens[:, :-1], training=training)
         if training and self.reinforce and self.reinforce_baseline == "expected_context":
             # The same captions under the expected context: a baseline that depends on y and a
             # but not on the sampled locations s, so REINFORCE stays unbiased.
-            expected = self.decoder(annotations, inputs["tokens"][:, :-1], training=False)
+            expected = self.decoder(annotations, tokens[:, :-1], training=False)
             outputs["baseline_logits"] = ops.stop_gradient(expected["logits"])
         return outputs
 
@@ -197,7 +214,7 @@ class Captioner(keras.Model):
         """`keras_saat.losses.caption_loss` with this model's settings."""
         return caption_loss(
             outputs,
-            tokens,
+            self.caption_tokens(tokens),
             doubly_stochastic_lambda=self.doubly_stochastic_lambda,
             baseline=self.baseline,
             reinforce_weight=self.reinforce_weight,
@@ -382,6 +399,31 @@ class Captioner(keras.Model):
             details = self.postprocessor(self.decode(chunk, max_length, beam_size, length_penalty))
             results.extend(details if return_details else [d["caption"] for d in details])
         return results
+
+    @property
+    def precision(self):
+        """The compute precision: "float32", "bfloat16" or "float16" (mixed policies)."""
+        return {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}.get(
+            self.decoder.compute_dtype, self.decoder.compute_dtype
+        )
+
+    def with_precision(self, precision):
+        """A copy of this model that computes in `precision` ("float32", "bfloat16",
+        "float16", or a `train.mixed_precision` setting), with the same float32 weights.
+
+        A model trained in bfloat16 is saved through `with_precision("float32")`, so its
+        `.keras` file loads and computes in float32 anywhere; the export builds its
+        bfloat16 serving graph from `with_precision("bfloat16")`.
+        """
+        from keras_saat.precision import dtype_policy
+
+        config = self.get_config()
+        config.pop("dtype", None)  # the policy in force while building decides
+        with dtype_policy(precision):
+            clone = type(self).from_config(config)
+        clone.set_weights(self.get_weights())
+        clone.decode_jit_compile = self.decode_jit_compile
+        return clone
 
     # ------------------------------------------------------------- config
     def get_config(self):

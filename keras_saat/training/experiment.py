@@ -20,7 +20,13 @@ import tensorflow as tf
 from keras_saat.config import load_config, save_config, to_dict
 from keras_saat.data.feature_cache import extract_features
 from keras_saat.data.images import load_images
-from keras_saat.data.input_pipeline import caption_dataset, evaluation_batches
+from keras_saat.data.input_pipeline import (
+    caption_dataset,
+    captions_per_image,
+    evaluation_batches,
+    image_group_count,
+    image_group_dataset,
+)
 from keras_saat.data.reader_registry import get_reader
 from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.encoders.registry import get_backbone_spec
@@ -30,12 +36,12 @@ from keras_saat.evaluation.bleu import corpus_bleu_scores
 from keras_saat.evaluation.coco_metrics import bleu_scores, coco_scores
 from keras_saat.evaluation.localisation import attention_localisation
 from keras_saat.models.captioner import build_captioner, load_captioner
+from keras_saat.precision import dtype_policy, enable_compilation_cache, resolve_precision
 from keras_saat.text.vocabulary import Vocabulary
 from keras_saat.training.callbacks import TrainingSummaries
 from keras_saat.training.trainer import (
     Trainer,
     build_optimizer,
-    dtype_policy,
     is_chief,
     make_strategy,
     train_loop,
@@ -51,6 +57,7 @@ from keras_saat.workdir import (
     MODEL_FILE,
     PREDICTIONS_FILE,
     VOCAB_FILE,
+    XLA_CACHE_DIR,
 )
 
 
@@ -236,6 +243,10 @@ def train(config, workdir, log=print, callbacks=()):
         the best epoch, the training summary and timings.
     """
     train_config, data = config.train, config.data
+    # Before any TensorFlow work: TensorFlow reads the cache setting when it starts.
+    cached = train_config.compilation_cache and enable_compilation_cache(
+        Path(workdir) / XLA_CACHE_DIR
+    )
     # MultiWorkerMirroredStrategy must exist before any other TensorFlow work.
     strategy = make_strategy(train_config.distribute)
     chief = is_chief(strategy)
@@ -257,7 +268,13 @@ def train(config, workdir, log=print, callbacks=()):
     log(f"vocabulary: {len(vocabulary)} tokens (4 special) -> {workdir / VOCAB_FILE}")
 
     model_config = prepare_backbone_weights(config, dataset, workdir, log)
-    with dtype_policy(train_config.mixed_precision), strategy.scope():
+    precision = resolve_precision(train_config.mixed_precision)
+    if precision != "float32":
+        log(
+            f"mixed precision: {precision} compute, float32 variables "
+            f"(train.mixed_precision {train_config.mixed_precision})"
+        )
+    with dtype_policy(precision), strategy.scope():
         model = build_captioner(
             model_config, vocabulary, config.decode.max_length, config.data.resize
         )
@@ -283,23 +300,38 @@ def train(config, workdir, log=print, callbacks=()):
     captions_per_epoch = sum(
         len(r.captions) for p, r in enumerate(splits["train"]) if p not in unreadable
     )
-    steps = captions_per_epoch // train_config.batch_size
-    if steps == 0:
-        raise KerasSaatError(
-            f"only {captions_per_epoch} training captions for a batch size of {train_config.batch_size}"
-        )
-    if train_config.batch_size % strategy.num_replicas_in_sync:
-        raise KerasSaatError(
-            f"train.batch_size {train_config.batch_size} does not split evenly over "
-            f"{strategy.num_replicas_in_sync} replicas"
-        )
-    with dtype_policy(train_config.mixed_precision), strategy.scope():
+    batches = _batching(config, splits["train"], unreadable, strategy.num_replicas_in_sync)
+    steps = batches["steps"]
+    with dtype_policy(precision), strategy.scope():
         optimizer = build_optimizer(train_config, steps)
     trainer = Trainer(
         model, optimizer, strategy, train_config.clipnorm, train_config.jit_compile, log
     )
+    if trainer.jit_compile and train_config.compilation_cache:
+        log(
+            f"XLA compilation cache: {workdir / XLA_CACHE_DIR} (a resumed or repeated run "
+            "loads the compiled steps)"
+            if cached
+            else "XLA compilation cache off: TensorFlow was running before train() (set "
+            "TF_XLA_FLAGS=--tf_xla_persistent_cache_directory=DIR before the first op)"
+        )
 
     def epoch_dataset(epoch):
+        seed = train_config.seed * 1009 + epoch  # each epoch's order is fixed: exact resume
+        if data.batching == "per_image":
+            return image_group_dataset(
+                source,
+                "train",
+                splits["train"],
+                vocabulary,
+                data.max_length,
+                batches["images_per_batch"],
+                batches["per_image"],
+                shuffle_buffer=max(data.shuffle_buffer // batches["per_image"], 1),
+                seed=seed,
+                image_size=model.image_size,
+                resize=data.resize,
+            )
         return caption_dataset(
             source,
             "train",
@@ -308,7 +340,7 @@ def train(config, workdir, log=print, callbacks=()):
             data.max_length,
             train_config.batch_size,
             shuffle_buffer=data.shuffle_buffer,
-            seed=train_config.seed * 1009 + epoch,  # each epoch's order is fixed: exact resume
+            seed=seed,
             bucket_by_length=data.bucket_by_length,
             image_size=model.image_size,
             resize=data.resize,
@@ -322,7 +354,7 @@ def train(config, workdir, log=print, callbacks=()):
 
     log(
         f"training: {train_config.epochs} epochs of {steps} steps ({captions_per_epoch} captions, "
-        f"batch {train_config.batch_size}), {train_config.optimizer}, "
+        f"{batches['text']}), {train_config.optimizer}, "
         f"{'XLA' if trainer.jit_compile else 'no XLA'}"
         f"{' (jit_compile: auto)' if train_config.jit_compile == 'auto' else ''}"
     )
@@ -343,7 +375,7 @@ def train(config, workdir, log=print, callbacks=()):
         workdir,
         validate,
         save_best,
-        train_config.batch_size,
+        batches["captions_per_batch"],
         chief=chief,
         callbacks=callbacks,
     )
@@ -370,9 +402,52 @@ def train(config, workdir, log=print, callbacks=()):
     }
 
 
+def _batching(config, records, unreadable, replicas):
+    """Steps per epoch and batch shape of `data.batching` (the train split's `records`)."""
+    batch_size, data = config.train.batch_size, config.data
+    captions = sum(len(r.captions) for p, r in enumerate(records) if p not in unreadable)
+    if data.batching == "per_image":
+        if data.bucket_by_length:
+            raise KerasSaatError(
+                "data.bucket_by_length batches captions by length, which per-image batches "
+                "cannot: set data.batching per_caption or data.bucket_by_length false"
+            )
+        per_image = captions_per_image(records)
+        images_per_batch = max(batch_size // per_image, 1)
+        groups = image_group_count(records, per_image, unreadable)
+        result = {
+            "steps": groups // images_per_batch,
+            "per_image": per_image,
+            "images_per_batch": images_per_batch,
+            "captions_per_batch": images_per_batch * per_image,
+            "text": f"per-image batches of {images_per_batch} images x {per_image} captions",
+            "units": images_per_batch,
+        }
+    else:
+        result = {
+            "steps": captions // batch_size,
+            "captions_per_batch": batch_size,
+            "text": f"batch {batch_size}",
+            "units": batch_size,
+        }
+    if result["steps"] == 0:
+        raise KerasSaatError(
+            f"only {captions} training captions for a batch size of {batch_size} ({result['text']})"
+        )
+    if result["units"] % replicas:
+        raise KerasSaatError(
+            f"train.batch_size {batch_size} ({result['text']}) does not split evenly over "
+            f"{replicas} replicas"
+        )
+    return result
+
+
 def _save_model(model, path):
-    """Writes the model as .keras atomically (a killed run never leaves half a file)."""
+    """Writes the model as .keras atomically (a killed run never leaves half a file), in
+    float32 whatever precision it trained in, so the file loads and computes anywhere."""
     tmp = path.with_name(f".{path.stem}.tmp.keras")
+    if model.precision != "float32":
+        model = model.with_precision("float32")
     model.save(tmp)
     os.replace(tmp, path)
 

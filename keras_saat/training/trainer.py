@@ -19,7 +19,6 @@ at any point and restarted with the same command ends with the same weights
 as an uninterrupted one.
 """
 
-import contextlib
 import json
 import os
 import shutil
@@ -34,6 +33,7 @@ import tensorflow as tf
 
 from keras_saat.errors import KerasSaatError
 from keras_saat.io_utils import write_json_atomic
+from keras_saat.precision import dtype_policy, resolve_precision  # noqa: F401 (re-exported)
 from keras_saat.text.vocabulary import PAD_ID
 from keras_saat.workdir import CHECKPOINT_DIR, HISTORY_FILE
 
@@ -148,7 +148,8 @@ def build_optimizer(train_config, steps_per_epoch):
     ]
     # Clipping happens in the trainer, on the gradients summed over replicas.
     optimizer = optimizer_class(learning_rate=schedule)
-    if train_config.mixed_precision:
+    if resolve_precision(train_config.mixed_precision) == "float16":
+        # float16's narrow range needs dynamic loss scaling; bfloat16 has float32's range.
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     return optimizer
 
@@ -226,8 +227,9 @@ class Trainer:
         reinforce = model.reinforce
 
         def replica_step(batch):
-            tokens = batch["tokens"]
-            local = tf.cast(tf.shape(tokens)[0], tf.float32)
+            # Per-image batches (n, k, T + 1) split over the replicas by image.
+            local = tf.cast(tf.shape(batch["tokens"])[0], tf.float32)
+            tokens = model.caption_tokens(batch["tokens"])
             global_batch = local * strategy.num_replicas_in_sync
             share = local / global_batch  # this replica's part of the global mean
             with tf.GradientTape() as tape:
@@ -589,17 +591,3 @@ def end_epoch(trainer, run, totals, validate, save_best, train_config, hooks):
 
 def _is_number(value):
     return isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
-
-
-@contextlib.contextmanager
-def dtype_policy(mixed_precision):
-    """mixed_float16 while building (and training) a model, float32 afterwards."""
-    if not mixed_precision:
-        yield
-        return
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("mixed_float16")
-    try:
-        yield
-    finally:
-        keras.config.set_dtype_policy(previous)

@@ -1,0 +1,163 @@
+"""Precision: the auto rule, bfloat16 training against float32, float32 files, TF32, the
+XLA compilation cache."""
+
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_saat import Captioner
+from keras_saat.errors import KerasSaatError
+from keras_saat.precision import cpu_has_bfloat16, dtype_policy, resolve_precision
+from keras_saat.training.trainer import Trainer, build_optimizer
+
+VOCAB = ["<pad>", "<unk>", "<start>", "<end>"] + [f"w{i}" for i in range(40)]
+
+
+@pytest.mark.parametrize(
+    "setting, flags, gpus, expected",
+    [
+        ("auto", {"avx512f", "avx512_bf16"}, [], "bfloat16"),
+        ("auto", {"avx512f", "amx_bf16", "amx_tile"}, [], "bfloat16"),
+        ("auto", {"avx2", "avx512f"}, [], "float32"),
+        ("auto", set(), [(9, 0)], "bfloat16"),  # H100
+        ("auto", set(), [(8, 0), (8, 6)], "bfloat16"),  # A100, RTX 30xx
+        ("auto", {"avx512_bf16"}, [(7, 0)], "float16"),  # V100: the GPU decides
+        ("auto", set(), [(8, 0), (7, 5)], "float16"),  # the oldest GPU decides
+        ("none", {"avx512_bf16"}, [(9, 0)], "float32"),
+        ("bfloat16", set(), [], "bfloat16"),
+        ("float16", set(), [], "float16"),
+        (True, set(), [], "float16"),  # the older boolean form
+        (False, set(), [(9, 0)], "float32"),
+    ],
+)
+def test_auto_picks_the_policy_from_the_hardware(setting, flags, gpus, expected):
+    assert resolve_precision(setting, cpu_flags=flags, gpus=gpus) == expected
+
+
+def test_an_unknown_precision_is_refused():
+    with pytest.raises(KerasSaatError, match="bfloat16"):
+        resolve_precision("bf16", cpu_flags=set(), gpus=[])
+    assert cpu_has_bfloat16({"avx512_bf16"}) and not cpu_has_bfloat16({"avx512f"})
+
+
+def _model(precision="float32", attention="soft"):
+    keras.utils.set_random_seed(3)
+    with dtype_policy(precision):
+        return Captioner(
+            VOCAB, feature_dim=32, embedding_dim=16, lstm_units=32, attention_units=16,
+            attention=attention, dropout=0.0, seed=5,
+        )  # fmt: skip
+
+
+def _batch(seed=0, batch=16, length=9):
+    rng = np.random.default_rng(seed)
+    tokens = np.zeros((batch, length + 1), np.int32)
+    tokens[:, 0] = 2
+    for row in tokens:
+        n = rng.integers(2, length - 1)
+        row[1 : 1 + n] = rng.integers(4, len(VOCAB), size=n)
+        row[1 + n] = 3
+    features = rng.normal(size=(batch, 16, 128)).astype("float32")
+    return {"features": tf.constant(features), "tokens": tf.constant(tokens)}
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_a_bfloat16_step_matches_the_float32_step(attention):
+    """Same weights, same batch: bfloat16 compute (8-bit mantissa) moves the loss by well
+    under 1 %, and every gradient is finite."""
+    batch = _batch()
+    reference = _model("float32", attention)
+    mixed = reference.with_precision("bfloat16")
+    assert mixed.decoder.compute_dtype == "bfloat16"
+    assert all(v.dtype == "float32" for v in mixed.trainable_variables)
+    losses, norms = [], []
+    for model in (reference, mixed):
+        with tf.GradientTape() as tape:
+            outputs = model(batch, training=attention == "hard")
+            terms = model.loss_terms(outputs, batch["tokens"])
+        gradients = model.weight_gradients(tape, terms["loss"])
+        assert terms["loss"].dtype == tf.float32  # the loss is computed in float32
+        assert all(np.isfinite(tf.convert_to_tensor(g).numpy()).all() for g in gradients)
+        losses.append(float(terms["loss"]))
+        norms.append(float(tf.linalg.global_norm(gradients)))
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-2)
+    np.testing.assert_allclose(norms[1], norms[0], rtol=5e-2)
+
+
+def test_bfloat16_training_learns_and_saves_a_float32_model(tmp_path):
+    from keras_saat.config import TrainConfig
+    from keras_saat.models.captioner import load_captioner
+    from keras_saat.training.experiment import _save_model
+
+    config = TrainConfig(mixed_precision="bfloat16", learning_rate=1e-2, lr_schedule="constant")
+    model = _model("bfloat16")
+    optimizer = build_optimizer(config, steps_per_epoch=10)
+    assert not isinstance(optimizer, keras.optimizers.LossScaleOptimizer)  # no scaling needed
+    trainer = Trainer(model, optimizer, clipnorm=5.0, jit_compile=False, log=lambda _: None)
+    batch = _batch(seed=1)
+    losses = [float(trainer.train_step(batch)["loss"]) for _ in range(20)]
+    assert np.isfinite(losses).all() and losses[-1] < 0.7 * losses[0]
+    _save_model(model, tmp_path / "model.keras")
+    loaded = load_captioner(tmp_path / "model.keras")
+    assert loaded.precision == "float32" and loaded.decoder.compute_dtype == "float32"
+    for a, b in zip(loaded.get_weights(), model.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # The float32 copy scores the batch as the bfloat16 model does, within bf16's precision.
+    terms = [m.loss_terms(m(batch), batch["tokens"])["loss"] for m in (loaded, model)]
+    np.testing.assert_allclose(float(terms[0]), float(terms[1]), rtol=1e-2)
+
+
+def test_float16_settings_still_scale_the_loss():
+    from keras_saat.config import TrainConfig
+
+    optimizer = build_optimizer(TrainConfig(mixed_precision="float16"), steps_per_epoch=10)
+    assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+
+def test_training_with_tensorflows_tf32_default_still_learns(tf32):
+    """The suite runs in full float32 (conftest); under TF32 (TensorFlow's default on
+    Ampere and later GPUs; CPUs ignore it) training must still converge."""
+    assert tf.config.experimental.tensor_float_32_execution_enabled()
+    model = _model()
+    trainer = Trainer(
+        model, keras.optimizers.Adam(1e-2), clipnorm=5.0, jit_compile=False, log=lambda _: None
+    )
+    batch = _batch(seed=2)
+    losses = [float(trainer.train_step(batch)["loss"]) for _ in range(20)]
+    assert losses[-1] < 0.7 * losses[0]
+
+
+def test_the_compilation_cache_is_written_once_and_read_by_a_second_process(tmp_path):
+    """A fresh process that compiles the same XLA function finds it in the cache: the
+    cache keeps its one entry and no second one is written."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from keras_saat.precision import enable_compilation_cache, tensorflow_started
+        import tensorflow as tf
+        assert not tensorflow_started()
+        assert enable_compilation_cache({str(tmp_path / "cache")!r})
+        f = tf.function(lambda a: tf.nn.relu(a @ a) + 1.0, jit_compile=True)
+        print(float(tf.reduce_sum(f(tf.ones([8, 8])))))
+        assert tensorflow_started()
+        assert not enable_compilation_cache({str(tmp_path / "other")!r})  # too late now
+        """
+    )
+    outputs = []
+    entries = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs.append(done.stdout.split()[-1])
+        entries.append(sorted(p.name for p in (tmp_path / "cache").iterdir()))
+    assert outputs == ["576.0", "576.0"]
+    assert len(entries[0]) == 1 and entries[0][0].startswith("xla_compile_cache")
+    assert entries[1] == entries[0]
+    assert not (tmp_path / "other").exists()
