@@ -553,6 +553,7 @@ def _run_in_subprocess(name, *args, env=None):
     # The part runs as the command line runs: malloc tuned first (keras_saat/memory.py).
     code = (
         "import json, sys; from keras_saat.memory import tune_malloc; tune_malloc(); "
+        "from keras_saat.precision import set_xla_defaults; set_xla_defaults(); "
         "from keras_saat.bench import run_part; "
         "print('BENCH ' + json.dumps(run_part(*json.loads(sys.argv[1]))))"
     )

@@ -163,6 +163,7 @@ def cmd_export(args):
         ("export.max_pixels", args.max_pixels),
         ("export.model_name", args.name),
         ("export.format", args.format),
+        ("export.precision", args.precision),
     )
     overrides = [*args.set, *(f"{key}={value}" for key, value in flags if value is not None)]
     path = export_workdir(args.workdir, args.out, args.version, overrides, log=_log)
@@ -316,6 +317,13 @@ def build_parser():
     p.add_argument("--name", default=None, help="model name (default: export.model_name)")
     p.add_argument(
         "--format", default=None, help="export format (default: export.format, savedmodel)"
+    )
+    p.add_argument(
+        "--precision",
+        default=None,
+        choices=("float32", "bfloat16", "auto"),
+        help="the serving graph's compute precision (default: export.precision, float32); "
+        "bfloat16 pays on CPUs with AVX512_BF16 or AMX and on GPUs of compute capability 8+",
     )
     p.add_argument(
         "--set",

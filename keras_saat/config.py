@@ -205,6 +205,11 @@ class ExportConfig:
     # Fold the backbone's batch norms into its convolutions in the exported graph, checked
     # against the unfolded backbone at export (fewer ops; see benchmarks/RESULTS.md).
     fold_batch_norms: bool = True
+    # The serving graph's compute precision: float32, bfloat16 (bfloat16 compute from the
+    # float32 weights; fast where the serving machine has AVX512_BF16, AMX or a GPU of
+    # compute capability >= 8.0, slow elsewhere), or auto (bfloat16 where the *exporting*
+    # machine has it). Outputs stay float32 either way.
+    precision: str = "float32"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,6 +251,7 @@ _CHOICES = {
     ("model", "reinforce_baseline"): ("moving_average", "expected_context"),
     ("data", "dataset"): _readers,
     ("export", "format"): _export_formats,
+    ("export", "precision"): ("float32", "bfloat16", "auto"),
     ("data", "resize"): ("crop", "pad", "stretch"),
     ("export", "resize"): ("", "crop", "pad", "stretch"),
     ("data", "cache_dtype"): ("float16", "float32"),

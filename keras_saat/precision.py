@@ -143,3 +143,21 @@ def enable_compilation_cache(directory):
             f"{flags} --tf_xla_persistent_cache_directory={directory}".strip()
         )
     return True
+
+
+# XLA flags set for training unless the user's XLA_FLAGS already names them. Measured on
+# an H100 (benchmarks/RESULTS.md, "The GPU path"): autotuning Triton GEMM tilings for
+# every matmul of the unrolled step is most of XLA's compile time; cuBLAS runs the same
+# step as fast (paper size, batch 64, bfloat16: 10.8 ms against 11.2 ms).
+GPU_XLA_FLAGS = {"xla_gpu_enable_triton_gemm": "false"}
+
+
+def set_xla_defaults():
+    """Adds GPU_XLA_FLAGS to XLA_FLAGS (before TensorFlow starts; False when too late)."""
+    if tensorflow_started():
+        return False
+    flags = os.environ.get("XLA_FLAGS", "")
+    extra = [f"--{k}={v}" for k, v in GPU_XLA_FLAGS.items() if k not in flags]
+    if extra:
+        os.environ["XLA_FLAGS"] = " ".join([flags, *extra]).strip()
+    return True

@@ -15,12 +15,22 @@ from keras_saat.bench import _run_in_subprocess
 
 base = os.environ.get("XLA_FLAGS", "")
 cache = tempfile.mkdtemp()
-cached = {"TF_XLA_FLAGS": f"--tf_xla_persistent_cache_directory={cache}"}
+# XLA's own defaults (keras-saat now turns Triton GEMMs off unless XLA_FLAGS names them).
+cached = {
+    "TF_XLA_FLAGS": f"--tf_xla_persistent_cache_directory={cache}",
+    "XLA_FLAGS": f"{base} --xla_gpu_enable_triton_gemm=true",
+}
 VARIANTS = [
     ("default, cache empty", {**cached}),
     ("default, cache filled (a second run)", {**cached}),
-    ("--xla_gpu_autotune_level=0", {"XLA_FLAGS": f"{base} --xla_gpu_autotune_level=0"}),
-    ("--xla_gpu_enable_triton_gemm=false", {"XLA_FLAGS": f"{base} --xla_gpu_enable_triton_gemm=false"}),
+    (
+        "--xla_gpu_autotune_level=0",
+        {"XLA_FLAGS": f"{base} --xla_gpu_enable_triton_gemm=true --xla_gpu_autotune_level=0"},
+    ),
+    (
+        "--xla_gpu_enable_triton_gemm=false",
+        {"XLA_FLAGS": f"{base} --xla_gpu_enable_triton_gemm=false"},
+    ),
 ]
 with open(sys.argv[1], "a") as out:
     for name, env in VARIANTS:

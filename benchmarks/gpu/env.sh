@@ -7,7 +7,7 @@ if [ ! -d /tmp/site/tensorflow ]; then
     --target /tmp/site /tmp/tensorflow-2.21.0-cp312-cp312-manylinux_2_27_x86_64.whl .whl/small/*.whl
   PYTHONPATH=/tmp/site python3 .whl/small/cuda12_links.py /tmp/cuda12 > /tmp/links.txt
 fi
-export PYTHONPATH=/tmp/site:$PWD
+export PYTHONPATH=/tmp/site:$PWD${SHIM:+:$SHIM}
 export LD_LIBRARY_PATH=$(sed -n 's/^LD_DIRS=//p' /tmp/links.txt):/usr/local/cuda/lib64
 export XLA_FLAGS="--xla_gpu_cuda_data_dir=/usr/local/cuda ${XLA_EXTRA:-}"
 export TF_CPP_MIN_LOG_LEVEL=2 PYTHONUNBUFFERED=1

@@ -35,9 +35,13 @@ DTYPES = {"float16": np.float16, "float32": np.float32}
 
 
 def encoder_fingerprint(encoder, resize, dtype):
-    """A hash of what determines the features: backbone, size, weights, resize mode, dtype."""
+    """A hash of what determines the features: backbone, size, weights, resize mode, dtype,
+    and the backbone's compute precision when it is not float32 (a bfloat16 backbone's
+    features differ in the third digit, so its cache and a float32 one never mix)."""
+    compute = encoder.compute_dtype
+    precision = "" if compute == "float32" else f"|compute={compute}"
     digest = hashlib.sha256(
-        f"{encoder.backbone_name}|{encoder.image_size}|{resize}|{dtype}".encode()
+        f"{encoder.backbone_name}|{encoder.image_size}|{resize}|{dtype}{precision}".encode()
     )
     for weight in encoder.feature_model.weights:
         digest.update(np.ascontiguousarray(weight.numpy()).tobytes())
@@ -262,7 +266,8 @@ def extract_features(
         if index.get("version") != VERSION or index.get("fingerprint") != fingerprint:
             raise KerasSaatError(
                 f"the feature cache in {directory} was made with another backbone, weights, resize mode, "
-                "dtype or dataset; delete the folder or choose another workdir"
+                "dtype, compute precision (train.mixed_precision) or dataset; delete the folder "
+                "or choose another workdir"
             )
     else:
         index = {
@@ -273,6 +278,7 @@ def extract_features(
             "grid": list(encoder.grid_shape),
             "channels": encoder.feature_channels,
             "dtype": dtype,
+            "compute_dtype": encoder.compute_dtype,
             "fingerprint": fingerprint,
             "splits": {},
         }

@@ -115,6 +115,7 @@ def caption_dataset(
         images = cache_or_images.dataset(
             split, shuffle_files=bool(shuffle_buffer), seed=seed, keep_dtype=True
         )
+
     def expand(example):
         tokens = tokens_of[example["position"]]  # (k, max_length + 2)
         repeated = tf.repeat(example[key][None], tf.shape(tokens)[0], axis=0)

@@ -14,15 +14,17 @@ from pathlib import Path
 
 from keras_saat.config import DecodeConfig, ExportConfig, load_config, to_dict
 from keras_saat.errors import KerasSaatError
+from keras_saat.precision import dtype_policy, resolve_precision
 from keras_saat.serving.export_formats import get_export_format
 from keras_saat.workdir import CONFIG_FILE
 
 
 def resolved_export(model, export=None):
     """The ExportConfig with `resize` filled in: "" means the model's own rule (what
-    training saw, `data.resize`)."""
+    training saw, `data.resize`); "auto" precision becomes what this machine computes."""
     export = export or ExportConfig()
-    return dataclasses.replace(export, resize=export.resize or model.resize)
+    precision = resolve_precision("none" if export.precision == "float32" else export.precision)
+    return dataclasses.replace(export, resize=export.resize or model.resize, precision=precision)
 
 
 def export_model(model, out, decode=None, export=None, version=None, metadata=None, log=print):
@@ -45,7 +47,13 @@ def export_model(model, out, decode=None, export=None, version=None, metadata=No
     decode = decode or DecodeConfig(max_length=model.max_length)
     export = resolved_export(model, export)
     write = get_export_format(export.format)
-    return write(model, Path(out), decode, export, version, metadata, log)
+    precision = export.precision
+    if precision != model.precision:
+        model = model.with_precision(precision)
+        log(f"serving graph in {precision} (float32 weights, float32 outputs)")
+    # Layers the export builds (the folded backbone) compute in the same precision.
+    with dtype_policy(precision):
+        return write(model, Path(out), decode, export, version, metadata, log)
 
 
 def export_workdir(workdir, out, version=None, overrides=(), log=print):

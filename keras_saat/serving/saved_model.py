@@ -111,12 +111,13 @@ def serving_functions(model, decode, export, encoder=None):
         caption = tf.strings.reduce_join(
             tf.ragged.boolean_mask(strings, is_word), axis=1, separator=" "
         )
-        attention = tf.where(generated[:, :, None], out["alpha"], 0.0)  # (B, T, L)
+        alpha = tf.cast(out["alpha"], tf.float32)  # float32 outputs in any precision
+        attention = tf.where(generated[:, :, None], alpha, 0.0)  # (B, T, L)
         attention = tf.reshape(attention, [-1, max_length + 1, grid_h, grid_w])
         return {
             "caption": caption,
             "tokens": strings,
-            "log_prob": tf.where(valid, out["log_prob"], 0.0),
+            "log_prob": tf.where(valid, tf.cast(out["log_prob"], tf.float32), 0.0),
             "attention": attention,
             "valid": valid,
             "error": error,
@@ -264,6 +265,7 @@ def export_metadata(model, decode, export, version, extra=None):
         "max_pixels": int(export.max_pixels),
         "encoder_chunk": encoder_chunk(export),
         "fold_batch_norms": bool(export.fold_batch_norms),
+        "precision": model.precision,
         "model_config": model_config,
     }
     info.update(extra or {})

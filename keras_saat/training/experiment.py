@@ -36,7 +36,12 @@ from keras_saat.evaluation.bleu import corpus_bleu_scores
 from keras_saat.evaluation.coco_metrics import bleu_scores, coco_scores
 from keras_saat.evaluation.localisation import attention_localisation
 from keras_saat.models.captioner import build_captioner, load_captioner
-from keras_saat.precision import dtype_policy, enable_compilation_cache, resolve_precision
+from keras_saat.precision import (
+    dtype_policy,
+    enable_compilation_cache,
+    resolve_precision,
+    set_xla_defaults,
+)
 from keras_saat.text.vocabulary import Vocabulary
 from keras_saat.training.callbacks import TrainingSummaries
 from keras_saat.training.trainer import (
@@ -247,6 +252,7 @@ def train(config, workdir, log=print, callbacks=()):
     cached = train_config.compilation_cache and enable_compilation_cache(
         Path(workdir) / XLA_CACHE_DIR
     )
+    set_xla_defaults()  # cuBLAS rather than autotuned Triton GEMMs: a faster compile
     # MultiWorkerMirroredStrategy must exist before any other TensorFlow work.
     strategy = make_strategy(train_config.distribute)
     chief = is_chief(strategy)
