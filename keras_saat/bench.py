@@ -3,14 +3,27 @@
 Each part runs in a fresh Python process, so its peak resident memory is its own
 and no compiled function or cache carries over between parts:
 
-    matmul    fp32 matmul throughput of TensorFlow on this CPU (the limit)
-    train     train-step throughput at the tutorial and paper sizes, soft and hard,
-              with and without XLA, against an analytic FLOP count (`train_step_flops`)
+    device    the GPU (name, compute capability) and whether the CPU computes bfloat16;
+              it decides the precisions (float32, and bfloat16 where the hardware has
+              it: `resolve_precision("auto")`) and the GPU or CPU plan below
+    matmul    matmul throughput in each precision (the limit): the best of 10 timings
+              and their median; n = 2048 on a CPU, 20 chained n = 8192 on a GPU
+    train     train-step throughput against an analytic FLOP count (`train_step_flops`)
+              and a matmul of the step's precision timed alongside: `train_plan`
+              (CPU: both sizes, soft and hard, XLA on and off, every precision; GPU:
+              XLA in every precision at batch 64 and 512, one row without XLA)
+    batches   the batch/throughput curve: paper size, soft, best precision
+    input     captions/s the training input pipeline delivers from a feature cache on
+              disk at the paper size, per_caption and per_image batches, 64 and 512:
+              compare with the train rows to see which one limits a run
     extract   feature extraction (read, decode, resize, backbone, write) against the
-              bare backbone forward, EfficientNetB0 and VGG16, weights=None
-    decode    greedy and beam-3 captions/s from cached features (tutorial size)
+              bare backbone forward, EfficientNetB0 and VGG16, weights=None, per precision
+    decode    greedy and beam-3 captions/s from cached features (tutorial size), per
+              precision (and batch 512 on a GPU)
     serving   the exported SavedModel (EfficientNetB0 at 224, beam 3) run by a TF1
-              Session, as TF Serving runs it: one-JPEG latency and batch-32 throughput
+              Session, as TF Serving runs it: one-JPEG latency and batch-32
+              throughput; "serving" is the float32 export, "serving_bfloat16" the
+              `--precision bfloat16` one
     malloc    the soft train step at both sizes with glibc's malloc tuned and with its
               defaults (KERAS_SAAT_MALLOC=system), alternating fresh processes: step
               time, page faults a step and peak memory (keras_saat/memory.py)
@@ -258,7 +271,7 @@ def write_jpegs(folder, count, seed=0):
     return read_karpathy(folder / "dataset.json")
 
 
-def measure_extraction(backbone, count=256, batch_size=32, shard_size=1000):
+def measure_extraction(backbone, count=256, batch_size=32, shard_size=1000, precision="float32"):
     """Extraction images/s against the bare compiled encoder on the same images."""
     import numpy as np
     import tensorflow as tf
@@ -266,8 +279,10 @@ def measure_extraction(backbone, count=256, batch_size=32, shard_size=1000):
     from keras_saat.data.feature_cache import extract_features
     from keras_saat.data.images import decode_image
     from keras_saat.encoders import ImageEncoder
+    from keras_saat.precision import dtype_policy
 
-    encoder = ImageEncoder(backbone)
+    with dtype_policy(precision):
+        encoder = ImageEncoder(backbone)
     size = encoder.image_size
     with tempfile.TemporaryDirectory() as tmp:
         dataset = write_jpegs(Path(tmp), count)
@@ -300,6 +315,7 @@ def measure_extraction(backbone, count=256, batch_size=32, shard_size=1000):
         bare = (before + after) / 2  # the machine is shared: bracket the extraction
     return {
         "backbone": backbone,
+        "precision": precision,
         "images": count,
         "images_per_s": full,
         "bare_before": before,
@@ -317,8 +333,10 @@ def measure_extraction(backbone, count=256, batch_size=32, shard_size=1000):
 EXTRACT_IMAGES = {"efficientnetb0": 256, "vgg16": 64}
 
 
-def part_extract(backbone, images=None):
-    return measure_extraction(backbone, images or EXTRACT_IMAGES[backbone], batch_size=32)
+def part_extract(backbone, images=None, precision="float32"):
+    return measure_extraction(
+        backbone, images or EXTRACT_IMAGES[backbone], batch_size=32, precision=precision
+    )
 
 
 def part_decode(repeats=3, precision="float32", batch_size=None):
@@ -454,7 +472,7 @@ def part_input(size_name, batching, batch_size, images=1000, epochs=2):
     }
 
 
-def part_serving(requests=50, batches=8):
+def part_serving(requests=50, batches=8, precision="float32"):
     import numpy as np
     import tensorflow as tf
 
@@ -470,7 +488,7 @@ def part_serving(requests=50, batches=8):
         for _ in range(32)
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        export = ExportConfig()
+        export = ExportConfig(precision=precision)
         path = export_model(
             model, tmp, DecodeConfig(beam_size=3, max_length=size["length"]), export,
             log=lambda _: None,
@@ -499,6 +517,7 @@ def part_serving(requests=50, batches=8):
         "batch32_images_per_s": 32 / _median(batch_times),
         "encoder_chunk": encoder_chunk(export),
         "fold_batch_norms": export.fold_batch_norms,
+        "precision": precision,
     }
 
 
@@ -679,18 +698,23 @@ def run_all(parts=None, log=print):
     if "extract" in parts:
         report["extract"] = []
         for backbone in ("efficientnetb0", "vgg16"):
-            row = _in_subprocess("extract", backbone)
-            rss[f"extract_{backbone}"] = row.pop("peak_rss_mb")
-            report["extract"].append(
-                {
-                    k: row[k]
-                    for k in ("backbone", "images", "images_per_s", "bare_images_per_s", "ratio")
-                }
-            )
-            log(
-                f"extract {backbone} ({row['images']} images): {row['images_per_s']:.1f} img/s, bare "
-                f"{row['bare_images_per_s']:.1f} img/s, ratio {row['ratio']:.2f}"
-            )
+            for precision in precisions:
+                row = _in_subprocess("extract", backbone, None, precision)
+                rss[f"extract_{backbone}_{precision}"] = row.pop("peak_rss_mb")
+                keys = (
+                    "backbone",
+                    "precision",
+                    "images",
+                    "images_per_s",
+                    "bare_images_per_s",
+                    "ratio",
+                )
+                report["extract"].append({k: row[k] for k in keys})
+                log(
+                    f"extract {backbone} {precision} ({row['images']} images): "
+                    f"{row['images_per_s']:.1f} img/s, bare {row['bare_images_per_s']:.1f} img/s, "
+                    f"ratio {row['ratio']:.2f}"
+                )
     if "decode" in parts:
         report["decode"] = []
         for precision in precisions:
@@ -705,13 +729,15 @@ def run_all(parts=None, log=print):
                     f"(mean length {row['greedy_mean_length']:.1f} tokens)"
                 )
     if "serving" in parts:
-        row = _in_subprocess("serving")
-        rss["serving"] = row.pop("peak_rss_mb")
-        report["serving"] = row
-        log(
-            f"serving EfficientNetB0 224, beam 3: p50 {row['p50_ms']:.0f} ms, p99 "
-            f"{row['p99_ms']:.0f} ms, batch 32 {row['batch32_images_per_s']:.1f} images/s"
-        )
+        for precision in precisions:
+            row = _in_subprocess("serving", 50, 8, precision)
+            key = "serving" if precision == "float32" else f"serving_{precision}"
+            rss[key] = row.pop("peak_rss_mb")
+            report[key] = row
+            log(
+                f"serving EfficientNetB0 224, beam 3, {precision}: p50 {row['p50_ms']:.0f} ms, "
+                f"p99 {row['p99_ms']:.0f} ms, batch 32 {row['batch32_images_per_s']:.1f} images/s"
+            )
     if "malloc" in parts:
         report["malloc"] = measure_malloc(log)
     report["peak_rss_mb"] = rss

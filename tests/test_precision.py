@@ -141,11 +141,20 @@ def test_the_compilation_cache_is_written_once_and_read_by_a_second_process(tmp_
         from keras_saat.precision import enable_compilation_cache, tensorflow_started
         import tensorflow as tf
         assert not tensorflow_started()
+        import os
+        from keras_saat.precision import set_xla_defaults
+        os.environ["XLA_FLAGS"] = "--xla_gpu_enable_triton_gemm=true"
+        assert set_xla_defaults()  # a flag the user named is left as it is
+        assert os.environ["XLA_FLAGS"] == "--xla_gpu_enable_triton_gemm=true"
+        del os.environ["XLA_FLAGS"]
+        assert set_xla_defaults()
+        assert os.environ["XLA_FLAGS"] == "--xla_gpu_enable_triton_gemm=false"
         assert enable_compilation_cache({str(tmp_path / "cache")!r})
         f = tf.function(lambda a: tf.nn.relu(a @ a) + 1.0, jit_compile=True)
         print(float(tf.reduce_sum(f(tf.ones([8, 8])))))
         assert tensorflow_started()
         assert not enable_compilation_cache({str(tmp_path / "other")!r})  # too late now
+        assert not set_xla_defaults()
         """
     )
     outputs = []
@@ -161,3 +170,52 @@ def test_the_compilation_cache_is_written_once_and_read_by_a_second_process(tmp_
     assert len(entries[0]) == 1 and entries[0][0].startswith("xla_compile_cache")
     assert entries[1] == entries[0]
     assert not (tmp_path / "other").exists()
+
+
+def test_batching_settings_are_checked():
+    from keras_saat.config import load_config
+    from keras_saat.data.dataset import ImageRecord
+    from keras_saat.training.experiment import _batching
+
+    with pytest.raises(KerasSaatError, match="per_caption, per_image"):
+        load_config(None, ["data.batching=per_batch"])
+    with pytest.raises(KerasSaatError, match="mixed_precision"):
+        load_config(None, ["train.mixed_precision=bf16"])
+    records = [ImageRecord(i, None, "train", ["a b"] * (7 if i == 0 else 5)) for i in range(20)]
+    config = load_config(None, ["data.batching=per_image", "train.batch_size=32"])
+    batches = _batching(config, records, set(), 1)
+    # 6 images of 5 a batch; 21 groups (image 0 makes two) -> 3 steps.
+    assert (batches["per_image"], batches["images_per_batch"], batches["steps"]) == (5, 6, 3)
+    assert batches["captions_per_batch"] == 30
+    with pytest.raises(KerasSaatError, match="split evenly over 4 replicas"):
+        _batching(config, records, set(), 4)
+    bucketed = load_config(None, ["data.batching=per_image", "data.bucket_by_length=true"])
+    with pytest.raises(KerasSaatError, match="bucket_by_length"):
+        _batching(bucketed, records, set(), 1)
+    per_caption = _batching(load_config(None, ["train.batch_size=32"]), records, set(), 1)
+    assert per_caption["steps"] == 102 // 32
+
+
+def test_a_bfloat16_backbone_fills_its_own_cache(shapes_dir, tmp_path):
+    """The cache keeps its float16 dtype; features of a bfloat16 backbone are close to the
+    float32 ones, and the two never mix in one cache folder."""
+    from keras_saat.data import read_karpathy
+    from keras_saat.data.feature_cache import extract_features
+    from keras_saat.encoders import ImageEncoder
+
+    dataset = read_karpathy(shapes_dir / "dataset_shapes.json")
+    keras.utils.set_random_seed(0)
+    encoder = ImageEncoder("shapes_cnn")
+    with dtype_policy("bfloat16"):
+        mixed = ImageEncoder("shapes_cnn")
+    mixed.set_weights(encoder.get_weights())
+    quiet = {"splits": ("val",), "log": lambda _: None}
+    cache, _ = extract_features(encoder, dataset, tmp_path / "f32", **quiet)
+    mixed_cache, _ = extract_features(mixed, dataset, tmp_path / "bf16", **quiet)
+    assert mixed_cache.index["compute_dtype"] == "bfloat16"
+    assert mixed_cache.index["dtype"] == "float16"
+    reference, features = cache.load("val")[1], mixed_cache.load("val")[1]
+    scale = np.abs(reference).max()
+    assert np.abs(features - reference).max() < 0.05 * scale
+    with pytest.raises(KerasSaatError, match="compute precision"):
+        extract_features(mixed, dataset, tmp_path / "f32", **quiet)

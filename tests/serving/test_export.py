@@ -180,3 +180,40 @@ def test_versions_and_refusals(export_base, trained_workdir, capsys):
     assert "5 already exists; pass another --version" in capsys.readouterr().err
     assert main(["export", "--workdir", str(base), "--out", str(base)]) == 2
     assert "has no config.yaml; train a model there first" in capsys.readouterr().err
+
+
+def test_a_bfloat16_export_captions_as_the_float32_export(trained_workdir, export_base, tmp_path):
+    """`--precision bfloat16`: the same signature with float32 outputs, and the captions
+    of the float32 export on (nearly) every image of the dataset."""
+    import yaml
+
+    from keras_saat.data import read_karpathy
+    from keras_saat.serving.saved_model import METADATA_FILE
+
+    base = tmp_path / "bf16"
+    argv = ["export", "--workdir", trained_workdir, "--out", base, "--precision", "bfloat16"]
+    assert main([str(a) for a in argv]) == 0
+    metadata = json.loads((base / "1" / "assets.extra" / METADATA_FILE).read_text())
+    assert metadata["precision"] == "bfloat16"
+    float32_metadata = json.loads((export_base / "1" / "assets.extra" / METADATA_FILE).read_text())
+    assert float32_metadata["precision"] == "float32"
+    config = yaml.safe_load((trained_workdir / "config.yaml").read_text())
+    records = read_karpathy(config["data"]["path"]).records  # 56 images, every split
+    images = tf.constant([r.path.read_bytes() for r in records])
+    outputs = []
+    for folder in (export_base / "1", base / "1"):
+        serve = tf.saved_model.load(str(folder)).signatures["serving_default"]
+        outputs.append({k: v.numpy() for k, v in serve(image_bytes=images).items()})
+    reference, mixed = outputs
+    assert mixed["log_prob"].dtype == np.float32 and mixed["attention"].dtype == np.float32
+    assert mixed["valid"].all()
+    agree = np.mean(reference["caption"] == mixed["caption"])
+    assert agree >= 0.9, agree
+    same = reference["caption"] == mixed["caption"]
+    np.testing.assert_allclose(
+        mixed["log_prob"][same], reference["log_prob"][same], rtol=0.05, atol=0.05
+    )
+    steps = (mixed["tokens"] != b"").sum(axis=1)
+    for row, count in enumerate(steps):
+        sums = mixed["attention"][row, :count].sum(axis=(1, 2))
+        np.testing.assert_allclose(sums, 1.0, atol=2e-2)  # bfloat16 alphas: 3 digits
