@@ -13,6 +13,8 @@ and no compiled function or cache carries over between parts:
               (CPU: both sizes, soft and hard, XLA on and off, every precision; GPU:
               XLA in every precision at batch 64 and 512, one row without XLA)
     batches   the batch/throughput curve: paper size, soft, best precision
+    profile   the train step's op time by op type (TensorFlow's profiler), per size and
+              precision: which ops hold a precision back
     input     captions/s the training input pipeline delivers from a feature cache on
               disk at the paper size, per_caption and per_image batches, 64 and 512:
               compare with the train rows to see which one limits a run
@@ -365,6 +367,57 @@ def part_decode(repeats=3, precision="float32", batch_size=None):
     return result
 
 
+def part_profile(size_name, precision, steps=3, top=12):
+    """Where the train step's time goes, by op type: TensorFlow's profiler around `steps`
+    steps (soft attention, batch 64, no XLA), its host-CPU op events summed by type.
+
+    The profiler slows the step; compare the op types' shares between precisions, not
+    the times with the train rows. Answers "which op holds bfloat16 back".
+    """
+    import collections
+    import glob
+
+    import keras
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    from keras_saat.training.trainer import Trainer
+
+    size = SIZES[size_name]
+    model = _captioner(size, "soft", precision=precision)
+    trainer = Trainer(
+        model, keras.optimizers.Adam(1e-4), clipnorm=5.0, jit_compile=False, log=lambda _: None
+    )
+    batch = {k: tf.constant(v) for k, v in _random_batch(size).items()}
+    for _ in range(3):
+        trainer.train_step(batch)["loss"].numpy()
+    with tempfile.TemporaryDirectory() as folder:
+        tf.profiler.experimental.start(folder)
+        for _ in range(steps):
+            trainer.train_step(batch)["loss"].numpy()
+        tf.profiler.experimental.stop()
+        space = xplane_pb2.XSpace()
+        path = glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)[0]
+        space.ParseFromString(Path(path).read_bytes())
+    totals = collections.Counter()
+    for plane in space.planes:
+        if not plane.name.startswith("/host:CPU"):
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                kind = name.rsplit(":", 1)[-1].strip()
+                # "op_name:OpType" events; not the function call and executor spans.
+                if ":" in name and kind not in ("Process", "Run") and not kind.startswith("__"):
+                    totals[kind] += event.duration_ps / 1e9 / steps
+    return {
+        "size": size_name,
+        "precision": precision,
+        "op_ms": {k: round(v, 2) for k, v in totals.most_common(top)},
+        "all_ops_ms": round(sum(totals.values()), 1),
+    }
+
+
 def write_synthetic_cache(folder, images, size, captions_per_image=5, seed=0):
     """A feature cache of `images` random float16 (L, C) rows of `size`, in shards of 1,000
     as extraction writes them, and records with Shapes captions: the input bench's data."""
@@ -529,6 +582,7 @@ PARTS = {
     "serving": part_serving,
     "malloc": part_train,  # run both ways by run_all
     "input": part_input,
+    "profile": part_profile,
     "batches": part_train,  # the batch/throughput curve, run by run_all
     "device": lambda: part_device(),  # what run_all plans by (always run)
 }
@@ -694,6 +748,17 @@ def run_all(parts=None, log=print):
                     f"input paper {batching:11s} batch {batch:3d}: "
                     f"{row['captions_per_s']:9.0f} captions/s, "
                     f"{row['bytes_per_caption'] / 1024:.0f} KiB a caption to the step"
+                )
+    if "profile" in parts:
+        report["profile"] = []
+        for size in SIZES:
+            for precision in precisions:
+                row = _in_subprocess("profile", size, precision)
+                rss[f"profile_{size}_{precision}"] = row.pop("peak_rss_mb")
+                report["profile"].append(row)
+                ops = ", ".join(f"{k} {v:.0f}" for k, v in list(row["op_ms"].items())[:6])
+                log(
+                    f"profile {size:8s} {precision:8s}: ops {row['all_ops_ms']:.0f} ms a step; {ops}"
                 )
     if "extract" in parts:
         report["extract"] = []
