@@ -36,6 +36,7 @@ machines are shared and noisy, so compare ratios measured in one run.
 
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -367,12 +368,19 @@ def part_decode(repeats=3, precision="float32", batch_size=None):
     return result
 
 
-def part_profile(size_name, precision, steps=3, top=12):
-    """Where the train step's time goes, by op type: TensorFlow's profiler around `steps`
-    steps (soft attention, batch 64, no XLA), its host-CPU op events summed by type.
+def _op_key(name, by):
+    if by == "type":
+        return name.split(":")[-1]
+    return re.sub(r"_\d+(?=/|:|$)", "", name)  # "while/MatMul_13:MatMul" -> "while/MatMul:MatMul"
 
-    The profiler slows the step; compare the op types' shares between precisions, not
-    the times with the train rows. Answers "which op holds bfloat16 back".
+
+def op_times(size_name, attention="soft", xla=False, steps=2, by="type", precision="float32"):
+    """Where a train step's time goes: `tf.profiler.experimental` around `steps` steps of
+    the train part, its `tf_Compute` thread events summed by op type (or by op name with
+    the unrolled loop's step numbers taken out: `by="name"`), in ms a step.
+
+    The events of the inter-op threads overlap, so the sums are op time, not wall time:
+    use them to rank ops and compare runs (`benchmarks/profile_train_step.py` prints them).
     """
     import collections
     import glob
@@ -384,32 +392,36 @@ def part_profile(size_name, precision, steps=3, top=12):
     from keras_saat.training.trainer import Trainer
 
     size = SIZES[size_name]
-    model = _captioner(size, "soft", precision=precision)
+    model = _captioner(size, attention, precision=precision)
     trainer = Trainer(
-        model, keras.optimizers.Adam(1e-4), clipnorm=5.0, jit_compile=False, log=lambda _: None
+        model, keras.optimizers.Adam(1e-4), clipnorm=5.0, jit_compile=xla, log=lambda _: None
     )
     batch = {k: tf.constant(v) for k, v in _random_batch(size).items()}
-    for _ in range(3):
+    for _ in range(2):
         trainer.train_step(batch)["loss"].numpy()
-    with tempfile.TemporaryDirectory() as folder:
-        tf.profiler.experimental.start(folder)
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
         for _ in range(steps):
             trainer.train_step(batch)["loss"].numpy()
         tf.profiler.experimental.stop()
+        path = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))[-1]
         space = xplane_pb2.XSpace()
-        path = glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)[0]
         space.ParseFromString(Path(path).read_bytes())
     totals = collections.Counter()
     for plane in space.planes:
-        if not plane.name.startswith("/host:CPU"):
-            continue
         for line in plane.lines:
-            for event in line.events:
-                name = plane.event_metadata[event.metadata_id].name
-                kind = name.rsplit(":", 1)[-1].strip()
-                # "op_name:OpType" events; not the function call and executor spans.
-                if ":" in name and kind not in ("Process", "Run") and not kind.startswith("__"):
-                    totals[kind] += event.duration_ps / 1e9 / steps
+            if line.name.startswith("tf_Compute"):
+                for event in line.events:
+                    name = plane.event_metadata[event.metadata_id].name
+                    totals[_op_key(name, by)] += event.duration_ps / 1e9 / steps
+    return totals
+
+
+def part_profile(size_name, precision, steps=3, top=12):
+    """The train step's op time by op type (soft attention, batch 64, no XLA), in one
+    precision: compare the op types' shares between precisions to see which ops hold
+    one back (the profiler slows the step; captions/s come from the train rows)."""
+    totals = op_times(size_name, steps=steps, precision=precision)
     return {
         "size": size_name,
         "precision": precision,
