@@ -104,6 +104,10 @@ def test_nothing_to_fold_returns_the_model_itself():
 
 
 def test_efficientnet_encoder_folds_every_batch_norm_and_pad():
+    # Seeded: with the randomised batch norms, 50 layers reach activations of 1e8, and
+    # some random initialisations amplify float rounding past the tolerance (a test
+    # that ran after others' seeds failed with 1e-2).
+    keras.utils.set_random_seed(0)
     encoder = ImageEncoder("efficientnetb0", 96)
     randomise_batch_norms(encoder.feature_model)
     folded, count = encoder.folded()
