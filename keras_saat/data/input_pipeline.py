@@ -68,6 +68,18 @@ def _batch(ds, batch_size, max_length, bucket_by_length, drop_remainder):
     )
 
 
+def _image_source(cache_or_images, split, records, image_size, resize, shuffle, seed):
+    """("features", the cache's per-image rows in its dtype) or ("images", decoded uint8
+    pixels: a quarter of float32's memory in a shuffle buffer)."""
+    if isinstance(cache_or_images, str):
+        return "images", decoded_images(
+            records, image_size, resize, tf.uint8, shuffle=shuffle, seed=seed
+        )
+    return "features", cache_or_images.dataset(
+        split, shuffle_files=shuffle, seed=seed, keep_dtype=True
+    )
+
+
 def caption_dataset(
     cache_or_images,
     split,
@@ -104,17 +116,9 @@ def caption_dataset(
             Defaults to False.
     """
     tokens_of = token_table(records, vocabulary, max_length)
-    if isinstance(cache_or_images, str):
-        key = "images"
-        # uint8 until batching: a quarter of the memory in the shuffle buffer.
-        images = decoded_images(
-            records, image_size, resize, tf.uint8, shuffle=bool(shuffle_buffer), seed=seed
-        )
-    else:
-        key = "features"
-        images = cache_or_images.dataset(
-            split, shuffle_files=bool(shuffle_buffer), seed=seed, keep_dtype=True
-        )
+    key, images = _image_source(
+        cache_or_images, split, records, image_size, resize, bool(shuffle_buffer), seed
+    )
 
     def expand(example):
         tokens = tokens_of[example["position"]]  # (k, max_length + 2)
@@ -198,16 +202,9 @@ def image_group_dataset(
     """
     per_image = int(per_image or captions_per_image(records))
     tokens_of = token_table(records, vocabulary, max_length)
-    if isinstance(cache_or_images, str):
-        key = "images"
-        images = decoded_images(
-            records, image_size, resize, tf.uint8, shuffle=bool(shuffle_buffer), seed=seed
-        )
-    else:
-        key = "features"
-        images = cache_or_images.dataset(
-            split, shuffle_files=bool(shuffle_buffer), seed=seed, keep_dtype=True
-        )
+    key, images = _image_source(
+        cache_or_images, split, records, image_size, resize, bool(shuffle_buffer), seed
+    )
     width = max_length + 2
 
     def groups(example):
