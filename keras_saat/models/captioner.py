@@ -403,9 +403,7 @@ class Captioner(keras.Model):
     @property
     def precision(self):
         """The compute precision: "float32", "bfloat16" or "float16" (mixed policies)."""
-        return {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}.get(
-            self.decoder.compute_dtype, self.decoder.compute_dtype
-        )
+        return self.decoder.compute_dtype
 
     def with_precision(self, precision):
         """A copy of this model that computes in `precision` ("float32", "bfloat16",
