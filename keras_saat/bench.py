@@ -164,21 +164,17 @@ def _captioner(size, attention, backbone=None, precision="float32"):
 
     words = ["<pad>", "<unk>", "<start>", "<end>"] + [f"w{i}" for i in range(size["vocab"] - 4)]
     with dtype_policy(precision):
-        return _new_captioner(Captioner, words, size, attention, backbone)
-
-
-def _new_captioner(Captioner, words, size, attention, backbone):
-    return Captioner(
-        words,
-        backbone=backbone or size["backbone"],
-        feature_dim=size["feature_dim"],
-        embedding_dim=size["embedding_dim"],
-        lstm_units=size["lstm_units"],
-        attention_units=size["attention_units"],
-        attention=attention,
-        max_length=size["length"],
-        seed=0,
-    )
+        return Captioner(
+            words,
+            backbone=backbone or size["backbone"],
+            feature_dim=size["feature_dim"],
+            embedding_dim=size["embedding_dim"],
+            lstm_units=size["lstm_units"],
+            attention_units=size["attention_units"],
+            attention=attention,
+            max_length=size["length"],
+            seed=0,
+        )
 
 
 def _random_batch(size, seed=0):

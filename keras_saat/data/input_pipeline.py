@@ -227,14 +227,6 @@ def image_group_dataset(
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def flatten_image_groups(features, tokens):
-    """(n, ...) per-image values and (n, k, T) tokens -> (n * k, ...) and (n * k, T): each
-    image's values repeated for its k caption rows (on the device, inside the step)."""
-    per_image = tf.shape(tokens)[1]
-    repeated = tf.repeat(features, per_image, axis=0)
-    return repeated, tf.reshape(tokens, [-1, tf.shape(tokens)[2]])
-
-
 def decoded_images(records, image_size, resize="crop", dtype=tf.float32, shuffle=False, seed=None):
     """{"position", "images"} per readable image file of `records` (unreadable ones drop out)."""
     positions = np.arange(len(records), dtype=np.int32)
