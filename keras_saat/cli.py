@@ -115,39 +115,97 @@ def cmd_evaluate(args):
     from keras_saat.training.experiment import evaluate
     from keras_saat.workdir import METRICS_FILE, PREDICTIONS_FILE
 
-    result = evaluate(args.workdir, args.split, args.beam_size, _log, args.set)
+    result = evaluate(_trained(args), args.split, args.beam_size, _log, args.set, out=args.out)
     _print_scores(result)
     _log(f"wrote {result['out'] / PREDICTIONS_FILE} and {METRICS_FILE}")
 
 
+def _trained(args):
+    """The trained model's folder: --workdir or --preset."""
+    return args.workdir or args.preset
+
+
 def cmd_caption(args):
+    from keras_saat.data.image_files import find_images
     from keras_saat.errors import KerasSaatError
     from keras_saat.models.captioner import load_captioner
 
-    model = load_captioner(args.workdir)
-    failed = 0
-    for path in args.images:
-        try:
-            result = model.generate(
-                path,
-                beam_size=args.beam_size,
-                max_length=args.max_length,
-                return_details=True,
-            )[0]
-        except KerasSaatError as err:
-            print(f"keras-saat: {err}", file=sys.stderr)
-            failed += 1
-            continue
-        _log(f"{path}: {result['caption']}")
-        if args.plot:
-            from keras_saat.evaluation.plots import plot_attention
+    paths = find_images(args.images)
+    out = None
+    if args.out:
+        from keras_saat.caption_files import CaptionFile
 
-            out = _plot_path(args.plot, path, len(args.images))
-            pixels = model.preprocessor()(path)[0]
-            plot_attention(pixels, result["words"], result["attention"], out)
-            _log(f"  attention plot: {out}")
+        out = CaptionFile(args.out, attention=args.attention)
+        if out.done:
+            _log(f"{args.out}: {len(out.done)} images already captioned, skipping them")
+    elif args.attention:
+        raise KerasSaatError("--attention writes the grids into --out FILE.jsonl; give --out")
+    todo = [p for p in paths if out is None or str(p) not in out.done]
+    model = load_captioner(_trained(args))
+    progress = _Progress(len(todo)) if sys.stderr.isatty() else None
+    failed = 0
+    try:
+        stream = model.generate_stream(
+            todo, batch_size=args.batch_size, beam_size=args.beam_size, max_length=args.max_length
+        )
+        for result in stream:
+            if out is not None:
+                out.write(result)
+            if result["error"]:
+                failed += 1
+                print(f"keras-saat: {result['image']}: {result['error']}", file=sys.stderr)
+            elif out is None:
+                _log(f"{result['image']}: {result['caption']}")
+            if args.plot and not result["error"]:
+                _plot(model, args.plot, result, len(todo))
+            if progress is not None:
+                progress.update(1)
+    finally:
+        if out is not None:
+            out.close()
+        if progress is not None:
+            progress.close()
+    if out is not None:
+        _log(f"wrote {len(todo) - failed} captions to {args.out}")
     if failed:
-        raise KerasSaatError(f"{failed} of {len(args.images)} images could not be captioned")
+        raise KerasSaatError(
+            f"{failed} of {len(todo)} images could not be captioned"
+            + (" (their rows carry the error; run again to retry them)" if out else "")
+        )
+
+
+def _plot(model, plot, result, count):
+    from keras_saat.evaluation.plots import plot_attention
+
+    path = _plot_path(plot, result["image"], count)
+    pixels = model.preprocessor()(result["image"])[0]
+    plot_attention(pixels, result["words"], result["attention"], path)
+    _log(f"  attention plot: {path}")
+
+
+class _Progress:
+    """'captioned N/M images, X images/s' on one terminal line (stderr)."""
+
+    def __init__(self, total):
+        self.total, self.count, self.start, self.shown = total, 0, time.perf_counter(), 0.0
+
+    def update(self, n):
+        self.count += n
+        now = time.perf_counter()
+        if now - self.shown < 0.5 and self.count < self.total:
+            return
+        self.shown = now
+        rate = self.count / max(now - self.start, 1e-9)
+        print(
+            f"\rcaptioned {self.count}/{self.total} images, {rate:.1f} images/s",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def close(self):
+        if self.count:
+            print(file=sys.stderr)
 
 
 def cmd_export(args):
@@ -166,7 +224,7 @@ def cmd_export(args):
         ("export.precision", args.precision),
     )
     overrides = [*args.set, *(f"{key}={value}" for key, value in flags if value is not None)]
-    path = export_workdir(args.workdir, args.out, args.version, overrides, log=_log)
+    path = export_workdir(_trained(args), args.out, args.version, overrides, log=_log)
     metadata = path / "assets.extra" / METADATA_FILE
     if metadata.is_file():  # a SavedModel version folder
         name = json.loads(metadata.read_text())["model_name"]
@@ -177,29 +235,42 @@ def cmd_export(args):
 
 
 def cmd_serve(args):
+    import tempfile
     import threading
 
     from keras_saat.serving.dev_server import DevServer
 
-    server = DevServer(
-        args.model_base,
-        args.name,
-        host=args.host,
-        port=args.port,
-        grpc_port=args.grpc_port,
-        version=args.version,
-        log=_log,
-    ).start()
-    _log(
-        f"serving {server.name} version {server.version} from {server.path}\n"
-        f"  REST {server.url}/v1/models/{server.name}"
-        + (f"\n  gRPC {server.host}:{server.grpc_port}" if server.grpc_port is not None else "")
-        + "\nthis is a development server; production uses TF Serving (export/README.md). Ctrl-C stops it."
-    )
+    model_base, scratch = args.model_base, None
+    if model_base is None:  # a workdir or preset: export it into a scratch model base first
+        from keras_saat.serving.export import export_workdir
+
+        scratch = tempfile.TemporaryDirectory(prefix="keras-saat-serve-")
+        model_base = f"{scratch.name}/{args.name}"
+        overrides = [f"export.model_name={args.name}", "export.format=savedmodel"]
+        export_workdir(_trained(args), model_base, 1, overrides, log=_log)
     try:
-        threading.Event().wait()
+        server = DevServer(
+            model_base,
+            args.name,
+            host=args.host,
+            port=args.port,
+            grpc_port=args.grpc_port,
+            version=args.version,
+            log=_log,
+        ).start()
+        _log(
+            f"serving {server.name} version {server.version} from {server.path}\n"
+            f"  REST {server.url}/v1/models/{server.name}"
+            + (f"\n  gRPC {server.host}:{server.grpc_port}" if server.grpc_port is not None else "")
+            + "\nthis is a development server; production uses TF Serving (export/README.md). Ctrl-C stops it."
+        )
+        try:
+            threading.Event().wait()
+        finally:
+            server.stop()
     finally:
-        server.stop()
+        if scratch is not None:
+            scratch.cleanup()
 
 
 def cmd_bench(args):
@@ -230,11 +301,24 @@ def _plot_path(plot, image, count):
     return plot.with_name(f"{plot.stem}_{Path(image).stem}{plot.suffix or '.png'}")
 
 
+def _trained_model_arguments(parser, required=True):
+    """--workdir or --preset: where a trained model is."""
+    group = parser.add_mutually_exclusive_group(required=required)
+    group.add_argument("--workdir", help="a trained workdir (its best model and config)")
+    group.add_argument(
+        "--preset",
+        metavar="DIR",
+        help="a preset folder (Captioner.save_to_preset, or export --format preset)",
+    )
+
+
 def _experiment_arguments(parser, workdir_help, config=True):
     if config:
         parser.add_argument(
             "--config",
-            help="YAML experiment config (see configs/), or a packaged recipe: shapes_soft, shapes_hard",
+            required=True,
+            help="YAML experiment config (see configs/), or a packaged recipe: "
+            "shapes_soft, shapes_hard, shapes_soft_gpu",
         )
     parser.add_argument(
         "--set",
@@ -276,8 +360,14 @@ def build_parser():
     p = sub.add_parser(
         "evaluate", help="caption a split and score it (BLEU, METEOR, ROUGE-L, CIDEr)"
     )
-    p.add_argument("--workdir", required=True, help="a trained workdir")
+    _trained_model_arguments(p)
     p.add_argument("--split", default="test", choices=["train", "val", "test"], help="default test")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="folder for predictions.json and metrics.json (default: WORKDIR/eval/SPLIT, "
+        "or PRESET-eval/SPLIT here)",
+    )
     p.add_argument(
         "--beam-size", type=int, default=None, help="beam width (default: decode.beam_size, 3)"
     )
@@ -286,19 +376,47 @@ def build_parser():
     )
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("caption", help="caption image files; --plot draws attention per word")
-    p.add_argument("--workdir", required=True, help="a trained workdir (or a .keras file)")
-    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files (JPEG, PNG, GIF, BMP)")
-    p.add_argument("--beam-size", type=int, default=3, help="beam width (default 3; 1 = greedy)")
+    p = sub.add_parser(
+        "caption", help="caption images, folders or globs; --out writes JSON lines or CSV"
+    )
+    _trained_model_arguments(p)
+    p.add_argument(
+        "images",
+        nargs="+",
+        metavar="PATH",
+        help="image files (JPEG, PNG, GIF, BMP), folders (searched recursively) or globs",
+    )
+    p.add_argument(
+        "--out",
+        metavar="FILE.jsonl|FILE.csv",
+        help="write one row per image (image, caption, log_prob, error); a second run "
+        "skips the images already captioned there",
+    )
+    p.add_argument("--batch-size", type=int, default=32, help="images per batch (default 32)")
+    p.add_argument(
+        "--beam-size", type=int, default=None, help="beam width (default: the model's; 1 = greedy)"
+    )
     p.add_argument("--max-length", type=int, default=None, help="maximum words")
+    p.add_argument(
+        "--attention",
+        action="store_true",
+        help="add each word's attention grid to the rows (JSON lines only)",
+    )
     p.add_argument(
         "--plot", metavar="OUT.png", help="write the paper's Figure 2 layout (one file per image)"
     )
     p.set_defaults(func=cmd_caption)
 
-    p = sub.add_parser("export", help="write the best model as a SavedModel for TF Serving")
-    p.add_argument("--workdir", required=True, help="a trained workdir")
-    p.add_argument("--out", required=True, metavar="BASE", help="TF Serving model base folder")
+    p = sub.add_parser(
+        "export", help="write the best model as a SavedModel for TF Serving, or a preset folder"
+    )
+    _trained_model_arguments(p)
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="BASE",
+        help="TF Serving model base folder (--format preset: the preset folder)",
+    )
     p.add_argument(
         "--version", type=int, default=None, help="version folder (default: the next free one)"
     )
@@ -316,7 +434,9 @@ def build_parser():
     )
     p.add_argument("--name", default=None, help="model name (default: export.model_name)")
     p.add_argument(
-        "--format", default=None, help="export format (default: export.format, savedmodel)"
+        "--format",
+        default=None,
+        help="export format: savedmodel or preset (default: export.format, savedmodel)",
     )
     p.add_argument(
         "--precision",
@@ -337,7 +457,10 @@ def build_parser():
     p = sub.add_parser(
         "serve", help="development server with TF Serving's REST API (production: TF Serving)"
     )
-    p.add_argument("--model-base", required=True, metavar="BASE", help="TF Serving model base")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--model-base", metavar="BASE", help="TF Serving model base")
+    group.add_argument("--workdir", help="a trained workdir: export it, then serve it")
+    group.add_argument("--preset", metavar="DIR", help="a preset folder: export it, then serve it")
     p.add_argument("--name", default="keras_saat", help="model name in URLs (default keras_saat)")
     p.add_argument("--port", type=int, default=8501, help="REST port (default 8501)")
     p.add_argument("--grpc-port", type=int, default=None, help="also serve gRPC on this port")

@@ -185,7 +185,8 @@ class DecodeConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ExportConfig:
-    # The export format: "savedmodel" (TF Serving), or another registered with
+    # The export format: "savedmodel" (TF Serving), "preset" (a preset folder for
+    # `Captioner.from_preset` and `--preset`), or another registered with
     # `keras_saat.serving.export_formats.register_export_format`.
     format: str = "savedmodel"
     # The model name TF Serving serves it under (models.config, warmup requests, the client).

@@ -11,6 +11,7 @@ from keras_saat import load_captioner
 from keras_saat.cli import main
 from keras_saat.data import read_karpathy
 from keras_saat.training.trainer import resolve_jit_compile
+from tests.paths import DEFAULTS
 
 
 def run(capsys, *argv):
@@ -47,7 +48,7 @@ def test_make_shapes(tmp_path, capsys):
     ],
 )
 def test_user_errors_exit_2_with_one_message(tmp_path, capsys, settings, message):
-    argv = ["train", "--workdir", str(tmp_path / "w")]
+    argv = ["train", "--config", DEFAULTS, "--workdir", str(tmp_path / "w")]
     for setting in settings:
         argv += ["--set", setting]
     code, _, err = run(capsys, *argv)
@@ -61,6 +62,8 @@ def test_malformed_dataset_and_missing_config_files(tmp_path, capsys):
     code, _, err = run(
         capsys,
         "train",
+        "--config",
+        DEFAULTS,
         "--workdir",
         str(tmp_path / "w"),
         "--set",
@@ -75,6 +78,14 @@ def test_malformed_dataset_and_missing_config_files(tmp_path, capsys):
     assert code == 2 and "config file not found" in err
 
 
+def test_train_needs_a_config(tmp_path, capsys):
+    """No silent training on the defaults' random, frozen backbone: --config is required."""
+    with pytest.raises(SystemExit) as exited:
+        main(["train", "--workdir", str(tmp_path)])
+    assert exited.value.code == 2
+    assert "the following arguments are required: --config" in capsys.readouterr().err
+
+
 def test_the_installed_command_prints_no_traceback(tmp_path):
     result = subprocess.run(
         [
@@ -82,6 +93,8 @@ def test_the_installed_command_prints_no_traceback(tmp_path):
             "-m",
             "keras_saat.cli",
             "train",
+            "--config",
+            DEFAULTS,
             "--workdir",
             str(tmp_path),
             "--set",
@@ -98,6 +111,8 @@ def test_the_installed_command_prints_no_traceback(tmp_path):
 def test_extract_features_then_resume(shapes_dir, tmp_path, capsys):
     argv = [
         "extract-features",
+        "--config",
+        DEFAULTS,
         "--workdir",
         str(tmp_path),
         "--set",

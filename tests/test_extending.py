@@ -15,6 +15,7 @@ from keras_saat.data.reader_registry import register_reader
 from keras_saat.layers import SoftAttention, register_attention
 from keras_saat.serving.export_formats import register_export_format
 from keras_saat.text import Vocabulary
+from tests.paths import DEFAULTS
 
 
 class UniformAttention(SoftAttention):
@@ -86,7 +87,7 @@ def test_a_registered_attention_reader_and_export_format_train_and_export(
         "decode.max_length=6",
         "decode.beam_size=1",
     ]
-    argv = ["train", "--workdir", str(workdir)]
+    argv = ["train", "--config", DEFAULTS, "--workdir", str(workdir)]
     for setting in settings:
         argv += ["--set", setting]
     assert main(argv) == 0

@@ -19,21 +19,25 @@ def plot_attention(image, words, attention, path=None, columns=6, smooth=True):
             Defaults to True.
 
     Returns:
-        matplotlib.figure.Figure.
+        matplotlib.figure.Figure. With a `path` the figure is drawn off-screen, apart
+        from pyplot, so the caller's backend (a notebook's inline one) is left as it is.
     """
-    import matplotlib
-
-    if path is not None:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     image = np.asarray(image, np.float32)
     attention = np.asarray(attention, np.float32)
     labels = list(words)[: len(attention)]
     labels += ["<end>"] * (len(attention) - len(labels))
     panels = 1 + len(labels)
     rows = -(-panels // columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(2.2 * columns, 2.4 * rows), squeeze=False)
+    size = (2.2 * columns, 2.4 * rows)
+    if path is None:  # pyplot shows it (a notebook displays it inline)
+        import matplotlib.pyplot as plt
+
+        figure = plt.figure(figsize=size)
+    else:  # a figure pyplot never sees: no backend is chosen or changed
+        from matplotlib.figure import Figure
+
+        figure = Figure(figsize=size)
+    axes = figure.subplots(rows, columns, squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     height, width = image.shape[:2]
@@ -53,5 +57,4 @@ def plot_attention(image, words, attention, path=None, columns=6, smooth=True):
     figure.tight_layout()
     if path is not None:
         figure.savefig(path, dpi=100)
-        plt.close(figure)
     return figure

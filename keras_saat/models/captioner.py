@@ -60,7 +60,11 @@ class Captioner(keras.Model):
         baseline_decay: float. b <- decay b + (1 - decay) log p(y|s,a) / |y|. Defaults to 0.9.
         reinforce_baseline: str. "moving_average" (the paper's) or "expected_context" (each
             caption's log p(y|a) under the expected context). Defaults to "moving_average".
-        max_length: int. Default maximum caption length in words for `generate`. Defaults to 20.
+        max_length: int. Maximum caption length in words (`decode.max_length`). Defaults to 20.
+        beam_size: int. Beam width `generate`, `keras-saat caption`, `evaluate` and the
+            export use unless told otherwise (`decode.beam_size`); 1 is greedy. Defaults to 3.
+        length_penalty: float. Beam search ranks finished captions by
+            log p / length ** length_penalty (`decode.length_penalty`). Defaults to 0.
         resize: str. How images of another size reach the input ("crop", "pad" or
             "stretch"): the rule training used (`data.resize`), kept with the model so
             `generate` and the export see images as training did. Defaults to "crop".
@@ -90,6 +94,8 @@ class Captioner(keras.Model):
         max_length=20,
         resize="crop",
         seed=None,
+        beam_size=3,
+        length_penalty=0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -105,6 +111,10 @@ class Captioner(keras.Model):
             )
         self.reinforce_baseline = reinforce_baseline
         self.max_length = int(max_length)
+        self.beam_size = int(beam_size)
+        if self.beam_size < 1:
+            raise KerasSaatError(f"beam_size must be at least 1; got {beam_size}")
+        self.length_penalty = float(length_penalty)
         if resize not in RESIZE_MODES:
             raise KerasSaatError(f"resize must be one of {', '.join(RESIZE_MODES)}; got {resize!r}")
         self.resize = resize
@@ -364,41 +374,116 @@ class Captioner(keras.Model):
         batch_size=32,
         return_details=False,
         resize=None,
-        beam_size=1,
-        length_penalty=0.0,
+        beam_size=None,
+        length_penalty=None,
+        errors="raise",
     ):
-        """Captions images with greedy decoding or beam search.
+        """Captions images with the model's decoding settings (beam search by default).
+
+        Image files and encoded bytes stream through `tf.data` a batch at a time
+        (`generate_stream`), so memory does not grow with their number.
 
         Args:
-            images: pixels (B, H, W, 3) or (H, W, 3) in [0, 255], image file path(s) or
-                encoded image bytes.
+            images: image file path(s), encoded image bytes, or pixels (B, H, W, 3) or
+                (H, W, 3) in [0, 255].
             features: (B, L, C) backbone features instead of images.
             max_length: int or None. Maximum words. Defaults to the model's max_length.
             batch_size: int. Images per decoding batch. Defaults to 32.
-            beam_size: int. Beam width; 1 is greedy decoding. Defaults to 1.
-            length_penalty: float. Beam search's length normalisation exponent. Defaults to 0.
+            return_details: bool. Return dicts with words, log_prob, attention
+                (T, grid_h, grid_w) and error instead of strings. Defaults to False.
             resize: str or None. How images of another size reach the input: "crop",
                 "pad" or "stretch". Defaults to None, the model's own rule (`resize`).
-            return_details: bool. Return dicts with words, log_prob and attention
-                (T, grid_h, grid_w) instead of strings. Defaults to False.
+            beam_size: int or None. Beam width; 1 is greedy decoding. Defaults to None,
+                the model's own (`decode.beam_size` of its training config).
+            length_penalty: float or None. Beam search's length normalisation exponent.
+                Defaults to None, the model's own.
+            errors: str. "raise": a file that cannot be read or decoded raises a
+                KerasSaatError naming it; "skip": its caption is None (with
+                return_details, a dict whose `error` says why). Defaults to "raise".
 
         Returns:
-            list of str (or of dict with return_details).
+            list of str (or of dict with return_details), one per image.
+        """
+        results = []
+        for result in self.generate_stream(
+            images, features, max_length, batch_size, resize, beam_size, length_penalty, errors
+        ):
+            results.append(result if return_details else result["caption"])
+        return results
+
+    def generate_stream(
+        self,
+        images=None,
+        features=None,
+        max_length=None,
+        batch_size=32,
+        resize=None,
+        beam_size=None,
+        length_penalty=None,
+        errors="skip",
+    ):
+        """Yields one caption dict per image, in order, a batch at a time.
+
+        Takes what `generate` takes; `images` may be any iterable of paths or bytes
+        (a generator over a folder of a million files is fine). Each dict has image
+        (the path, "#<index>" for bytes, or the row number), caption, words, log_prob,
+        attention (steps, grid_h, grid_w) and error ("" when captioned; caption, words,
+        log_prob and attention are None when not).
+
+        Args:
+            errors: str. "skip" (yield the error row) or "raise". Defaults to "skip".
         """
         if (images is None) == (features is None):
             raise KerasSaatError("generate() takes exactly one of images= or features=")
-        if images is not None:
-            source = self.preprocessor(resize)(images)
-        else:
-            source = np.asarray(features, np.float32)
-        results = []
-        for start in range(0, len(source), batch_size):
-            chunk = source[start : start + batch_size]
-            if images is not None:
-                chunk = self.encoder.compiled()(chunk)
-            details = self.postprocessor(self.decode(chunk, max_length, beam_size, length_penalty))
-            results.extend(details if return_details else [d["caption"] for d in details])
-        return results
+        if errors not in ("raise", "skip"):
+            raise KerasSaatError(f"errors must be 'raise' or 'skip'; got {errors!r}")
+        settings = (
+            max_length,
+            self.beam_size if beam_size is None else beam_size,
+            self.length_penalty if length_penalty is None else length_penalty,
+        )
+        for batch in self._input_batches(images, features, batch_size, resize):
+            if "features" in batch:
+                chunk = batch["features"]
+            else:
+                chunk = self.encoder.compiled()(batch["pixels"])
+            details = self.postprocessor(self.decode(chunk, *settings))
+            for name, valid, error, result in zip(
+                batch["image"], batch["valid"], batch["error"], details, strict=True
+            ):
+                if valid:
+                    yield {"image": name, **result, "error": ""}
+                elif errors == "raise":
+                    raise KerasSaatError(f"cannot caption {name}: {error}")
+                else:
+                    empty = dict.fromkeys(("caption", "words", "log_prob", "attention"))
+                    yield {"image": name, **empty, "error": error}
+
+    def _input_batches(self, images, features, batch_size, resize):
+        """Dicts of image names, pixels or features, valid and error, `batch_size` rows each."""
+        if features is not None or _is_pixels(images):
+            if features is not None:
+                source, key = np.asarray(features, np.float32), "features"
+            else:
+                source, key = self.preprocessor(resize)(images), "pixels"
+            for start in range(0, len(source), batch_size):
+                rows = len(source[start : start + batch_size])
+                yield {
+                    "image": [str(i) for i in range(start, start + rows)],
+                    key: source[start : start + batch_size],
+                    "valid": [True] * rows,
+                    "error": [""] * rows,
+                }
+            return
+        if isinstance(images, (str, Path, bytes, bytearray)):
+            images = [images]
+        for batch in self.preprocessor(resize).batches(images, batch_size):
+            yield {
+                "image": [n.decode("utf-8", "replace") for n in batch["image"].numpy()],
+                "pixels": batch["pixels"],
+                "valid": batch["valid"].numpy(),
+                "error": [e.decode("utf-8", "replace") for e in batch["error"].numpy()],
+            }
 
     @property
     def precision(self):
@@ -423,6 +508,26 @@ class Captioner(keras.Model):
         clone.decode_jit_compile = self.decode_jit_compile
         return clone
 
+    # ------------------------------------------------------------- presets
+    def save_to_preset(self, preset_dir, metadata=None):
+        """Writes this model as a preset folder (keras-hub's layout, `keras_saat.models.preset`):
+        config.json, model.weights.h5, metadata.json and assets/vocabulary.txt.
+
+        Args:
+            preset_dir: str or Path. Created if missing.
+            metadata: dict or None. Extra metadata.json entries. Defaults to None.
+        """
+        from keras_saat.models.preset import save_preset
+
+        return save_preset(self, preset_dir, metadata)
+
+    @classmethod
+    def from_preset(cls, preset):
+        """Loads a Captioner from a local preset folder (`save_to_preset`'s layout)."""
+        from keras_saat.models.preset import load_preset
+
+        return load_preset(preset, cls)
+
     # ------------------------------------------------------------- config
     def get_config(self):
         config = super().get_config()
@@ -446,29 +551,52 @@ class Captioner(keras.Model):
             baseline_decay=self.baseline_decay,
             reinforce_baseline=self.reinforce_baseline,
             max_length=self.max_length,
+            beam_size=self.beam_size,
+            length_penalty=self.length_penalty,
             resize=self.resize,
             seed=self.seed,
         )
         return config
 
 
-def build_captioner(model_config, vocabulary, max_length=20, resize="crop"):
+def _is_pixels(images):
+    """Whether `images` is pixel data (an array, or a list of arrays), not files or bytes."""
+    if isinstance(images, np.ndarray) or tf.is_tensor(images):
+        return True
+    return isinstance(images, (list, tuple)) and bool(images) and np.ndim(images[0]) >= 2
+
+
+def build_captioner(model_config, vocabulary, decode=None, resize="crop"):
     """A Captioner from a `ModelConfig` and a Vocabulary (weights seeded by `model_config.seed`).
 
-    Every ModelConfig field is a Captioner argument of the same name; `max_length` and
-    `resize` come from the decode and data sections.
+    Every ModelConfig field is a Captioner argument of the same name. The decoding
+    settings (max_length, beam_size, length_penalty) come from `decode`, a `DecodeConfig`
+    (None = its defaults), and `resize` from `data.resize`: the model keeps them, so every
+    way of captioning with it decodes and resizes alike.
     """
+    from keras_saat.config import DecodeConfig
+
+    decode = decode or DecodeConfig()
     keras.utils.set_random_seed(model_config.seed)
     settings = dataclasses.asdict(model_config)
     settings["image_size"] = settings["image_size"] or None  # 0 = the backbone's default
     return Captioner(
-        vocabulary=list(vocabulary.words), max_length=max_length, resize=resize, **settings
+        vocabulary=list(vocabulary.words),
+        max_length=decode.max_length,
+        beam_size=decode.beam_size,
+        length_penalty=decode.length_penalty,
+        resize=resize,
+        **settings,
     )
 
 
 def load_captioner(path):
-    """Loads a Captioner saved as `.keras`; a workdir means its `model.keras`."""
+    """Loads a Captioner: a `.keras` file, a workdir (its `model.keras`) or a preset folder."""
+    from keras_saat.models.preset import is_preset
+
     path = Path(path)
+    if is_preset(path):
+        return Captioner.from_preset(path)
     if path.is_dir():
         path = path / MODEL_FILE
     if not path.is_file():

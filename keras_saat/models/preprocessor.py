@@ -48,6 +48,47 @@ class ImagePreprocessor:
             return np.stack([resize_image(p, self.image_size, self.resize).numpy() for p in pixels])
         return pixels.astype(np.float32, copy=False)
 
+    def batches(self, images, batch_size=32, max_pixels=None):
+        """Batches of input pixels for a stream of image files or encoded bytes.
+
+        Files are read one at a time and decoded a batch at a time in a `tf.data`
+        pipeline, with the exported graph's decoder (`decode_images`), so memory holds a
+        few batches whatever the number of images, and a file that cannot be read or
+        decoded marks its own row invalid instead of failing the batch.
+
+        Args:
+            images: iterable of paths or encoded image bytes (a generator is fine).
+            batch_size: int. Images per batch. Defaults to 32.
+            max_pixels: int or None. Largest declared width x height decoded; None =
+                the export's default (`ExportConfig.max_pixels`). Defaults to None.
+
+        Returns:
+            tf.data.Dataset of dicts: image (B,) string (the path, or "#<index>" for
+            bytes), pixels (B, S, S, 3) float32, valid (B,) bool, error (B,) string.
+        """
+        import tensorflow as tf
+
+        from keras_saat.data.image_files import encoded_images
+        from keras_saat.serving.image_bytes import DEFAULT_MAX_PIXELS, decode_images
+
+        max_pixels = max_pixels or DEFAULT_MAX_PIXELS
+        text = tf.TensorSpec((), tf.string)
+        files = tf.data.Dataset.from_generator(
+            lambda: encoded_images(images), output_signature=(text, text, text)
+        )
+
+        def decode(name, data, read_error):
+            pixels, decoded, error = decode_images(data, self.image_size, self.resize, max_pixels)
+            unread = tf.not_equal(read_error, "")
+            return {
+                "image": name,
+                "pixels": pixels,
+                "valid": tf.logical_and(decoded, tf.logical_not(unread)),
+                "error": tf.where(unread, read_error, error),
+            }
+
+        return files.batch(int(batch_size)).map(decode).prefetch(2)
+
     def _decode(self, encoded):
         import tensorflow as tf
 

@@ -12,11 +12,9 @@ field by field.
 import dataclasses
 from pathlib import Path
 
-from keras_saat.config import DecodeConfig, ExportConfig, load_config, to_dict
-from keras_saat.errors import KerasSaatError
+from keras_saat.config import DecodeConfig, ExportConfig, to_dict
 from keras_saat.precision import dtype_policy, resolve_precision
 from keras_saat.serving.export_formats import get_export_format
-from keras_saat.workdir import CONFIG_FILE
 
 
 def resolved_export(model, export=None):
@@ -34,7 +32,7 @@ def export_model(model, out, decode=None, export=None, version=None, metadata=No
         model: Captioner.
         out: path. The output folder (for a SavedModel, TF Serving's model base path).
         decode: DecodeConfig or None. Beam size, length penalty and maximum length; None =
-            `DecodeConfig` with the model's max_length. Defaults to None.
+            the model's own (its training config's decode section). Defaults to None.
         export: ExportConfig or None. The format and its settings; an empty `resize` means
             the model's own rule. Defaults to None (ExportConfig()).
         version: int or None. None = the next free version. Defaults to None.
@@ -44,7 +42,11 @@ def export_model(model, out, decode=None, export=None, version=None, metadata=No
     Returns:
         Path of what was written (a SavedModel's version folder).
     """
-    decode = decode or DecodeConfig(max_length=model.max_length)
+    decode = decode or DecodeConfig(
+        max_length=model.max_length,
+        beam_size=model.beam_size,
+        length_penalty=model.length_penalty,
+    )
     export = resolved_export(model, export)
     write = get_export_format(export.format)
     precision = export.precision
@@ -57,22 +59,18 @@ def export_model(model, out, decode=None, export=None, version=None, metadata=No
 
 
 def export_workdir(workdir, out, version=None, overrides=(), log=print):
-    """`keras-saat export`: the workdir's best model, with its config's decode and export sections.
+    """`keras-saat export`: a trained model with its config's decode and export sections.
 
     Args:
-        workdir: path. A trained workdir.
+        workdir: path. A trained workdir (its best model), or a preset folder.
         out: path. The output folder.
         version: int or None. Defaults to None (the next free one).
         overrides: iterable of "section.key=value" applied to the saved config
             (`decode.beam_size=1`, `export.format=savedmodel`, ...).
         log: callable. Defaults to print.
     """
-    from keras_saat.models.captioner import load_captioner
+    from keras_saat.training.experiment import trained_model
 
-    workdir = Path(workdir)
-    if not (workdir / CONFIG_FILE).is_file():
-        raise KerasSaatError(f"{workdir} has no {CONFIG_FILE}; train a model there first")
-    config = load_config(workdir / CONFIG_FILE, overrides)
-    model = load_captioner(workdir)
+    model, config, _ = trained_model(workdir, overrides)
     metadata = {"experiment": config.name, "config": to_dict(config)}
     return export_model(model, out, config.decode, config.export, version, metadata, log)

@@ -35,4 +35,27 @@ def _saved_model(model, out, decode, export, version=None, metadata=None, log=pr
     return export_saved_model(model, out, decode, export, version, metadata, log)
 
 
+def _preset(model, out, decode, export, version=None, metadata=None, log=print):
+    """A preset folder (`Captioner.save_to_preset`): the model with these decode settings."""
+    from keras_saat.models.preset import save_preset
+
+    if version is not None:
+        log("a preset folder has no versions: --version is ignored")
+    settings = {
+        "max_length": decode.max_length,
+        "beam_size": decode.beam_size,
+        "length_penalty": decode.length_penalty,
+        "resize": export.resize,
+    }
+    if any(getattr(model, key) != value for key, value in settings.items()):
+        config = {**model.get_config(), **settings}
+        clone = type(model).from_config(config)
+        clone.set_weights(model.get_weights())
+        model = clone
+    path = save_preset(model, out, metadata)
+    log(f"wrote the preset {path} (load it with Captioner.from_preset or --preset {path})")
+    return path
+
+
 register_export_format("savedmodel", _saved_model)
+register_export_format("preset", _preset)

@@ -17,6 +17,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from keras_saat.callbacks import CaptionMetrics, TrainingSummaries
 from keras_saat.config import load_config, save_config, to_dict
 from keras_saat.data.feature_cache import extract_features
 from keras_saat.data.images import load_images
@@ -31,9 +32,8 @@ from keras_saat.data.reader_registry import get_reader
 from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.encoders.registry import get_backbone_spec
 from keras_saat.errors import KerasSaatError
-from keras_saat.evaluation.attention_maps import attention_strip
 from keras_saat.evaluation.bleu import corpus_bleu_scores
-from keras_saat.evaluation.coco_metrics import bleu_scores, coco_scores
+from keras_saat.evaluation.coco_metrics import coco_scores
 from keras_saat.evaluation.localisation import attention_localisation
 from keras_saat.models.captioner import build_captioner, load_captioner
 from keras_saat.precision import (
@@ -43,7 +43,6 @@ from keras_saat.precision import (
     set_xla_defaults,
 )
 from keras_saat.text.vocabulary import Vocabulary
-from keras_saat.training.callbacks import TrainingSummaries
 from keras_saat.training.trainer import (
     Trainer,
     build_optimizer,
@@ -186,17 +185,6 @@ def caption_split(model, source, split, records, config, batch_size=64, beam_siz
     return captions
 
 
-def bleu_of(records, captions):
-    """pycocoevalcap BLEU-1..4 (0-1) of {position: caption} against the records' references."""
-    positions = sorted(captions)
-    references = [records[p].references for p in positions]
-    hypotheses = [captions[p].split() for p in positions]
-    try:
-        return bleu_scores(references, hypotheses)
-    except KerasSaatError:  # pycocoevalcap missing: nltk's corpus BLEU
-        return corpus_bleu_scores(references, hypotheses)
-
-
 def score_captions(records, captions, log=print):
     """The COCO metrics of one split's captions (pycocoevalcap), and how they were computed."""
     references = [r.captions for r in records]
@@ -210,23 +198,6 @@ def score_captions(records, captions, log=print):
     if metrics["tokenizer"] == "ptb":
         return metrics, "pycocoevalcap with the PTB tokenizer (Java)"
     return metrics, "pycocoevalcap without Java: no METEOR, keras-saat tokens"
-
-
-def _attention_images(model, source, records, config, count):
-    """(name, strip) pairs: the first `count` val images and their attention per word."""
-    if count <= 0 or isinstance(source, str):
-        return []
-    first = next(iter(source.dataset("val").batch(count)))
-    captions = model.postprocessor(model.decode(first["features"], config.decode.max_length))
-    positions = first["position"].numpy()
-    pixels = model.preprocessor()([records[p].path for p in positions])
-    return [
-        (
-            f"{records[position].name}: {caption['caption']}",
-            attention_strip(image, caption["attention"], 64),
-        )
-        for position, image, caption in zip(positions, pixels, captions, strict=True)
-    ]
 
 
 def train(config, workdir, log=print, callbacks=()):
@@ -274,6 +245,12 @@ def train(config, workdir, log=print, callbacks=()):
     log(f"vocabulary: {len(vocabulary)} tokens (4 special) -> {workdir / VOCAB_FILE}")
 
     model_config = prepare_backbone_weights(config, dataset, workdir, log)
+    if model_config.backbone_weights is None and not model_config.trainable_backbone_layers:
+        log(
+            "warning: the backbone has random weights and is frozen, so attention has no "
+            "objects to find; train a recipe (--config shapes_soft) or set "
+            "model.backbone_weights to shapes, imagenet or a weights file"
+        )
     precision = resolve_precision(train_config.mixed_precision)
     if precision != "float32":
         log(
@@ -281,9 +258,7 @@ def train(config, workdir, log=print, callbacks=()):
             f"(train.mixed_precision {train_config.mixed_precision})"
         )
     with dtype_policy(precision), strategy.scope():
-        model = build_captioner(
-            model_config, vocabulary, config.decode.max_length, config.data.resize
-        )
+        model = build_captioner(model_config, vocabulary, config.decode, config.data.resize)
     if strategy.num_replicas_in_sync > 1:
         log(
             f"distribute {train_config.distribute}: {strategy.num_replicas_in_sync} replicas in sync"
@@ -352,8 +327,13 @@ def train(config, workdir, log=print, callbacks=()):
             resize=data.resize,
         )
 
-    def validate():
-        return bleu_of(splits["val"], caption_split(model, source, "val", splits["val"], config))
+    # The validation callback `fit()` users have, reading the feature cache here.
+    metrics = CaptionMetrics(
+        splits["val"],
+        log_dir=workdir / LOG_DIR if chief else None,
+        images=train_config.summary_images,
+        caption_fn=lambda m: caption_split(m, source, "val", splits["val"], config),
+    )
 
     def save_best():
         _save_model(model, workdir / MODEL_FILE)
@@ -365,21 +345,14 @@ def train(config, workdir, log=print, callbacks=()):
         f"{' (jit_compile: auto)' if train_config.jit_compile == 'auto' else ''}"
     )
     if chief:
-        summaries = TrainingSummaries(
-            workdir / LOG_DIR,
-            train_config.log_every,
-            lambda: _attention_images(
-                model, source, splits["val"], config, train_config.summary_images
-            ),
-        )
-        callbacks = [summaries, *callbacks]
+        callbacks = [TrainingSummaries(workdir / LOG_DIR, train_config.log_every), *callbacks]
     result = train_loop(
         trainer,
         epoch_dataset,
         steps,
         train_config,
         workdir,
-        validate,
+        metrics,
         save_best,
         batches["captions_per_batch"],
         chief=chief,
@@ -458,35 +431,88 @@ def _save_model(model, path):
     os.replace(tmp, path)
 
 
-def evaluate(workdir, split="test", beam_size=None, log=print, config_overrides=(), prepared=None):
-    """Captions a split with the workdir's best model and scores it (`keras-saat evaluate`).
+def trained_model(path, overrides=()):
+    """A trained Captioner and its ExperimentConfig, from a workdir or a preset folder.
 
-    Writes eval/<split>/predictions.json (COCO results format) and metrics.json: BLEU-1..4,
+    A workdir's config is its config.yaml; a preset's is the training config its
+    metadata.json carries (defaults when it has none), with the decode section and
+    `data.resize` taken from the model itself, so both decode as the model does.
+    `overrides` ("section.key=value") apply last.
+
+    Returns:
+        (Captioner, ExperimentConfig, bool: whether `path` is a preset).
+    """
+    from keras_saat.config import ExperimentConfig, from_dict
+    from keras_saat.models.preset import is_preset, preset_metadata
+
+    path = Path(path)
+    if is_preset(path):
+        model = load_captioner(path)
+        saved = preset_metadata(path).get("config") or {}
+        config = from_dict(saved, ExperimentConfig()) if saved else ExperimentConfig()
+        config = dataclasses.replace(
+            config,
+            decode=dataclasses.replace(
+                config.decode,
+                max_length=model.max_length,
+                beam_size=model.beam_size,
+                length_penalty=model.length_penalty,
+            ),
+            data=dataclasses.replace(config.data, resize=model.resize),
+        )
+        return model, load_config(None, overrides, base=config), True
+    if not (path / CONFIG_FILE).is_file():
+        raise KerasSaatError(
+            f"{path} is neither a workdir (no {CONFIG_FILE}) nor a preset folder; "
+            "train a model there first, or give a preset written by `keras-saat export --format preset`"
+        )
+    return load_captioner(path / MODEL_FILE), load_config(path / CONFIG_FILE, overrides), False
+
+
+def evaluate(
+    workdir,
+    split="test",
+    beam_size=None,
+    log=print,
+    config_overrides=(),
+    prepared=None,
+    out=None,
+):
+    """Captions a split with a trained model and scores it (`keras-saat evaluate`).
+
+    Writes predictions.json (COCO results format) and metrics.json: BLEU-1..4,
     METEOR, ROUGE-L and CIDEr (pycocoevalcap), and on the Shapes world the attention
     localisation hit rate.
 
     Args:
-        workdir: path. A trained workdir (config.yaml, model.keras, the dataset reachable).
+        workdir: path. A trained workdir (config.yaml, model.keras, the dataset reachable)
+            or a preset folder whose metadata carries its training config (the dataset
+            is read, or the Shapes world rendered, beside `out`, and images are encoded
+            as they are read: no feature cache).
         split: str. "train", "val" or "test". Defaults to "test".
         beam_size: int or None. Beam width; None = the config's decode.beam_size.
         log: callable. Defaults to print.
         config_overrides: iterable of "section.key=value" applied to the saved config.
         prepared: (dataset, source) or None. The dataset and the feature cache (or "images")
             `train` already has, so they are not read and fingerprinted again. Defaults to None.
+        out: path or None. The folder for predictions.json and metrics.json. Defaults to
+            <workdir>/eval/<split>, or for a preset ./<preset name>-eval/<split>.
 
     Returns:
         dict: metrics (0-1), method, localisation (or None), beam_size, images, seconds.
     """
     workdir = Path(workdir)
-    if not (workdir / CONFIG_FILE).is_file():
-        raise KerasSaatError(f"{workdir} has no {CONFIG_FILE}; train a model there first")
     if split not in ("train", "val", "test"):
         raise KerasSaatError(f"unknown split {split!r}: train, val or test")
-    config = load_config(workdir / CONFIG_FILE, config_overrides)
+    model, config, preset = trained_model(workdir, config_overrides)
+    if out is None:
+        out = (Path(f"{workdir.name}-eval") if preset else workdir / EVAL_DIR) / split
+    out = Path(out)
     beam_size = int(beam_size or config.decode.beam_size)
-    model = load_captioner(workdir / MODEL_FILE)
     if prepared is not None:
         dataset, source = prepared
+    elif preset:
+        dataset, source = load_dataset(config, out.parent, log), "images"
     else:
         dataset = load_dataset(config, workdir, log)
         if model.encoder.trainable_layers:
@@ -516,7 +542,7 @@ def evaluate(workdir, split="test", beam_size=None, log=print, config_overrides=
     if localisation is not None:
         extra["attention_localisation"] = localisation
     method = f"{decoding}, {method}"
-    write_evaluation(workdir / EVAL_DIR / split, scored, captions, {**metrics, **extra}, method)
+    write_evaluation(out, scored, captions, {**metrics, **extra}, method)
     return {
         "metrics": metrics,
         "method": method,
@@ -525,7 +551,7 @@ def evaluate(workdir, split="test", beam_size=None, log=print, config_overrides=
         "images": len(captions),
         "seconds": seconds,
         "split": split,
-        "out": workdir / EVAL_DIR / split,
+        "out": out,
         "captions": captions,
         "records": scored,
     }

@@ -416,7 +416,7 @@ def train_loop(
     steps_per_epoch,
     train_config,
     workdir,
-    validate,
+    metrics,
     save_best,
     batch_size,
     chief=True,
@@ -432,15 +432,17 @@ def train_loop(
         train_config: TrainConfig. epochs, patience, checkpoint_every, max_checkpoints,
             max_nonfinite_steps, log_every.
         workdir: path. Checkpoints go to <workdir>/checkpoints (the chief's).
-        validate: callable() -> dict of scores with "bleu_4" (0-1), run after every epoch.
+        metrics: `keras_saat.callbacks.CaptionMetrics`, the first callback: after every
+            epoch its scores ("bleu_4", 0-1) pick the best model and decide early stopping.
         save_best: callable(). Saves the current model as the best (called on the chief).
         batch_size: int. Global batch (throughput display).
         chief: bool. This worker writes checkpoints and the history. Defaults to True.
         callbacks: keras.callbacks.Callback objects, as `fit()` takes them, called through a
             `keras.callbacks.CallbackList`: on_train_batch_end(batch in the epoch from 0,
             logs of loss, nll, attention_penalty, grad_norm and learning_rate),
-            on_epoch_end(epoch from 0, logs of loss, nll and the validation scores as
-            val_<name>); setting `model.stop_training` ends the run after the epoch.
+            on_epoch_end(epoch from 0, logs of loss and nll, to which `metrics` adds the
+            validation scores as val_bleu4, val_cider, ...); setting `model.stop_training`
+            ends the run after the epoch.
 
     Returns:
         dict: best_score, best_epoch, epochs_run, global_step, nonfinite_steps, resumed_from,
@@ -448,7 +450,7 @@ def train_loop(
     """
     run = _RunState(trainer, train_config, workdir, chief)
     hooks = keras.callbacks.CallbackList(
-        list(callbacks),
+        [metrics, *callbacks],
         model=trainer.model,
         epochs=train_config.epochs,
         steps=steps_per_epoch,
@@ -473,8 +475,8 @@ def train_loop(
                 totals = run_epoch(
                     trainer, run, data, steps_per_epoch, train_config, batch_size, hooks
                 )
-                end_epoch(trainer, run, totals, validate, save_best, train_config, hooks)
-            hooks.on_train_end({"best_val_bleu_4": run["best_score"]})
+                end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks)
+            hooks.on_train_end({"best_val_bleu4": run["best_score"]})
     finally:
         run.close()
     return run.summary(time.perf_counter() - started)
@@ -541,10 +543,14 @@ def _skip_nonfinite(trainer, run, values, step, nonfinite_run, train_config):
         )
 
 
-def end_epoch(trainer, run, totals, validate, save_best, train_config, hooks):
-    """Validates, keeps the best model, records the history, and decides on early stopping."""
+def end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks):
+    """Validates (the callbacks' epoch end, `metrics` first), keeps the best model, records
+    the history, and decides on early stopping."""
     epoch = run["epoch"]
-    scores = validate()
+    seconds = time.perf_counter() - totals["start"]
+    loss, nll = totals["loss"] / max(totals["n"], 1), totals["nll"] / max(totals["n"], 1)
+    hooks.on_epoch_end(epoch, {"loss": loss, "nll": nll})
+    scores = dict(metrics.scores)
     bleu4 = float(scores["bleu_4"])
     improved = bleu4 > run["best_score"]
     if improved:
@@ -555,12 +561,11 @@ def end_epoch(trainer, run, totals, validate, save_best, train_config, hooks):
             save_best()
     else:
         run.values["bad_epochs"].assign_add(1)
-    seconds = time.perf_counter() - totals["start"]
     record = {
         "epoch": epoch + 1,
         "steps": run["step_in_epoch"],
-        "loss": totals["loss"] / max(totals["n"], 1),
-        "nll": totals["nll"] / max(totals["n"], 1),
+        "loss": loss,
+        "nll": nll,
         "val": scores,
         "seconds": seconds,
     }
@@ -570,9 +575,6 @@ def end_epoch(trainer, run, totals, validate, save_best, train_config, hooks):
         f"nll/word {record['nll']:.3f}, val BLEU-4 {100 * bleu4:.1f}"
         f"{' (best)' if improved else ''} ({seconds:.0f}s)"
     )
-    logs = {"loss": record["loss"], "nll": record["nll"]}
-    logs.update({f"val_{k}": float(v) for k, v in scores.items() if _is_number(v)})
-    hooks.on_epoch_end(epoch, logs)
     run.values["epoch"].assign_add(1)
     run.values["step_in_epoch"].assign(0)
     patience = train_config.patience
@@ -587,7 +589,3 @@ def end_epoch(trainer, run, totals, validate, save_best, train_config, hooks):
         run.values["finished"].assign(1)
     run.write_history()
     run.save()
-
-
-def _is_number(value):
-    return isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)

@@ -64,3 +64,21 @@ def test_plot_attention_writes_one_panel_per_word(tmp_path):
     titles = [ax.get_title() for ax in figure.axes if ax.get_title()]
     assert titles == ["input", "a", "red", "circle", "<end>"]
     assert (tmp_path / "plot.png").stat().st_size > 1000
+
+
+def test_plot_attention_to_a_file_leaves_the_callers_backend_and_pyplot_alone(tmp_path):
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    before = matplotlib.get_backend()
+    matplotlib.use("svg")  # a backend Agg is not: a switch would show
+    try:
+        open_figures = plt.get_fignums()
+        figure = plot_attention(
+            np.zeros((32, 32, 3)), ["a"], np.full((2, 4, 4), 1 / 16), tmp_path / "p.png"
+        )
+        assert matplotlib.get_backend() == "svg"
+        assert plt.get_fignums() == open_figures  # pyplot never held the figure
+        assert figure.axes and (tmp_path / "p.png").stat().st_size > 500
+    finally:
+        matplotlib.use(before)

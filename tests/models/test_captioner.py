@@ -228,15 +228,18 @@ def test_feature_dim_none_attends_over_the_backbone_features_themselves(tmp_path
 
 
 def test_build_captioner_takes_every_model_config_field():
-    from keras_saat.config import ModelConfig
+    from keras_saat.config import DecodeConfig, ModelConfig
     from keras_saat.models.captioner import build_captioner
 
     config = ModelConfig(attention="hard", feature_dim=24, lstm_units=20, gating=False, seed=3)
-    model = build_captioner(config, Vocabulary.build([WORDS]), max_length=9)
+    decode = DecodeConfig(max_length=9, beam_size=4, length_penalty=0.7)
+    model = build_captioner(config, Vocabulary.build([WORDS]), decode, resize="pad")
     settings = model.get_config()
     for field in ("attention", "feature_dim", "lstm_units", "gating", "seed", "backbone"):
         assert settings[field] == getattr(config, field)
-    assert settings["max_length"] == 9 and settings["image_size"] == 128
+    assert settings["image_size"] == 128 and settings["resize"] == "pad"
+    for field in ("max_length", "beam_size", "length_penalty"):
+        assert settings[field] == getattr(decode, field)
 
 
 def test_captioning_a_file_decodes_it_as_training_does(tmp_path):

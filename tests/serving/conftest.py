@@ -3,6 +3,7 @@ import yaml
 
 from keras_saat.cli import main
 from keras_saat.data import read_karpathy
+from tests.paths import DEFAULTS
 
 
 @pytest.fixture(scope="session")
@@ -12,7 +13,7 @@ def trained_workdir(shapes_dir, tmp_path_factory):
     Its captions are real words (one epoch only ever says <end>).
     """
     workdir = tmp_path_factory.mktemp("serving") / "run"
-    argv = ["train", "--workdir", str(workdir)]
+    argv = ["train", "--config", DEFAULTS, "--workdir", str(workdir)]
     for setting in (
         "data.dataset=karpathy",
         f"data.path={shapes_dir / 'dataset_shapes.json'}",

@@ -194,3 +194,28 @@ def test_the_dev_server_imports_no_model_code(export_base):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_rest_client_runs_where_tensorflow_and_keras_cannot_be_imported(server, images):
+    """Serving clients need neither: the client process refuses to import them."""
+    code = f"""
+import json, sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tensorflow", "keras", "tf_keras"):
+            raise ImportError("refused: " + name)
+sys.meta_path.insert(0, Refuse())
+from keras_saat.serving import RestClient
+rows = RestClient({server.url!r}, "cap").caption([{str(images[0])!r}, b"not an image"])
+loaded = sorted({{m.split(".")[0] for m in sys.modules}} & {{"tensorflow", "keras"}})
+print(json.dumps([[r["caption"], r["valid"], r["error"]] for r in rows] + [loaded]))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    *rows, loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded == []
+    expected = RestClient(server.url, "cap").caption([images[0]])[0]
+    assert rows[0] == [expected["caption"], True, ""]
+    assert rows[1][1] is False and "not an image" in rows[1][2]

@@ -179,7 +179,7 @@ def test_versions_and_refusals(export_base, trained_workdir, capsys):
     )
     assert "5 already exists; pass another --version" in capsys.readouterr().err
     assert main(["export", "--workdir", str(base), "--out", str(base)]) == 2
-    assert "has no config.yaml; train a model there first" in capsys.readouterr().err
+    assert "is neither a workdir (no config.yaml) nor a preset folder" in capsys.readouterr().err
 
 
 def test_a_bfloat16_export_captions_as_the_float32_export(trained_workdir, export_base, tmp_path):
@@ -220,3 +220,90 @@ def test_a_bfloat16_export_captions_as_the_float32_export(trained_workdir, expor
     for row, count in enumerate(steps):
         sums = mixed["attention"][row, :count].sum(axis=(1, 2))
         np.testing.assert_allclose(sums, 1.0, atol=2e-2)  # bfloat16 alphas: 3 digits
+
+
+@pytest.mark.parametrize("resize", ["crop", "pad", "stretch"])
+def test_generate_and_the_export_of_a_preset_see_images_alike(
+    trained_workdir, test_images, tmp_path, resize
+):
+    """A model trained with `data.resize: MODE` keeps it: `generate` (Python) and the
+    SavedModel exported from its preset caption non-square images the same way."""
+    from PIL import Image
+
+    from keras_saat import Captioner
+
+    model = load_captioner(trained_workdir)
+    clone = Captioner.from_config({**model.get_config(), "resize": resize})
+    clone.set_weights(model.get_weights())
+    preset = clone.save_to_preset(tmp_path / "preset")
+    paths = []
+    for i, (path, size) in enumerate(
+        zip(test_images, [(128, 72), (80, 150), (200, 128)], strict=True)
+    ):
+        paths.append(tmp_path / f"wide_{i}.png")
+        Image.open(path).convert("RGB").resize(size).save(paths[-1])
+
+    base = tmp_path / "export"
+    argv = ["export", "--preset", preset, "--out", base, "--set", "export.warmup=false"]
+    assert main([str(a) for a in argv]) == 0
+    serve = tf.saved_model.load(str(base / "1")).signatures["serving_default"]
+    out = serve(image_bytes=tf.constant([p.read_bytes() for p in paths]))
+    loaded = Captioner.from_preset(preset)
+    assert loaded.resize == resize
+    loaded.decode_jit_compile = False  # the serving graph does not use XLA
+    expected = loaded.generate(paths, return_details=True)  # no resize, no beam size given
+    assert [c.decode() for c in out["caption"].numpy()] == [e["caption"] for e in expected]
+    np.testing.assert_allclose(
+        out["log_prob"].numpy(), [e["log_prob"] for e in expected], rtol=1e-5, atol=1e-4
+    )
+    # The agreement is not for want of a difference: another rule scores them otherwise.
+    other = loaded.generate(
+        paths, resize="crop" if resize != "crop" else "pad", return_details=True
+    )
+    gaps = [abs(o["log_prob"] - e["log_prob"]) for o, e in zip(other, expected, strict=True)]
+    assert max(gaps) > 1e-3
+
+
+def test_a_preset_written_from_a_workdir_evaluates_and_captions_as_the_model(
+    trained_workdir, tmp_path, capsys
+):
+    """`export --format preset` keeps the training config; `evaluate --preset` and
+    `caption --preset` use it, and agree with the model's own `generate`."""
+    from keras_saat import Captioner
+    from keras_saat.models.preset import preset_metadata
+
+    preset = tmp_path / "preset"
+    assert (
+        main(
+            [
+                "export",
+                "--workdir",
+                str(trained_workdir),
+                "--out",
+                str(preset),
+                "--format",
+                "preset",
+            ]
+        )
+        == 0
+    )
+    metadata = preset_metadata(preset)
+    assert metadata["config"]["decode"]["max_length"] == 8 and metadata["experiment"]
+
+    out = tmp_path / "scores"
+    assert main(["evaluate", "--preset", str(preset), "--out", str(out), "--beam-size", "1"]) == 0
+    assert "test scores x100 (greedy" in capsys.readouterr().out
+    predictions = json.loads((out / "predictions.json").read_text())
+    workdir_metrics = json.loads((trained_workdir / "eval" / "test" / "metrics.json").read_text())
+    assert len(predictions) == workdir_metrics["images"]
+
+    model = Captioner.from_preset(preset)
+    assert model.max_length == 8
+    import yaml
+
+    from keras_saat.data import read_karpathy
+
+    config = yaml.safe_load((trained_workdir / "config.yaml").read_text())
+    records = read_karpathy(config["data"]["path"]).split("test")
+    expected = model.generate([r.path for r in records], beam_size=1)
+    assert [p["caption"] for p in predictions] == expected

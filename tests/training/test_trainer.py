@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from keras_saat import Captioner
+from keras_saat.callbacks import CaptionMetrics
 from keras_saat.config import TrainConfig
 from keras_saat.errors import KerasSaatError
 from keras_saat.text import Vocabulary
@@ -95,6 +96,17 @@ def test_non_finite_step_is_skipped_and_counted():
     assert int(trainer.optimizer.iterations) == 0  # Adam's step count did not move
 
 
+class ScriptedScores(CaptionMetrics):
+    """The validation callback with scores given in advance (no captioning)."""
+
+    def __init__(self, scores):
+        super().__init__((["unused.png"], [["a caption"]]), images=0)
+        self.scripted = scores
+
+    def evaluate(self, model):
+        return {"bleu_4": self.scripted()}
+
+
 def loop_config(**kwargs):
     settings = dict(epochs=4, checkpoint_every=0, log_every=1000, max_nonfinite_steps=3)
     settings.update(kwargs)
@@ -111,7 +123,7 @@ def test_many_non_finite_steps_stop_the_run(tmp_path):
             8,
             loop_config(),
             tmp_path,
-            validate=lambda: {"bleu_4": 0.0},
+            metrics=ScriptedScores(lambda: 0.0),
             save_best=lambda: None,
             batch_size=8,
         )
@@ -128,7 +140,7 @@ def test_early_stopping_keeps_the_best_epoch(tmp_path):
         2,
         loop_config(epochs=6, patience=2),
         tmp_path,
-        validate=lambda: {"bleu_4": next(scores)},
+        metrics=ScriptedScores(lambda: next(scores)),
         save_best=lambda: saved.append(int(trainer.optimizer.iterations)),
         batch_size=8,
     )
@@ -144,7 +156,7 @@ def test_early_stopping_keeps_the_best_epoch(tmp_path):
         2,
         loop_config(epochs=6, patience=2),
         tmp_path,
-        validate=lambda: pytest.fail("a finished run does not validate again"),
+        metrics=ScriptedScores(lambda: pytest.fail("a finished run does not validate again")),
         save_best=lambda: None,
         batch_size=8,
     )

@@ -1,4 +1,4 @@
-"""Keras callbacks for the command-line trainer (`train_loop`), usable under `fit()` too."""
+"""TrainingSummaries: training scalars to TensorBoard every few steps."""
 
 import time
 from pathlib import Path
@@ -8,23 +8,22 @@ import tensorflow as tf
 
 
 class TrainingSummaries(keras.callbacks.Callback):
-    """TensorBoard scalars every `every` steps; validation scores and attention maps each epoch.
+    """TensorBoard scalars (the batch logs and captions/s) every `every` steps.
+
+    Validation scores and attention maps are `CaptionMetrics`'s (its `log_dir`).
 
     Args:
         log_dir: path. The TensorBoard folder.
         every: int. Steps between training scalars. Defaults to 50.
-        images_fn: callable() -> [(caption, strip (H, W, 3) in [0, 1])] or None. Attention
-            strips written after each epoch. Defaults to None.
 
     The step count starts at `params["initial_step"]` (a resumed run's steps so far) and the
     throughput uses `params["batch_size"]`, when the loop passes them.
     """
 
-    def __init__(self, log_dir, every=50, images_fn=None):
+    def __init__(self, log_dir, every=50):
         super().__init__()
         self.log_dir = Path(log_dir)
         self.every = max(int(every), 1)
-        self.images_fn = images_fn
         self.writer = None
 
     def on_train_begin(self, logs=None):
@@ -43,15 +42,6 @@ class TrainingSummaries(keras.callbacks.Callback):
             values["captions_per_s"] = self.window_steps * self.params["batch_size"] / elapsed
         self.window_start, self.window_steps = time.perf_counter(), 0
         self._scalars("train", values)
-
-    def on_epoch_end(self, epoch, logs=None):
-        scores = {k[4:]: v for k, v in (logs or {}).items() if k.startswith("val_")}
-        self._scalars("val", scores)
-        if self.images_fn is not None:
-            with self.writer.as_default(step=self.step):
-                for i, (caption, strip) in enumerate(self.images_fn()):
-                    tf.summary.image(f"attention/{i}", strip[None], description=caption)
-            self.writer.flush()
 
     def on_train_end(self, logs=None):
         if self.writer is not None:

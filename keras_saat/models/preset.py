@@ -1,0 +1,121 @@
+"""Preset folders: a trained Captioner in keras-hub's layout, one folder to share and load.
+
+    model.save_to_preset("presets/shapes_soft")
+    model = Captioner.from_preset("presets/shapes_soft")
+    keras-saat export --workdir runs/demo --out presets/shapes_soft --format preset
+    keras-saat caption --preset presets/shapes_soft photos/
+
+The folder:
+
+config.json              the Captioner's Keras config (module, class_name, config), the
+                         vocabulary left out: it is an asset
+model.weights.h5         every weight, the frozen backbone's included
+metadata.json            versions, parameter count, date, and the training config and
+                         test scores when the model came from a workdir
+assets/vocabulary.txt    one token a line, in id order
+
+keras-hub's `upload_preset` takes such a folder to Kaggle or Hugging Face; loading
+one here reads local folders only (nothing is downloaded at run time).
+"""
+
+import datetime
+import json
+from pathlib import Path
+
+from keras_saat.errors import KerasSaatError
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.weights.h5"
+METADATA_FILE = "metadata.json"
+ASSET_DIR = "assets"
+VOCABULARY_FILE = "vocabulary.txt"
+
+
+def is_preset(path):
+    """Whether `path` is a preset folder (it holds config.json and model.weights.h5)."""
+    path = Path(path)
+    return (path / CONFIG_FILE).is_file() and (path / WEIGHTS_FILE).is_file()
+
+
+def save_preset(model, preset_dir, metadata=None):
+    """Writes `model` into `preset_dir` (created if missing); returns the folder.
+
+    Args:
+        model: Captioner. Saved in float32 whatever precision it computes in.
+        preset_dir: str or Path.
+        metadata: dict or None. Extra metadata.json entries (the training config as
+            "config", test scores as "scores"). Defaults to None.
+    """
+    import keras
+    import tensorflow as tf
+
+    import keras_saat
+
+    if model.precision != "float32":
+        model = model.with_precision("float32")
+    preset_dir = Path(preset_dir)
+    if preset_dir.exists() and not preset_dir.is_dir():
+        raise KerasSaatError(f"{preset_dir} is a file; a preset is a folder")
+    (preset_dir / ASSET_DIR).mkdir(parents=True, exist_ok=True)
+    config = keras.saving.serialize_keras_object(model)
+    config["config"]["vocabulary"] = None  # read back from the asset
+    (preset_dir / CONFIG_FILE).write_text(json.dumps(config, indent=2))
+    model.vocabulary.save(preset_dir / ASSET_DIR / VOCABULARY_FILE)
+    model.save_weights(preset_dir / WEIGHTS_FILE)
+    entries = {
+        "keras_version": keras.version(),
+        "keras_saat_version": keras_saat.__version__,
+        "tensorflow_version": tf.__version__,
+        "parameter_count": model.count_params(),
+        "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S"),
+        **(metadata or {}),
+    }
+    (preset_dir / METADATA_FILE).write_text(json.dumps(entries, indent=2, default=str))
+    return preset_dir
+
+
+def preset_metadata(preset_dir):
+    """metadata.json of a preset folder as a dict ({} when it has none)."""
+    path = Path(preset_dir) / METADATA_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def load_preset(preset_dir, cls=None):
+    """The Captioner saved in `preset_dir`, its weights loaded.
+
+    Args:
+        preset_dir: str or Path. A local preset folder.
+        cls: the class expected (a Captioner subclass). Defaults to Captioner.
+    """
+    import keras
+
+    from keras_saat.models.captioner import Captioner
+    from keras_saat.text.vocabulary import Vocabulary
+
+    cls = cls or Captioner
+    text = str(preset_dir)
+    if "://" in text:
+        raise KerasSaatError(
+            f"{text}: presets load from local folders only; download it first "
+            "(keras-hub's or Kaggle's and Hugging Face's tools) and pass the folder"
+        )
+    preset_dir = Path(preset_dir)
+    if not is_preset(preset_dir):
+        raise KerasSaatError(
+            f"{preset_dir} is not a preset folder (no {CONFIG_FILE} and {WEIGHTS_FILE}); "
+            "write one with `Captioner.save_to_preset` or `keras-saat export --format preset`"
+        )
+    try:
+        config = json.loads((preset_dir / CONFIG_FILE).read_text())
+        vocabulary = Vocabulary.load(preset_dir / ASSET_DIR / VOCABULARY_FILE)
+        config["config"]["vocabulary"] = list(vocabulary.words)
+        model = keras.saving.deserialize_keras_object(config)
+    except (ValueError, KeyError, TypeError) as err:
+        raise KerasSaatError(f"cannot read the preset {preset_dir}: {err}") from None
+    if not isinstance(model, cls):
+        raise KerasSaatError(f"{preset_dir} holds a {type(model).__name__}, not a {cls.__name__}")
+    try:
+        model.load_weights(preset_dir / WEIGHTS_FILE)
+    except Exception as err:  # h5py and Keras raise several kinds for a damaged file
+        raise KerasSaatError(f"cannot load the weights of the preset {preset_dir}: {err}") from None
+    return model

@@ -1,0 +1,6 @@
+"""Files the tests share."""
+
+from pathlib import Path
+
+# A YAML config of the library's defaults, for `keras-saat train --config` in tests.
+DEFAULTS = str(Path(__file__).parent / "configs" / "defaults.yaml")

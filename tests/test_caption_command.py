@@ -1,0 +1,127 @@
+"""`keras-saat caption`: folders and globs, JSON lines and CSV rows, resume, bad files as rows."""
+
+import csv
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from keras_saat.cli import main
+from keras_saat.models.preset import load_preset
+from tests.models.test_captioner import small_model
+
+
+@pytest.fixture(scope="module")
+def preset_dir(tmp_path_factory):
+    model, _ = small_model(max_length=5, beam_size=2)
+    return model.save_to_preset(tmp_path_factory.mktemp("preset") / "p")
+
+
+@pytest.fixture
+def photos(shapes_dir, tmp_path):
+    """A folder of 5 Shapes images (2 in a sub-folder), a broken PNG and a text file."""
+    root = tmp_path / "photos"
+    (root / "sub").mkdir(parents=True)
+    for i, path in enumerate(sorted((shapes_dir / "images").glob("*.png"))[:5]):
+        shutil.copy(path, (root if i < 3 else root / "sub") / path.name)
+    (root / "sub" / "broken.png").write_bytes(b"not a png")
+    (root / "notes.txt").write_text("not an image")
+    return root
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_folder_to_json_lines_with_attention_and_a_broken_file(
+    preset_dir, photos, tmp_path, capsys
+):
+    out = tmp_path / "captions.jsonl"
+    code, _, err = run(
+        capsys, "caption", "--preset", preset_dir, photos, "--out", out, "--attention",
+        "--batch-size", 2,
+    )  # fmt: skip
+    assert code == 2 and "broken.png" in err and "1 of 6 images could not be captioned" in err
+    rows = read_jsonl(out)
+    images = sorted(p for p in photos.rglob("*.png"))
+    assert sorted(r["image"] for r in rows) == sorted(str(p) for p in images)
+    broken = [r for r in rows if r["image"].endswith("broken.png")]
+    assert broken[0]["caption"] is None and "not an image" in broken[0]["error"]
+
+    model = load_preset(preset_dir)
+    good = [p for p in images if p.name != "broken.png"]
+    expected = model.generate(good, return_details=True)  # the model's own beam size, 2
+    by_image = {r["image"]: r for r in rows}
+    grid = model.grid_shape
+    for path, want in zip(good, expected, strict=True):
+        row = by_image[str(path)]
+        assert row["caption"] == want["caption"] and row["error"] == ""
+        np.testing.assert_allclose(row["log_prob"], want["log_prob"], atol=1e-4)
+        attention = np.asarray(row["attention"])
+        assert attention.shape == (len(want["words"]) + 1, *grid)
+        np.testing.assert_allclose(attention.sum(axis=(1, 2)), 1.0, atol=1e-3)
+
+
+def test_a_second_run_skips_what_is_captioned_and_retries_failures(
+    preset_dir, photos, tmp_path, capsys
+):
+    out = tmp_path / "captions.jsonl"
+    assert run(capsys, "caption", "--preset", preset_dir, photos, "--out", out)[0] == 2
+    first = read_jsonl(out)
+    code, stdout, err = run(capsys, "caption", "--preset", preset_dir, photos, "--out", out)
+    assert code == 2 and "5 images already captioned" in stdout and "1 of 1 images" in err
+    assert len(read_jsonl(out)) == 6  # the failed row replaced, not repeated
+
+    shutil.copy(next(photos.glob("*.png")), photos / "sub" / "broken.png")  # now readable
+    code, stdout, _ = run(capsys, "caption", "--preset", preset_dir, photos, "--out", out)
+    assert code == 0 and "wrote 1 captions" in stdout
+    rows = read_jsonl(out)
+    assert len(rows) == 6 and all(r["error"] == "" for r in rows)
+    assert rows[:5] == [r for r in first if not r["error"]]  # earlier rows kept as they were
+
+
+def test_a_glob_to_csv_and_bad_arguments(preset_dir, photos, tmp_path, capsys):
+    out = tmp_path / "captions.csv"
+    code, _, _ = run(capsys, "caption", "--preset", preset_dir, f"{photos}/*.png", "--out", out)
+    assert code == 0
+    with out.open() as f:
+        rows = list(csv.DictReader(f))
+    assert [r["image"] for r in rows] == sorted(str(p) for p in photos.glob("*.png"))
+    assert set(rows[0]) == {"image", "caption", "log_prob", "error"}
+
+    code, _, err = run(
+        capsys, "caption", "--preset", preset_dir, photos, "--out", out, "--attention"
+    )
+    assert code == 2 and "do not fit a CSV cell" in err
+    code, _, err = run(capsys, "caption", "--preset", preset_dir, f"{photos}/*.gif")
+    assert code == 2 and "holds no image files" in err
+    code, _, err = run(
+        capsys, "caption", "--preset", preset_dir, photos, "--out", tmp_path / "x.txt"
+    )
+    assert code == 2 and ".jsonl (JSON lines) or .csv" in err
+
+
+def test_generate_stream_reads_a_generator_a_few_batches_ahead(shapes_dir):
+    """Streaming: after the first caption, only a few batches of files have been read."""
+    model, _ = small_model(beam_size=1)
+    paths = sorted((shapes_dir / "images").glob("*.png"))
+    pulled = []
+
+    def files():
+        for path in paths * 4:  # 224 files
+            pulled.append(path)
+            yield path
+
+    stream = model.generate_stream(files(), batch_size=4)
+    first = next(stream)
+    assert first["error"] == "" and first["image"] == str(paths[0])
+    assert len(pulled) <= 4 * 6  # the batch decoded plus tf.data's prefetch, not all 224
+    rest = list(stream)
+    assert len(rest) == len(paths) * 4 - 1 and len(pulled) == len(paths) * 4
