@@ -126,7 +126,7 @@ class ImageEncoder(keras.layers.Layer):
             chunks,
             parallel_iterations=int(parallel),
             fn_output_signature=tf.TensorSpec(
-                [chunk_size, self.num_locations, self.feature_channels], tf.float32
+                [chunk_size, self.num_locations, self.feature_channels], self.compute_dtype
             ),
         )  # (B // c, c, L, C)
         head = tf.reshape(mapped, [-1, self.num_locations, self.feature_channels])
@@ -134,7 +134,7 @@ class ImageEncoder(keras.layers.Layer):
         tail = tf.cond(
             whole < batch,
             lambda: self(pixels[whole:]),
-            lambda: tf.zeros([0, self.num_locations, self.feature_channels]),
+            lambda: tf.zeros([0, self.num_locations, self.feature_channels], self.compute_dtype),
         )
         return tf.concat([head, tail], 0)
 
