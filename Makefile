@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 WORKDIR ?= runs/demo
 
-.PHONY: demo test lint format
+.PHONY: demo test lint format browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,7 @@ demo: $(BIN)/python
 	$(BIN)/keras-saat demo --workdir $(WORKDIR)
 
 # Install what the tests need, lint, and run the whole suite (slow tests included).
-test: $(BIN)/python
+test: $(BIN)/python browser
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -28,3 +28,20 @@ lint: $(BIN)/python
 format: $(BIN)/python
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# The page test's browser: Debian's chromium and chromium-driver, installed where missing
+# (as root, or with sudo that asks no password); otherwise say so, and that test skips.
+browser:
+	@if command -v chromedriver >/dev/null && { command -v chromium >/dev/null || command -v chromium-browser >/dev/null; }; then \
+		echo "page test: using $$(command -v chromedriver)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "page test: installing chromium and chromium-driver (apt-get)"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
+			|| echo "page test: apt-get could not install chromium; the page test will be skipped"; \
+	elif command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then \
+		echo "page test: installing chromium and chromium-driver (sudo apt-get)"; \
+		(sudo -n apt-get update -qq && sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
+			|| echo "page test: apt-get could not install chromium; the page test will be skipped"; \
+	else \
+		echo "page test: chromium and chromium-driver are missing and cannot be installed here (needs apt-get as root); the page test will be skipped"; \
+	fi

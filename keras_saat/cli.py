@@ -222,6 +222,7 @@ def cmd_export(args):
         ("export.model_name", args.name),
         ("export.format", args.format),
         ("export.precision", args.precision),
+        ("export.quantize", args.quantize),
     )
     overrides = [*args.set, *(f"{key}={value}" for key, value in flags if value is not None)]
     path = export_workdir(_trained(args), args.out, args.version, overrides, log=_log)
@@ -415,7 +416,8 @@ def build_parser():
         "--out",
         required=True,
         metavar="BASE",
-        help="TF Serving model base folder (--format preset: the preset folder)",
+        help="TF Serving model base folder (--format preset: the preset folder; litert: "
+        "the folder for NAME.tflite and vocab.txt)",
     )
     p.add_argument(
         "--version", type=int, default=None, help="version folder (default: the next free one)"
@@ -436,7 +438,7 @@ def build_parser():
     p.add_argument(
         "--format",
         default=None,
-        help="export format: savedmodel or preset (default: export.format, savedmodel)",
+        help="export format: savedmodel, preset or litert (default: export.format, savedmodel)",
     )
     p.add_argument(
         "--precision",
@@ -444,6 +446,12 @@ def build_parser():
         choices=("float32", "bfloat16", "auto"),
         help="the serving graph's compute precision (default: export.precision, float32); "
         "bfloat16 pays on CPUs with AVX512_BF16 or AMX and on GPUs of compute capability 8+",
+    )
+    p.add_argument(
+        "--quantize",
+        default=None,
+        choices=("none", "float16", "int8"),
+        help="--format litert: float16 or dynamic-range int8 weights (default: export.quantize, none)",
     )
     p.add_argument(
         "--set",

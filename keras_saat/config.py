@@ -186,7 +186,8 @@ class DecodeConfig:
 @dataclasses.dataclass(frozen=True)
 class ExportConfig:
     # The export format: "savedmodel" (TF Serving), "preset" (a preset folder for
-    # `Captioner.from_preset` and `--preset`), or another registered with
+    # `Captioner.from_preset` and `--preset`), "litert" (one .tflite file for phones and
+    # edge devices, builtin ops only), or another registered with
     # `keras_saat.serving.export_formats.register_export_format`.
     format: str = "savedmodel"
     # The model name TF Serving serves it under (models.config, warmup requests, the client).
@@ -211,6 +212,9 @@ class ExportConfig:
     # compute capability >= 8.0, slow elsewhere), or auto (bfloat16 where the *exporting*
     # machine has it). Outputs stay float32 either way.
     precision: str = "float32"
+    # LiteRT only: "none", "float16" (float16 weights, half the file) or "int8" (dynamic-range
+    # int8 weights, a quarter of the file; activations stay float).
+    quantize: str = "none"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,6 +259,7 @@ _CHOICES = {
     ("export", "precision"): ("float32", "bfloat16", "auto"),
     ("data", "resize"): ("crop", "pad", "stretch"),
     ("export", "resize"): ("", "crop", "pad", "stretch"),
+    ("export", "quantize"): ("none", "float16", "int8"),
     ("data", "cache_dtype"): ("float16", "float32"),
     ("data", "batching"): ("per_caption", "per_image"),
     ("train", "optimizer"): ("adam", "rmsprop"),

@@ -4,14 +4,19 @@ A development and test server, not a production one: production uses the
 tensorflow/serving image (see export/README.md). It implements the part of TF
 Serving's API that keras-saat's model uses:
 
+    GET  /                                        a page: captions and attention, in a browser
     GET  /v1/models/NAME[/versions/N]             model status
     GET  /v1/models/NAME[/versions/N]/metadata    signatures
     POST /v1/models/NAME[/versions/N]:predict     row ("instances") or columnar ("inputs")
     gRPC tensorflow.serving.PredictionService/Predict and GetModelMetadata
 
-Bad requests get HTTP 400 with {"error": "..."}, as TF Serving answers. The
-SavedModel is loaded with `tf.saved_model.load`: no Keras and no keras_saat
-model code, as in TF Serving. Its warm-up requests are replayed at start.
+Bad requests get HTTP 400 with {"error": "..."}, as TF Serving answers: a
+malformed header, body or JSON (nested too deep included) never reaches the
+model, and only a failure inside the model answers 500. At most `max_inflight`
+requests are read and run at once; the others wait, unread, so memory stays
+bounded by that many bodies. The SavedModel is loaded with
+`tf.saved_model.load`: no Keras and no keras_saat model code, as in TF Serving.
+Its warm-up requests are replayed at start.
 """
 
 import base64
@@ -26,6 +31,7 @@ import numpy as np
 from keras_saat.errors import KerasSaatError
 
 MAX_BODY_BYTES = 256 * 1024 * 1024
+PAGE = Path(__file__).with_name("page.html")
 _PATH = re.compile(
     r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d+)|/labels/(?P<label>[^/:]+))?"
     r"(?:(?P<verb>:predict|:classify|:regress)|(?P<metadata>/metadata))?/?$"
@@ -84,6 +90,10 @@ def _strings(value, where):
     raise BadRequest(f'{where}: expected text or {{"b64": ...}}, got {type(value).__name__}')
 
 
+class _Page(str):
+    """An HTML page answer (the handler sends it as text/html, not JSON)."""
+
+
 def _named(value):
     """A JSON object of named inputs (not a {"b64": ...} value)."""
     return isinstance(value, dict) and set(value) != {"b64"}
@@ -100,11 +110,12 @@ class DevServer:
         grpc_port: int or None. gRPC port (0 = any free port; None = no gRPC). Defaults to None.
         version: int or None. The version to serve; None = the highest. Defaults to None.
         log: callable. Defaults to print.
+        max_inflight: int. Requests read and run at once. Defaults to 4.
     """
 
     def __init__(
         self, model_base, name="keras_saat", host="127.0.0.1", port=8501, grpc_port=None,
-        version=None, log=print,
+        version=None, log=print, max_inflight=4,
     ):  # fmt: skip
         import tensorflow as tf
         from tensorflow.core.protobuf import saved_model_pb2
@@ -125,6 +136,7 @@ class DevServer:
         self.loaded = tf.saved_model.load(str(self.path))
         self.functions = {key: self.loaded.signatures[key] for key in self.signature_defs}
         self.host, self.port, self.grpc_port = host, int(port), grpc_port
+        self._slots = threading.BoundedSemaphore(max(int(max_inflight), 1))
         self._http = None
         self._grpc = None
         self.warmup()
@@ -222,6 +234,8 @@ class DevServer:
         if not isinstance(body, dict):
             raise BadRequest("the request body must be a JSON object")
         signature = body.get("signature_name") or "serving_default"
+        if not isinstance(signature, str):
+            raise BadRequest('"signature_name" must be a string')
         specs = self.input_specs(signature)
         names = sorted(specs)
         if ("instances" in body) == ("inputs" in body):
@@ -254,7 +268,10 @@ class DevServer:
                 dtype = object if spec.dtype.name == "string" else spec.dtype.as_numpy_dtype
                 arrays[name] = np.empty(shape, dtype)
             elif spec is not None and spec.dtype.name == "string":
-                arrays[name] = np.array(_strings(value, f"input {name}"), dtype=object)
+                try:
+                    arrays[name] = np.array(_strings(value, f"input {name}"), dtype=object)
+                except (ValueError, RecursionError) as err:
+                    raise BadRequest(f"input {name}: not a batch of strings ({err})") from None
             else:
                 arrays[name] = value
         outputs = self.run(signature, arrays)
@@ -269,6 +286,8 @@ class DevServer:
 
     def _route(self, method, path, body):
         """(status, response dict) for one HTTP request."""
+        if method == "GET" and path.split("?")[0] in ("/", "/index.html"):
+            return self.page()
         match = _PATH.match(path.split("?")[0])
         if not match:
             raise NotFound(f"malformed request: {method} {path}")
@@ -285,12 +304,32 @@ class DevServer:
         if method == "POST" and match["verb"] == ":predict":
             try:
                 request = json.loads(body)
+            except RecursionError:
+                raise BadRequest("the request body nests JSON too deeply") from None
             except (ValueError, UnicodeDecodeError) as err:
                 raise BadRequest(f"the request body is not valid JSON: {err}") from None
             return self.rest_predict(request)
         if method == "POST" and match["verb"]:
             raise BadRequest(f"{match['verb'][1:]} is not supported by this model; use predict")
         raise NotFound(f"malformed request: {method} {path}")
+
+    def page(self):
+        """The page at GET /: the packaged page.html with this model's name and input rule."""
+        from html import escape
+
+        settings = {"model": self.name, "resize": "crop", "image_size": ""}
+        metadata = self.path / "assets.extra" / "keras_saat.json"
+        if metadata.is_file():
+            saved = json.loads(metadata.read_text())
+            settings["resize"] = saved.get("resize", "crop")
+            settings["image_size"] = str(saved.get("image_size", ""))
+        html = PAGE.read_text(encoding="utf-8")
+        for key, value in settings.items():
+            html = html.replace(
+                f'<meta name="keras-saat-{key}" content="">',
+                f'<meta name="keras-saat-{key}" content="{escape(str(value))}">',
+            )
+        return _Page(html)
 
     def _handler(self):
         server = self
@@ -299,21 +338,40 @@ class DevServer:
             protocol_version = "HTTP/1.1"
 
             def _answer(self, status, payload):
-                data = json.dumps(payload).encode("utf-8")
+                kind = "application/json"
+                if isinstance(payload, _Page):
+                    data, kind = payload.encode("utf-8"), "text/html; charset=utf-8"
+                else:
+                    data = json.dumps(payload).encode("utf-8")
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _length(self):
+                """The body's declared length; a bad one closes the connection (its body
+                cannot be skipped) and answers 400."""
+                text = self.headers.get("Content-Length")
+                if text is None:
+                    return 0
+                try:
+                    length = int(text.strip())
+                except ValueError:
+                    length = -1
+                if length < 0 or length > MAX_BODY_BYTES:
+                    self.close_connection = True
+                    if length > MAX_BODY_BYTES:
+                        raise BadRequest(f"request body over {MAX_BODY_BYTES} bytes")
+                    raise BadRequest(f"Content-Length must be a number of bytes >= 0; got {text!r}")
+                return length
+
             def _serve(self, method):
                 try:
-                    length = int(self.headers.get("Content-Length") or 0)
-                    if length > MAX_BODY_BYTES:
-                        self.close_connection = True
-                        raise BadRequest(f"request body over {MAX_BODY_BYTES} bytes")
-                    body = self.rfile.read(length) if length else b""
-                    self._answer(200, server._route(method, self.path, body))
+                    with server._slots:  # bodies wait unread beyond max_inflight
+                        length = self._length()
+                        body = self.rfile.read(length) if length else b""
+                        self._answer(200, server._route(method, self.path, body))
                 except BadRequest as err:
                     self._answer(400, {"error": str(err)})
                 except NotFound as err:

@@ -57,5 +57,12 @@ def _preset(model, out, decode, export, version=None, metadata=None, log=print):
     return path
 
 
+def _litert(model, out, decode, export, version=None, metadata=None, log=print):
+    from keras_saat.serving.litert import export_litert
+
+    return export_litert(model, out, decode, export, version, metadata, log)
+
+
 register_export_format("savedmodel", _saved_model)
 register_export_format("preset", _preset)
+register_export_format("litert", _litert)

@@ -93,11 +93,91 @@ def test_status_metadata_and_warmup(server):
         ("/v1/models/other:predict", b'{"instances": []}', 404, "Latest(other)"),
         ("/v1/models/cap/versions/7:predict", b'{"instances": []}', 404, "Specific(cap, 7)"),
         ("/v2/nothing", b"{}", 404, "malformed request"),
+        ("/v1/models/cap:predict", b"[" * 100_000 + b"]" * 100_000, 400, "nests JSON too deeply"),
+        ("/v1/models/cap:predict", b'{"instances": ' + b"[" * 900 + b"]" * 900 + b"}", 400, "image_bytes"),
+        ("/v1/models/cap:predict", b'{"inputs": ' + b"[" * 900 + b'"x"' + b"]" * 900 + b"}", 400, "input image_bytes"),
+        ("/v1/models/cap:predict", b'{"signature_name": ["x"], "instances": []}', 400, "must be a string"),
+        ("/v1/models/cap:predict", b'{"instances": {"b64": ""}}', 400, "must be a list"),
+        ("/v1/models/cap:predict", b'{"signature_name": "serving_pixels", "inputs": [[[[1e400]]]]}', 400, ""),
+        ("/v1/models/cap:predict", b"\xff\xfe not utf-8", 400, "not valid JSON"),
     ],
 )  # fmt: skip
 def test_bad_requests_get_an_error_body(server, path, body, status, message):
     code, answer = post(server, path, body)
     assert code == status and message in answer["error"], answer
+
+
+def raw_request(server, method, path, headers, body=b""):
+    """(status, JSON answer) for a request with headers exactly as given."""
+    import http.client
+
+    connection = http.client.HTTPConnection(server.host, server.port, timeout=60)
+    try:
+        connection.putrequest(method, path, skip_accept_encoding=True)
+        for key, value in headers.items():
+            connection.putheader(key, value)
+        connection.endheaders()
+        if body:
+            connection.send(body)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(
+    "length, message",
+    [("-5", "Content-Length must be a number of bytes"), ("ten", "must be a number"),
+     (str(10**12), "request body over")],
+)  # fmt: skip
+def test_a_bad_content_length_gets_400_and_the_server_goes_on(server, length, message):
+    status, answer = raw_request(
+        server, "POST", "/v1/models/cap:predict", {"Content-Length": length}, b'{"instances": []}'
+    )
+    assert status == 400 and message in answer["error"]
+    assert raw_request(server, "GET", "/v1/models/cap", {})[0] == 200
+
+
+def test_malformed_requests_among_good_ones_under_load(server, images):
+    """8 clients x 25 requests: good images, bad images and malformed bodies and headers,
+    each answered as it should be; the server is alive after."""
+    good = images[0].read_bytes()
+    expected = RestClient(server.url, "cap").caption([good])[0]["caption"]
+    deep = b"[" * 50_000 + b"]" * 50_000
+    cases = [
+        ("good", lambda: RestClient(server.url, "cap").caption([good, b"junk"])),
+        ("json", lambda: post(server, "/v1/models/cap:predict", b"{broken")),
+        ("deep", lambda: post(server, "/v1/models/cap:predict", deep)),
+        (
+            "length",
+            lambda: raw_request(server, "POST", "/v1/models/cap:predict", {"Content-Length": "-1"}),
+        ),
+        ("path", lambda: post(server, "/v1/models/cap:explode", b"{}")),
+    ]
+    wrong = []
+
+    def check(kind, answer):
+        if kind == "good":
+            return answer[0]["caption"] == expected and not answer[1]["valid"]
+        status, body = answer
+        return status == (404 if kind == "path" else 400) and body["error"]
+
+    def client(worker):
+        for k in range(25):
+            kind, send = cases[(worker + k) % len(cases)]
+            try:
+                if not check(kind, send()):
+                    wrong.append((worker, k, kind))
+            except Exception as err:  # a dropped connection is a wrong answer too
+                wrong.append((worker, k, kind, repr(err)))
+
+    threads = [threading.Thread(target=client, args=(w,)) for w in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    assert wrong == []
+    assert raw_request(server, "GET", "/v1/models/cap", {})[0] == 200
 
 
 def test_the_sample_request_bodies(server):

@@ -1,0 +1,124 @@
+"""The page at GET /, in a real browser: Debian's chromium and chromedriver, driven by Selenium.
+
+`make test` installs them where missing (Makefile `browser`); where they cannot be
+had, this module is skipped with the reason.
+"""
+
+import shutil
+import time
+
+import pytest
+
+from keras_saat.serving import DevServer, RestClient
+
+pytestmark = pytest.mark.slow
+CHROMEDRIVER = shutil.which("chromedriver")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+selenium = pytest.importorskip(
+    "selenium", reason="selenium is not installed: pip install -e '.[test]'"
+)
+if not (CHROMEDRIVER and CHROMIUM):
+    pytest.skip(
+        "the page test needs Debian's chromium and chromium-driver "
+        "(apt-get install chromium chromium-driver; `make test` does it as root)",
+        allow_module_level=True,
+    )
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server(export_base):
+    server = DevServer(export_base, "cap", port=0, log=lambda *_: None).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1200,1000",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def canvas_pixels(driver, card):
+    return driver.execute_script("return arguments[0].querySelector('canvas').toDataURL()", card)
+
+
+def test_the_page_captions_uploads_and_shows_attention_per_word(
+    server, browser, test_images, tmp_path
+):
+    broken = tmp_path / "broken.png"
+    whole = test_images[2].read_bytes()
+    broken.write_bytes(whole[: len(whole) // 2])  # a real header, half the data
+    uploads = [test_images[0], test_images[1], broken]
+    expected = RestClient(server.url, "cap").caption(uploads[:2])
+
+    browser.get(server.url + "/")
+    wait = WebDriverWait(browser, 120)
+    wait.until(lambda d: "version" in d.find_element(By.ID, "model").text)
+    header = browser.find_element(By.ID, "model").text
+    assert "model cap, version 1" in header and "serving_default(image_bytes)" in header
+
+    browser.find_element(By.ID, "files").send_keys("\n".join(str(p) for p in uploads))
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".card")) == 3)
+    cards = {
+        c.find_element(By.CLASS_NAME, "name").text: c
+        for c in browser.find_elements(By.CSS_SELECTOR, ".card")
+    }
+    for path, want in zip(uploads[:2], expected, strict=True):
+        words = cards[path.name].find_elements(By.CSS_SELECTOR, ".word")
+        shown = " ".join(w.text for w in words if w.text != "⟨end⟩")
+        assert shown == want["caption"]
+        assert "valid: true" in cards[path.name].find_element(By.CLASS_NAME, "meta").text
+    bad = cards["broken.png"]
+    assert "invalid" in bad.get_attribute("class")
+    assert "valid: false" in bad.text and "truncated or corrupt" in bad.text
+
+    # Hover the second word: the overlay of that step's attention is drawn.
+    card = cards[uploads[0].name]
+    wait.until(
+        lambda d: d.execute_script(
+            "return arguments[0].querySelector('canvas').toDataURL().length > 5000", card
+        )
+    )
+    before = canvas_pixels(browser, card)
+    word = card.find_elements(By.CSS_SELECTOR, ".word")[1]
+    ActionChains(browser).move_to_element(word).perform()
+    wait.until(lambda d: card.find_element(By.TAG_NAME, "canvas").get_attribute("data-step") == "1")
+    after = canvas_pixels(browser, card)
+    assert after != before and "active" in word.get_attribute("class")
+    other = card.find_elements(By.CSS_SELECTOR, ".word")[0]
+    ActionChains(browser).move_to_element(other).perform()
+    wait.until(lambda d: card.find_element(By.TAG_NAME, "canvas").get_attribute("data-step") == "0")
+    assert canvas_pixels(browser, card) not in (before, after)  # each word its own map
+
+    raw = browser.find_element(By.ID, "request").get_attribute("textContent")
+    assert "POST /v1/models/cap:predict" in raw and '"b64"' in raw
+    assert "HTTP 200" in browser.find_element(By.ID, "response").get_attribute("textContent")
+    time.sleep(0.2)
+    assert browser.save_screenshot(str(tmp_path / "page.png"))
+    assert (tmp_path / "page.png").stat().st_size > 10_000
+
+
+def test_the_page_is_one_self_contained_file(server, browser):
+    """No request leaves the model's own server: no CDN, no fonts, no scripts elsewhere."""
+    browser.get(server.url + "/?model=cap")
+    WebDriverWait(browser, 60).until(lambda d: "version" in d.find_element(By.ID, "model").text)
+    resources = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+    )
+    assert resources and all(r.startswith(server.url) for r in resources), resources
+    browser.get(server.url + "/?model=nothing")
+    WebDriverWait(browser, 60).until(lambda d: "cannot read" in d.find_element(By.ID, "model").text)
