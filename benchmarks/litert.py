@@ -8,6 +8,8 @@ run (a fresh `tf.saved_model.load`; the interpreter built and its tensors
 allocated), and the latency of captioning one image, p50 and p90 over 50 calls
 after 5 warm-up calls (the SavedModel through its `serving_pixels` signature, so
 both take pixels). The interpreter runs with 2 threads, as the machine has 2 cores.
+Then the share of the test split's captions each .tflite file gives as the model
+itself does (`Captioner.decode`, same beam size), and as the float32 file does.
 """
 
 import argparse
@@ -82,6 +84,7 @@ def main():
                 {"format": "litert", "quantize": quantize, "mb": folder_size(path) / 1e6,
                  "load_s": load, "p50_ms": p50, "p90_ms": p90}
             )  # fmt: skip
+        agreement(args.workdir, scratch, args.beam_size, rows)
         for row in rows:
             row.update(beam_size=args.beam_size, image_size=size)
             print(
@@ -91,6 +94,27 @@ def main():
             Path(args.out).write_text(json.dumps(rows, indent=1))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def agreement(workdir, scratch, beam_size, rows):
+    """Adds same_as_model and same_as_float32 (shares of test images) to the LiteRT rows."""
+    from keras_saat.serving.litert import run_litert
+    from keras_saat.training.experiment import load_dataset, trained_model
+
+    model, config, _ = trained_model(workdir)
+    records = load_dataset(config, workdir, log=lambda *_: None).split("test")
+    pixels = model.preprocessor()([r.path for r in records])
+    model.decode_jit_compile = False
+    expected = model.decode(model.encoder.compiled()(pixels), beam_size=beam_size)["tokens"].numpy()
+    tokens = {}
+    for row in rows[1:]:
+        path = scratch / row["quantize"] / "keras_saat.tflite"
+        tokens[row["quantize"]] = run_litert(path, pixels)["tokens"]
+        row["same_as_model"] = float((tokens[row["quantize"]] == expected).all(axis=1).mean())
+        row["same_as_float32"] = float(
+            (tokens[row["quantize"]] == tokens["none"]).all(axis=1).mean()
+        )
+        row["images"] = len(records)
 
 
 if __name__ == "__main__":
