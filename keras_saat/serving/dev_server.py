@@ -20,6 +20,7 @@ Its warm-up requests are replayed at start.
 """
 
 import base64
+import contextlib
 import json
 import re
 import threading
@@ -136,7 +137,10 @@ class DevServer:
         self.loaded = tf.saved_model.load(str(self.path))
         self.functions = {key: self.loaded.signatures[key] for key in self.signature_defs}
         self.host, self.port, self.grpc_port = host, int(port), grpc_port
-        self._slots = threading.BoundedSemaphore(max(int(max_inflight), 1))
+        self.max_inflight = max(int(max_inflight), 1)
+        self._slots = threading.BoundedSemaphore(self.max_inflight)
+        self._count_lock = threading.Lock()
+        self.inflight = self.peak_inflight = 0  # requests being read or run; the most at once
         self._http = None
         self._grpc = None
         self.warmup()
@@ -331,6 +335,17 @@ class DevServer:
             )
         return _Page(html)
 
+    @contextlib.contextmanager
+    def _counted(self):
+        with self._count_lock:
+            self.inflight += 1
+            self.peak_inflight = max(self.peak_inflight, self.inflight)
+        try:
+            yield
+        finally:
+            with self._count_lock:
+                self.inflight -= 1
+
     def _handler(self):
         server = self
 
@@ -368,7 +383,7 @@ class DevServer:
 
             def _serve(self, method):
                 try:
-                    with server._slots:  # bodies wait unread beyond max_inflight
+                    with server._slots, server._counted():  # the rest wait, unread
                         length = self._length()
                         body = self.rfile.read(length) if length else b""
                         self._answer(200, server._route(method, self.path, body))

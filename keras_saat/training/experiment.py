@@ -505,6 +505,15 @@ def evaluate(
     if split not in ("train", "val", "test"):
         raise KerasSaatError(f"unknown split {split!r}: train, val or test")
     model, config, preset = trained_model(workdir, config_overrides)
+    if preset and prepared is None:
+        from keras_saat.models.preset import preset_metadata
+
+        told = any(str(o).startswith("data.") for o in config_overrides)
+        if not preset_metadata(workdir).get("config") and not told:
+            raise KerasSaatError(
+                f"the preset {workdir} carries no training config, so its dataset is unknown; "
+                "name it with --set data.dataset=... --set data.path=..."
+            )
     if out is None:
         out = (Path(f"{workdir.name}-eval") if preset else workdir / EVAL_DIR) / split
     out = Path(out)

@@ -63,3 +63,12 @@ def test_a_damaged_weights_file_is_a_clear_error(tmp_path):
     (folder / preset.WEIGHTS_FILE).write_bytes(b"not hdf5")
     with pytest.raises(KerasSaatError, match="cannot load the weights of the preset"):
         Captioner.from_preset(folder)
+
+
+def test_evaluating_a_preset_without_its_training_config_asks_for_the_dataset(tmp_path):
+    from keras_saat.training.experiment import evaluate
+
+    model, _ = small_model()
+    folder = model.save_to_preset(tmp_path / "p")
+    with pytest.raises(KerasSaatError, match="carries no training config"):
+        evaluate(folder, out=tmp_path / "eval", log=lambda *_: None)

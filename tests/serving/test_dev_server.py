@@ -178,6 +178,8 @@ def test_malformed_requests_among_good_ones_under_load(server, images):
         thread.join(timeout=600)
     assert wrong == []
     assert raw_request(server, "GET", "/v1/models/cap", {})[0] == 200
+    # 8 clients, but never more than max_inflight bodies read at once: bounded memory.
+    assert 1 <= server.peak_inflight <= server.max_inflight == 4
 
 
 def test_the_sample_request_bodies(server):
