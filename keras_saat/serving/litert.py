@@ -34,9 +34,9 @@ import tensorflow as tf
 
 from keras_saat.errors import KerasSaatError
 from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID, UNK_ID
+from keras_saat.workdir import VOCAB_FILE
 
 QUANTIZE_MODES = ("none", "float16", "int8")
-VOCAB_FILE = "vocab.txt"
 
 
 def litert_function(model, decode, encoder=None):
