@@ -1,7 +1,9 @@
-"""Serving: SavedModel export for TF Serving, REST and gRPC clients, a development server.
+"""Serving: SavedModel and LiteRT exports, REST and gRPC clients, a development server.
 
     keras-saat export --workdir runs/demo --out models/keras_saat
     keras-saat serve --model-base models/keras_saat --name keras_saat --port 8501
+    # then open http://localhost:8501/ : the page (captions, attention per word)
+    keras-saat export --workdir runs/demo --out models/litert --format litert
 
     from keras_saat.serving import RestClient
     RestClient("http://localhost:8501", "keras_saat").caption(["photo.jpg"])
