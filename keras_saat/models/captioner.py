@@ -490,6 +490,14 @@ class Captioner(keras.Model):
         """The compute precision: "float32", "bfloat16" or "float16" (mixed policies)."""
         return self.decoder.compute_dtype
 
+    def with_settings(self, **changes):
+        """A copy of this model with some constructor arguments changed (`beam_size`,
+        `resize`, ...) and the same weights."""
+        clone = type(self).from_config({**self.get_config(), **changes})
+        clone.set_weights(self.get_weights())
+        clone.decode_jit_compile = self.decode_jit_compile
+        return clone
+
     def with_precision(self, precision):
         """A copy of this model that computes in `precision` ("float32", "bfloat16",
         "float16", or a `train.mixed_precision` setting), with the same float32 weights.
@@ -500,13 +508,8 @@ class Captioner(keras.Model):
         """
         from keras_saat.precision import dtype_policy
 
-        config = self.get_config()
-        config.pop("dtype", None)  # the policy in force while building decides
         with dtype_policy(precision):
-            clone = type(self).from_config(config)
-        clone.set_weights(self.get_weights())
-        clone.decode_jit_compile = self.decode_jit_compile
-        return clone
+            return self.with_settings(dtype=None)  # the policy in force while building decides
 
     # ------------------------------------------------------------- presets
     def save_to_preset(self, preset_dir, metadata=None):

@@ -48,10 +48,7 @@ def _preset(model, out, decode, export, version=None, metadata=None, log=print):
         "resize": export.resize,
     }
     if any(getattr(model, key) != value for key, value in settings.items()):
-        config = {**model.get_config(), **settings}
-        clone = type(model).from_config(config)
-        clone.set_weights(model.get_weights())
-        model = clone
+        model = model.with_settings(**settings)
     path = save_preset(model, out, metadata)
     log(f"wrote the preset {path} (load it with Captioner.from_preset or --preset {path})")
     return path

@@ -232,10 +232,11 @@ def test_generate_and_the_export_of_a_preset_see_images_alike(
 
     from keras_saat import Captioner
 
-    model = load_captioner(trained_workdir)
-    clone = Captioner.from_config({**model.get_config(), "resize": resize})
-    clone.set_weights(model.get_weights())
-    preset = clone.save_to_preset(tmp_path / "preset")
+    preset = (
+        load_captioner(trained_workdir)
+        .with_settings(resize=resize)
+        .save_to_preset(tmp_path / "preset")
+    )
     paths = []
     for i, (path, size) in enumerate(
         zip(test_images, [(128, 72), (80, 150), (200, 128)], strict=True)
