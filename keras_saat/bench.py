@@ -189,11 +189,17 @@ def _random_batch(size, seed=0):
     return {"features": features, "tokens": tokens}
 
 
-def part_train(size_name, attention, xla, steps=10, precision="float32", batch_size=None):
+def part_train(
+    size_name, attention, xla, steps=10, precision="float32", batch_size=None, unroll="auto"
+):
     """Train-step throughput. Each timed step is followed by a timed matmul in the step's
     precision in the same process, so `fraction_of_limit` compares the step with the limit
     as it was at that moment: the machines are shared, and their speed drifts by 10-20 % in
     minutes. The best of those matmuls is the limit (their median is reported beside it).
+
+    `trace_s` is Python tracing of the step and its gradient; `compile_s` is the rest of
+    the first call (XLA's compile, or graph optimisation without XLA). `unroll` is the
+    trainer's teacher-forcing form (true, false or "auto").
     """
     import keras
     import tensorflow as tf
@@ -205,10 +211,15 @@ def part_train(size_name, attention, xla, steps=10, precision="float32", batch_s
     optimizer = keras.optimizers.Adam(1e-4)
     if precision == "float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    trainer = Trainer(model, optimizer, clipnorm=5.0, jit_compile=xla, log=lambda _: None)
+    trainer = Trainer(
+        model, optimizer, clipnorm=5.0, jit_compile=xla, log=lambda _: None, unroll=unroll
+    )
     batch = {k: tf.constant(v) for k, v in _random_batch(size).items()}
     start = time.perf_counter()
-    trainer.train_step(batch)["loss"].numpy()  # trace and compile
+    trainer.trace(batch)
+    trace_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    trainer.train_step(batch)["loss"].numpy()  # compile
     compile_seconds = time.perf_counter() - start
     trainer.train_step(batch)["loss"].numpy()
     matmul = _matmul_timer(precision=precision)
@@ -229,12 +240,14 @@ def part_train(size_name, attention, xla, steps=10, precision="float32", batch_s
         "precision": precision,
         "batch": size["batch"],
         "xla": bool(trainer.jit_compile),
+        "unroll": trainer.unroll,
         "captions_per_s": size["batch"] / seconds,
         "step_ms": 1000 * seconds,
         "gflops": gflops,
         "matmul_gflops": limit,
         "matmul_median_gflops": _median(limits),
         "fraction_of_limit": gflops / limit,
+        "trace_s": trace_seconds,
         "compile_s": compile_seconds,
         "page_faults_per_step": _median(faults),
     }

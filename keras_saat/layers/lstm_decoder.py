@@ -3,6 +3,7 @@
 import itertools
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_saat.layers.attention_registry import get_attention
@@ -26,8 +27,11 @@ class LSTMDecoder(keras.layers.Layer):
         c_t = f * c_{t-1} + i * g;  h_t = o * tanh(c_t)            (Eq. 2-3)
         logits_t = L_o(dropout(E y_{t-1} + L_h h_t + L_z z_t))     (Eq. 7, the deep output layer)
 
-    Teacher forcing (`call`) unrolls over the static caption length; `step`
-    advances one word for the decoders in `keras_saat.decoding`.
+    Teacher forcing (`call`) runs the T steps either unrolled into the graph (`unroll`
+    True: each kernel's gradient is one matmul over the stacked steps, the fastest form
+    on CPUs) or as one `tf.while_loop` (`unroll` False: the graph, its tracing and its
+    XLA compile do not grow with T). Both compute the same values. `step` advances one
+    word for the decoders in `keras_saat.decoding`.
 
     Args:
         vocab_size: int. K, number of tokens.
@@ -41,6 +45,9 @@ class LSTMDecoder(keras.layers.Layer):
         attention_options: dict or None. Extra constructor arguments of the attention
             type (its `options`, e.g. hard attention's hard_soft_probability). Defaults to None.
         seed: int or None. Seed for dropout and the attention's draws. Defaults to None.
+        unroll: bool. Teacher forcing unrolled (True) or as a `tf.while_loop` (False). A
+            setting of the computation, not of the model: it can be changed on a built
+            layer (the trainer sets it from `train.unroll`). Defaults to True.
     """
 
     def __init__(
@@ -54,6 +61,7 @@ class LSTMDecoder(keras.layers.Layer):
         dropout=0.5,
         attention_options=None,
         seed=None,
+        unroll=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -67,6 +75,7 @@ class LSTMDecoder(keras.layers.Layer):
         self.dropout = float(dropout)
         self.attention_options = dict(attention_options or {})
         self.seed = seed
+        self.unroll = bool(unroll)
         self.embedding = keras.layers.Embedding(self.vocab_size, self.embedding_dim, name="E")
         self.attention = attention_class(
             attention_units, gating, seed=seed, name="attention", **self.attention_options
@@ -153,6 +162,8 @@ class LSTMDecoder(keras.layers.Layer):
         steps = input_ids.shape[1]
         embedded = self.embedding(input_ids)  # (B, T, m)
         embedding_gates = ops.matmul(embedded, self.lstm_embedding_kernel)  # (B, T, 4n)
+        if not self.unroll:
+            return self._loop(annotations, embedded, embedding_gates, training)
         # One unstack, not a slice per step: the gradient of T slices `[:, t]` is T
         # zero-padded (B, T, 4n) tensors summed; the gradient of unstack is a single stack.
         step_gates = ops.unstack(embedding_gates, steps, axis=1)  # T x (B, 4n)
@@ -194,6 +205,57 @@ class LSTMDecoder(keras.layers.Layer):
             for key, value in (("h", h), *att.items()):
                 collected.setdefault(key, []).append(value)
         stacked = {k: ops.stack(v, axis=1) for k, v in collected.items()}  # (B, T, ...)
+        return self._outputs(embedded, stacked, begun, training)
+
+    def _loop(self, annotations, embedded, embedding_gates, training):
+        """Teacher forcing as one `tf.while_loop`: the values of the unrolled form.
+
+        The first step runs before the loop, so that the loop's TensorArrays take the
+        dtypes and shapes of what the attention type returns. Every kernel's gradient is
+        autodiff's, accumulated over the loop's iterations.
+        """
+        steps = embedding_gates.shape[1] or ops.shape(embedding_gates)[1]
+        gates = tf.TensorArray(embedding_gates.dtype, size=steps, clear_after_read=False)
+        gates = gates.unstack(tf.transpose(embedding_gates, [1, 0, 2]))  # T x (B, 4n)
+        projected = self.attention.project(annotations)
+        h, c = self.initial_state(annotations)
+        begun = self.attention.begin(ops.shape(annotations)[0], training)
+        kernels = self.step_kernels(h.dtype)
+
+        def advance(t, h, c):
+            recurrent, *parts = ops.split(
+                ops.matmul(h, kernels["hidden"]), kernels["hidden_split"], axis=-1
+            )
+            products = dict(zip(kernels["hidden_names"], parts, strict=True))
+            att = self.attention(annotations, projected, h, training=training, **begun, **products)
+            context = ops.matmul(att["z"], ops.cast(self.lstm_context_kernel, h.dtype))
+            h, c = self.lstm(gates.read(t), att["z"], h, c, context, recurrent)
+            return h, c, {"h": h, **att}
+
+        h, c, first = advance(0, h, c)
+        arrays = {
+            k: tf.TensorArray(v.dtype, size=steps, element_shape=v.shape).write(0, v)
+            for k, v in first.items()
+        }
+
+        def body(t, h, c, arrays):
+            h, c, values = advance(t, h, c)
+            return t + 1, h, c, {k: arrays[k].write(t, v) for k, v in values.items()}
+
+        _, _, _, arrays = tf.while_loop(
+            lambda t, *_: t < steps,
+            body,
+            (tf.constant(1), h, c, arrays),
+            maximum_iterations=steps - 1,
+        )
+        stacked = {  # (T, B, ...) -> (B, T, ...)
+            k: tf.transpose(a.stack(), [1, 0, *range(2, len(first[k].shape) + 1)])
+            for k, a in arrays.items()
+        }
+        return self._outputs(embedded, stacked, begun, training)
+
+    def _outputs(self, embedded, stacked, begun, training):
+        """The decoder's outputs from the stacked steps (B, T, ...) of either form."""
         logits = self.deep_output(embedded, stacked["h"], stacked["z"], training)  # (B, T, K)
         extra = {k: v for k, v in stacked.items() if k not in ("h", "z", "alpha", "beta")}
         return {
@@ -261,5 +323,6 @@ class LSTMDecoder(keras.layers.Layer):
             dropout=self.dropout,
             attention_options=self.attention_options,
             seed=self.seed,
+            unroll=self.unroll,
         )
         return config

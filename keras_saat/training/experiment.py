@@ -286,7 +286,13 @@ def train(config, workdir, log=print, callbacks=()):
     with dtype_policy(precision), strategy.scope():
         optimizer = build_optimizer(train_config, steps)
     trainer = Trainer(
-        model, optimizer, strategy, train_config.clipnorm, train_config.jit_compile, log
+        model,
+        optimizer,
+        strategy,
+        train_config.clipnorm,
+        train_config.jit_compile,
+        log,
+        unroll=train_config.unroll,
     )
     if trainer.jit_compile and train_config.compilation_cache:
         log(
@@ -342,7 +348,8 @@ def train(config, workdir, log=print, callbacks=()):
         f"training: {train_config.epochs} epochs of {steps} steps ({captions_per_epoch} captions, "
         f"{batches['text']}), {train_config.optimizer}, "
         f"{'XLA' if trainer.jit_compile else 'no XLA'}"
-        f"{' (jit_compile: auto)' if train_config.jit_compile == 'auto' else ''}"
+        f"{' (jit_compile: auto)' if train_config.jit_compile == 'auto' else ''}, "
+        f"teacher forcing {'unrolled' if trainer.unroll else 'in one tf.while_loop'}"
     )
     if chief:
         callbacks = [TrainingSummaries(workdir / LOG_DIR, train_config.log_every), *callbacks]
@@ -574,6 +581,7 @@ def _check_resume_config(config, workdir):
     previous = load_config(saved)
     keep = {
         "jit_compile",  # how the step is compiled, not what it computes
+        "unroll",  # the same values, unrolled or in a loop
         "epochs",
         "patience",
         "log_every",

@@ -197,20 +197,36 @@ class Trainer:
         jit_compile: bool or "auto". XLA for the per-replica forward and backward pass;
             "auto" (the default) is XLA on GPUs and TPUs, not on CPUs (`resolve_jit_compile`).
         log: callable. Receives progress messages. Defaults to print.
+        unroll: bool or "auto". Teacher forcing unrolled over the T steps or as one
+            `tf.while_loop` (`LSTMDecoder`); "auto" (the default) is the loop when the step
+            is compiled with XLA (its compile time does not grow with T) and unrolled
+            otherwise (the stacked kernel gradients, faster on CPUs). The trainer sets the
+            model's decoder to it when it builds the step.
     """
 
     def __init__(
-        self, model, optimizer, strategy=None, clipnorm=0.0, jit_compile="auto", log=print
+        self,
+        model,
+        optimizer,
+        strategy=None,
+        clipnorm=0.0,
+        jit_compile="auto",
+        log=print,
+        unroll="auto",
     ):
         self.model = model
         self.optimizer = optimizer
         self.strategy = strategy or tf.distribute.get_strategy()
         self.clipnorm = float(clipnorm)
         self.jit_compile = resolve_jit_compile(jit_compile)
+        if unroll not in (True, False, "auto"):
+            raise KerasSaatError(f'unroll {unroll!r}: expected true, false or "auto"')
+        self.unroll_setting = unroll
         self.log = log
         with self.strategy.scope():
             self.optimizer.build(model.trainable_variables)
         self._step_fn = None
+        self._has_run = False
 
     # -------------------------------------------------------------- data
     def distribute(self, dataset):
@@ -222,8 +238,16 @@ class Trainer:
         return self.strategy.experimental_distribute_dataset(dataset.with_options(options))
 
     # -------------------------------------------------------------- step
+    @property
+    def unroll(self):
+        """Whether teacher forcing is unrolled (`unroll` resolved against `jit_compile`)."""
+        if self.unroll_setting == "auto":
+            return not self.jit_compile
+        return bool(self.unroll_setting)
+
     def _build_step(self, jit_compile):
         model, optimizer, strategy = self.model, self.optimizer, self.strategy
+        model.decoder.unroll = self.unroll
         reinforce = model.reinforce
 
         def replica_step(batch):
@@ -250,7 +274,7 @@ class Trainer:
             }
             return gradients, sums
 
-        replica_fn = tf.function(replica_step, jit_compile=jit_compile)
+        replica_fn = tf.function(replica_step, jit_compile=jit_compile, autograph=False)
         variables = model.trainable_variables
         mixed = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
@@ -258,7 +282,7 @@ class Trainer:
             optimizer.apply(gradients, variables)
             return tf.constant(True)
 
-        @tf.function
+        @tf.function(autograph=False)
         def step(batch):
             per_replica = strategy.run(replica_fn, args=(batch,))
             gradients, sums = tf.nest.map_structure(  # one tensor at a time (MWMS packs lists)
@@ -294,10 +318,18 @@ class Trainer:
 
         return step
 
-    def train_step(self, distributed_batch):
-        """One update on a global batch (an element of `distribute(dataset)`); returns scalars."""
+    def trace(self, distributed_batch):
+        """Builds and traces the step for this batch's shapes without running it (XLA
+        compiles at the first `train_step`). Returns the concrete function."""
         if self._step_fn is None:
             self._step_fn = self._build_step(self.jit_compile)
+        return self._step_fn.get_concrete_function(distributed_batch)
+
+    def train_step(self, distributed_batch):
+        """One update on a global batch (an element of `distribute(dataset)`); returns scalars."""
+        if not self._has_run:
+            self._has_run = True
+            self._step_fn = self._step_fn or self._build_step(self.jit_compile)
             if self.jit_compile:
                 try:
                     return self._step_fn(distributed_batch)

@@ -46,6 +46,30 @@ def test_jit_compile_auto_is_xla_only_on_accelerators():
         Trainer(model, keras.optimizers.SGD(0.1), jit_compile="yes", log=None)
 
 
+def test_trainer_unroll_follows_xla_unless_set():
+    model, _ = tiny_model()
+    optimizer = keras.optimizers.Adam(1e-3)
+    assert Trainer(model, optimizer, jit_compile=True, log=None).unroll is False
+    assert Trainer(model, optimizer, jit_compile=False, log=None).unroll is True
+    assert Trainer(model, optimizer, jit_compile=True, unroll=True, log=None).unroll is True
+    with pytest.raises(KerasSaatError, match="unroll 'yes'"):
+        Trainer(model, optimizer, unroll="yes", log=None)
+
+
+def test_trainer_steps_in_loop_form_match_unrolled_steps():
+    """Three updates with the step compiled by XLA: loop and unrolled give the same weights."""
+    batch = next(iter(batches(tiny_model()[1])))
+    weights = []
+    for unroll in (True, False):
+        model, _ = tiny_model(dropout=0.0)
+        trainer = Trainer(model, keras.optimizers.Adam(1e-2), jit_compile=True, unroll=unroll)
+        losses = [float(trainer.train_step(batch)["loss"]) for _ in range(3)]
+        assert model.decoder.unroll is unroll and losses[-1] < losses[0]
+        weights.append(weights_of(model))
+    for unrolled, looped in zip(*weights, strict=True):
+        np.testing.assert_allclose(looped, unrolled, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("jit", [False, True])
 def test_trainer_step_equals_fit_step(jit):
     """The custom loop and fit() optimise the same function: one SGD step, same weights."""

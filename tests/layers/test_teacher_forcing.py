@@ -1,0 +1,100 @@
+"""Teacher forcing unrolled and as one tf.while_loop: the same values and gradients."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_saat.layers import LSTMDecoder
+from keras_saat.precision import dtype_policy
+
+PROBED = {"logits": 13, "alphas": 9, "betas": None}
+
+
+def decoder_run(attention, gating, unroll, compiled, steps=5, precision="float32"):
+    """Loss, gradients (annotations first) and outputs of one probed teacher-forced pass."""
+    with dtype_policy(precision):
+        decoder = LSTMDecoder(
+            13, embedding_dim=6, lstm_units=7, attention_units=5, attention=attention,
+            gating=gating, dropout=0.3, seed=3, unroll=unroll, name="decoder",
+        )  # fmt: skip
+        decoder.build(4)
+    rng = np.random.default_rng(1)
+    for weight in decoder.trainable_weights:
+        weight.assign(rng.normal(0.0, 0.4, weight.shape).astype("float32"))
+    annotations = tf.constant(rng.normal(size=(8, 9, 4)), decoder.compute_dtype)
+    ids = tf.constant(rng.integers(0, 13, (8, steps)), tf.int32)
+    probe = {
+        k: tf.constant(rng.normal(size=(8, steps) + ((n,) if n else ())), tf.float32)
+        for k, n in PROBED.items()
+    }
+
+    def run():
+        with tf.GradientTape() as tape:
+            tape.watch(annotations)
+            out = decoder(annotations, ids, training=True)
+            loss = sum(tf.reduce_sum(tf.cast(out[k], tf.float32) * probe[k]) for k in probe)
+        grads = tape.gradient(loss, [annotations, *decoder.trainable_weights])
+        return loss, [tf.cast(tf.convert_to_tensor(g), tf.float32) for g in grads], out
+
+    if compiled is not None:
+        run = tf.function(run, jit_compile=compiled)
+    loss, grads, out = run()
+    names = ["annotations"] + [w.path for w in decoder.trainable_weights]
+    return loss.numpy(), dict(zip(names, [g.numpy() for g in grads], strict=True)), out
+
+
+@pytest.mark.parametrize(
+    "attention,gating,compiled",
+    [("soft", True, None), ("soft", False, False), ("soft", True, True),
+     ("hard", True, None), ("hard", True, True)],
+)  # fmt: skip
+def test_loop_equals_unrolled(attention, gating, compiled):
+    loss, grads, out = decoder_run(attention, gating, True, compiled)
+    loop_loss, loop_grads, loop_out = decoder_run(attention, gating, False, compiled)
+    np.testing.assert_allclose(loop_loss, loss, rtol=1e-5)
+    assert loop_out.keys() == out.keys()
+    for key in out:
+        np.testing.assert_allclose(
+            np.asarray(loop_out[key], "float32"), np.asarray(out[key], "float32"),
+            rtol=1e-5, atol=1e-6, err_msg=key,
+        )  # fmt: skip
+    if attention == "hard":  # the same draws, in the same order, from the seed generator
+        np.testing.assert_array_equal(loop_out["samples"], out["samples"])
+        assert 0 < np.mean(out["samples"] != np.argmax(out["alphas"], -1))
+    for name, want in grads.items():
+        np.testing.assert_allclose(loop_grads[name], want, rtol=1e-4, atol=1e-5, err_msg=name)
+    assert np.abs(grads["annotations"]).max() > 1e-3
+
+
+def test_loop_equals_unrolled_in_bfloat16():
+    loss, grads, _ = decoder_run("soft", True, True, None, precision="bfloat16")
+    loop_loss, loop_grads, _ = decoder_run("soft", True, False, None, precision="bfloat16")
+    np.testing.assert_allclose(loop_loss, loss, rtol=2e-2)
+    for name, want in grads.items():
+        scale = np.abs(want).max() + 1e-6
+        assert np.abs(loop_grads[name] - want).max() / scale < 5e-2, name
+
+
+def graph_ops(unroll, steps):
+    """The number of ops in the traced graph of a teacher-forced pass and its gradient."""
+    decoder = LSTMDecoder(13, embedding_dim=6, lstm_units=7, attention_units=5, unroll=unroll)
+    decoder.build(4)
+
+    @tf.function
+    def run(annotations, ids):
+        with tf.GradientTape() as tape:
+            tape.watch(annotations)
+            loss = tf.reduce_sum(decoder(annotations, ids, training=True)["logits"])
+        return tape.gradient(loss, [annotations, *decoder.trainable_weights])
+
+    graph = run.get_concrete_function(
+        tf.TensorSpec((2, 9, 4), tf.float32), tf.TensorSpec((2, steps), tf.int32)
+    ).graph
+    return len(graph.get_operations())
+
+
+def test_the_loop_graph_does_not_grow_with_the_caption_length():
+    """What XLA compiles: a fixed graph in loop form, T copies of the step unrolled."""
+    assert graph_ops(False, 4) == graph_ops(False, 16)
+    short, long = graph_ops(True, 4), graph_ops(True, 16)
+    assert long > short + 12 * 10  # each unrolled step adds its ops, forward and backward
