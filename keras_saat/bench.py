@@ -20,8 +20,9 @@ and no compiled function or cache carries over between parts:
               compare with the train rows to see which one limits a run
     extract   feature extraction (read, decode, resize, backbone, write) against the
               bare backbone forward, EfficientNetB0 and VGG16, weights=None, per precision
-    decode    greedy and beam-3 captions/s from cached features (tutorial size), per
-              precision (and batch 512 on a GPU)
+    decode    greedy and beam-3 captions/s from features on the device (tutorial size),
+              per precision (and batch 512 on a GPU), and feed_ms: what casting a
+              NumPy float64 batch and copying it to the device would add to each call
     serving   the exported SavedModel (EfficientNetB0 at 224, beam 3) run by a TF1
               Session, as TF Serving runs it: one-JPEG latency and batch-32
               throughput; "serving" is the float32 export, "serving_bfloat16" the
@@ -190,7 +191,7 @@ def _random_batch(size, seed=0):
 
 
 def part_train(
-    size_name, attention, xla, steps=10, precision="float32", batch_size=None, unroll="auto"
+    size_name, attention, xla, steps=10, precision="float32", batch_size=None, unroll=True
 ):
     """Train-step throughput. Each timed step is followed by a timed matmul in the step's
     precision in the same process, so `fraction_of_limit` compares the step with the limit
@@ -199,7 +200,7 @@ def part_train(
 
     `trace_s` is Python tracing of the step and its gradient; `compile_s` is the rest of
     the first call (XLA's compile, or graph optimisation without XLA). `unroll` is the
-    trainer's teacher-forcing form (true, false or "auto").
+    trainer's teacher-forcing form (`Trainer`).
     """
     import keras
     import tensorflow as tf
@@ -352,14 +353,25 @@ def part_extract(backbone, images=None, precision="float32"):
 
 
 def part_decode(repeats=3, precision="float32", batch_size=None):
+    """Greedy and beam-3 captions/s from features already on the device, as `generate`
+    has them (the backbone's output). `feed_ms` is what a NumPy float64 batch would add
+    to each call: the cast to float32 and the copy to the device, which the 2026-11-23
+    H100 rows timed with the decode (their captions/s did not grow with the batch)."""
     import numpy as np
+    import tensorflow as tf
 
     size = dict(SIZES["tutorial"], batch=batch_size or SIZES["tutorial"]["batch"])
     model = _captioner(size, "soft", precision=precision)
-    features = np.random.default_rng(0).normal(
+    host = np.random.default_rng(0).normal(
         size=(size["batch"], size["locations"], size["channels"])
-    )
-    result = {}
+    )  # float64, as NumPy makes it
+    feeds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        features = tf.identity(tf.convert_to_tensor(host, tf.float32))  # on the device
+        float(tf.reduce_sum(features[0, 0]))
+        feeds.append(time.perf_counter() - start)
+    result = {"feed_ms": 1000 * _median(feeds)}
     for name, beam in (("greedy", 1), ("beam3", 3)):
         start = time.perf_counter()
         model.decode(features, beam_size=beam)["tokens"].numpy()  # compile
@@ -368,7 +380,7 @@ def part_decode(repeats=3, precision="float32", batch_size=None):
         for _ in range(repeats):
             start = time.perf_counter()
             out = model.decode(features, beam_size=beam)
-            out["tokens"].numpy()
+            out["lengths"].numpy()
             times.append(time.perf_counter() - start)
         result[f"{name}_captions_per_s"] = size["batch"] / _median(times)
         result[f"{name}_mean_length"] = float(np.mean(out["lengths"]))
@@ -812,7 +824,8 @@ def run_all(parts=None, log=print):
                     f"decode tutorial size, {precision}, batch {batch}: greedy "
                     f"{row['greedy_captions_per_s']:.0f} captions/s, beam 3 "
                     f"{row['beam3_captions_per_s']:.0f} captions/s "
-                    f"(mean length {row['greedy_mean_length']:.1f} tokens)"
+                    f"(mean length {row['greedy_mean_length']:.1f} tokens; feeding the batch "
+                    f"from NumPy float64 would add {row['feed_ms']:.0f} ms a call)"
                 )
     if "serving" in parts:
         for precision in precisions:

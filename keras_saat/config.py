@@ -137,10 +137,10 @@ class TrainConfig:
     # Falls back, with the reason logged, when XLA cannot compile.
     jit_compile: bool | str = "auto"
     # Teacher forcing: the T steps unrolled into the graph (true; each kernel's gradient is
-    # one matmul over the stacked steps, the fastest form on CPUs) or one tf.while_loop
-    # (false; tracing and the XLA compile do not grow with T). "auto": the loop when the
-    # step is compiled with XLA, unrolled otherwise. Both compute the same values.
-    unroll: bool | str = "auto"
+    # one matmul over the stacked steps, the fastest step measured) or one tf.while_loop
+    # (false; tracing and the XLA compile do not grow with T: for runs whose compile
+    # outweighs their steps). Both compute the same values (benchmarks/RESULTS.md).
+    unroll: bool = True
     # XLA's persistent compilation cache in <workdir>/xla_cache: a resumed or repeated
     # run loads the compiled train and decode steps instead of compiling them again.
     compilation_cache: bool = True
@@ -271,7 +271,6 @@ _CHOICES = {
     ("train", "lr_schedule"): ("constant", "cosine", "exponential"),
     ("train", "distribute"): ("default", "mirrored", "multi_worker"),
     ("train", "jit_compile"): (True, False, "auto"),
-    ("train", "unroll"): (True, False, "auto"),
     ("train", "mixed_precision"): ("none", "bfloat16", "float16", "auto", True, False),
 }
 

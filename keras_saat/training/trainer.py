@@ -197,11 +197,11 @@ class Trainer:
         jit_compile: bool or "auto". XLA for the per-replica forward and backward pass;
             "auto" (the default) is XLA on GPUs and TPUs, not on CPUs (`resolve_jit_compile`).
         log: callable. Receives progress messages. Defaults to print.
-        unroll: bool or "auto". Teacher forcing unrolled over the T steps or as one
-            `tf.while_loop` (`LSTMDecoder`); "auto" (the default) is the loop when the step
-            is compiled with XLA (its compile time does not grow with T) and unrolled
-            otherwise (the stacked kernel gradients, faster on CPUs). The trainer sets the
-            model's decoder to it when it builds the step.
+        unroll: bool. Teacher forcing unrolled over the T steps (True, the default: the
+            fastest step measured, with each kernel's gradient one stacked matmul) or one
+            `tf.while_loop` (False: tracing and the XLA compile do not grow with T, for
+            runs whose compile outweighs their steps). The trainer sets the model's decoder
+            to it when it builds the step (`LSTMDecoder`).
     """
 
     def __init__(
@@ -212,16 +212,16 @@ class Trainer:
         clipnorm=0.0,
         jit_compile="auto",
         log=print,
-        unroll="auto",
+        unroll=True,
     ):
         self.model = model
         self.optimizer = optimizer
         self.strategy = strategy or tf.distribute.get_strategy()
         self.clipnorm = float(clipnorm)
         self.jit_compile = resolve_jit_compile(jit_compile)
-        if unroll not in (True, False, "auto"):
-            raise KerasSaatError(f'unroll {unroll!r}: expected true, false or "auto"')
-        self.unroll_setting = unroll
+        if not isinstance(unroll, bool):
+            raise KerasSaatError(f"unroll {unroll!r}: expected true or false")
+        self.unroll = unroll
         self.log = log
         with self.strategy.scope():
             self.optimizer.build(model.trainable_variables)
@@ -238,13 +238,6 @@ class Trainer:
         return self.strategy.experimental_distribute_dataset(dataset.with_options(options))
 
     # -------------------------------------------------------------- step
-    @property
-    def unroll(self):
-        """Whether teacher forcing is unrolled (`unroll` resolved against `jit_compile`)."""
-        if self.unroll_setting == "auto":
-            return not self.jit_compile
-        return bool(self.unroll_setting)
-
     def _build_step(self, jit_compile):
         model, optimizer, strategy = self.model, self.optimizer, self.strategy
         model.decoder.unroll = self.unroll

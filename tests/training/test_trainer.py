@@ -46,12 +46,11 @@ def test_jit_compile_auto_is_xla_only_on_accelerators():
         Trainer(model, keras.optimizers.SGD(0.1), jit_compile="yes", log=None)
 
 
-def test_trainer_unroll_follows_xla_unless_set():
+def test_trainer_unrolls_unless_told():
     model, _ = tiny_model()
     optimizer = keras.optimizers.Adam(1e-3)
-    assert Trainer(model, optimizer, jit_compile=True, log=None).unroll is False
-    assert Trainer(model, optimizer, jit_compile=False, log=None).unroll is True
-    assert Trainer(model, optimizer, jit_compile=True, unroll=True, log=None).unroll is True
+    assert Trainer(model, optimizer, jit_compile=True, log=None).unroll is True
+    assert Trainer(model, optimizer, jit_compile=True, unroll=False, log=None).unroll is False
     with pytest.raises(KerasSaatError, match="unroll 'yes'"):
         Trainer(model, optimizer, unroll="yes", log=None)
 
