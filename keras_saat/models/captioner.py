@@ -53,7 +53,8 @@ class Captioner(keras.Model):
             `keras_saat.layers.attention_registry`). Defaults to "soft".
         gating: bool. Gating scalar beta. Defaults to True.
         dropout: float. Dropout before L_o. Defaults to 0.5.
-        doubly_stochastic_lambda: float. lambda of Eq. 14. Defaults to 1.0.
+        doubly_stochastic_lambda: float. lambda of Eq. 14, which the paper applies to soft
+            attention only: use 0 with hard attention. Defaults to 1.0.
         hard_soft_probability: float. Hard attention's expectation probability. Defaults to 0.5.
         reinforce_weight: float. lambda_r. Defaults to 1.0.
         entropy_weight: float. lambda_e. Defaults to 0.002.
