@@ -44,10 +44,10 @@ class ModelConfig:
     # Dropout rate before the output layer L_o.
     dropout: float = 0.5
     # lambda of the doubly stochastic regulariser sum_i (1 - sum_t alpha_ti)^2 (Eq. 14).
-    # The paper uses it for deterministic (soft) attention only (Sec. 4.2.1): set 0 for
-    # hard attention, as shapes_hard and the Table 1 hard configs do (on hard attention
-    # it spreads alpha over the scene; benchmarks/RESULTS.md).
-    doubly_stochastic_lambda: float = 1.0
+    # null: the attention type's own (1.0 for soft attention; 0 for hard attention, as
+    # the paper uses the regulariser for deterministic attention only, Sec. 4.2.1, and
+    # on hard attention it spreads alpha over the scene: benchmarks/RESULTS.md).
+    doubly_stochastic_lambda: float | None = None
     # Hard attention: probability of using the expected context instead of a sample (Sec. 4.1).
     hard_soft_probability: float = 0.5
     # Hard attention: lambda_r, weight of the REINFORCE term (Eq. 12).

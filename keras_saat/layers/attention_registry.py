@@ -11,6 +11,9 @@ found by comparing names:
     sequence_outputs() decoder outputs beyond logits, alphas and betas (hard: samples, ...)
     reinforce          whether it adds REINFORCE terms and moves the model's baseline
     policy_terms()     log p and entropy of its draws, and the rows that drew (reinforce only)
+    doubly_stochastic_lambda
+                       the model's Eq. 14 weight when the config leaves it null (soft 1.0,
+                       hard 0)
 """
 
 from keras_saat.layers.hard_attention import HardAttention

@@ -28,6 +28,9 @@ class HardAttention(SoftAttention):
 
     options = ("hard_soft_probability",)
     reinforce = True
+    # The paper's doubly stochastic regulariser belongs to deterministic attention (Sec.
+    # 4.2.1); on hard attention it spread alpha over the scene (benchmarks/RESULTS.md).
+    doubly_stochastic_lambda = 0.0
 
     def __init__(self, units=128, gating=True, seed=None, hard_soft_probability=0.5, **kwargs):
         super().__init__(units=units, gating=gating, seed=seed, **kwargs)

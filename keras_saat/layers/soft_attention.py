@@ -52,6 +52,8 @@ class SoftAttention(keras.layers.Layer):
     # Whether the type samples its attention and so adds REINFORCE terms (Eq. 12) through
     # `policy_terms`, with the model's moving-average baseline following its captions.
     reinforce = False
+    # The model's lambda of the doubly stochastic regulariser (Eq. 14) when none is given.
+    doubly_stochastic_lambda = 1.0
 
     def __init__(self, units=128, gating=True, seed=None, **kwargs):
         super().__init__(**kwargs)

@@ -53,8 +53,9 @@ class Captioner(keras.Model):
             `keras_saat.layers.attention_registry`). Defaults to "soft".
         gating: bool. Gating scalar beta. Defaults to True.
         dropout: float. Dropout before L_o. Defaults to 0.5.
-        doubly_stochastic_lambda: float. lambda of Eq. 14, which the paper applies to soft
-            attention only: use 0 with hard attention. Defaults to 1.0.
+        doubly_stochastic_lambda: float or None. lambda of Eq. 14. None takes the attention
+            type's `doubly_stochastic_lambda`: 1.0 for soft attention, 0 for hard attention
+            (the paper regularises deterministic attention only). Defaults to None.
         hard_soft_probability: float. Hard attention's expectation probability. Defaults to 0.5.
         reinforce_weight: float. lambda_r. Defaults to 1.0.
         entropy_weight: float. lambda_e. Defaults to 0.002.
@@ -86,7 +87,7 @@ class Captioner(keras.Model):
         attention="soft",
         gating=True,
         dropout=0.5,
-        doubly_stochastic_lambda=1.0,
+        doubly_stochastic_lambda=None,
         hard_soft_probability=0.5,
         reinforce_weight=1.0,
         entropy_weight=0.002,
@@ -102,6 +103,8 @@ class Captioner(keras.Model):
         super().__init__(**kwargs)
         self.vocabulary = Vocabulary(vocabulary)
         self.feature_dim = None if feature_dim is None else int(feature_dim)
+        if doubly_stochastic_lambda is None:
+            doubly_stochastic_lambda = get_attention(attention).doubly_stochastic_lambda
         self.doubly_stochastic_lambda = float(doubly_stochastic_lambda)
         self.reinforce_weight = float(reinforce_weight)
         self.entropy_weight = float(entropy_weight)

@@ -242,6 +242,26 @@ def test_build_captioner_takes_every_model_config_field():
         assert settings[field] == getattr(decode, field)
 
 
+def test_doubly_stochastic_lambda_defaults_to_the_attention_types(tmp_path):
+    """Soft attention is regularised by Eq. 14 unless told otherwise; hard attention is not
+    (the paper's Sec. 4.2.1); an explicit value wins, and a saved model keeps its value."""
+    from keras_saat.config import ModelConfig
+    from keras_saat.models.captioner import build_captioner
+
+    vocab = Vocabulary.build([WORDS])
+    assert ModelConfig().doubly_stochastic_lambda is None
+    for attention, default in (("soft", 1.0), ("hard", 0.0)):
+        assert small_model(attention)[0].doubly_stochastic_lambda == default
+        built = build_captioner(ModelConfig(attention=attention, feature_dim=16), vocab)
+        assert built.doubly_stochastic_lambda == default
+        told = small_model(attention, doubly_stochastic_lambda=0.25)[0]
+        assert told.doubly_stochastic_lambda == 0.25
+    model, _ = small_model("hard")
+    path = tmp_path / "hard.keras"
+    model.save(path)
+    assert load_captioner(path).doubly_stochastic_lambda == 0.0
+
+
 def test_captioning_a_file_decodes_it_as_training_does(tmp_path):
     """A non-square photo is centre-cropped (data.resize), as in the cache and tf.data."""
     from PIL import Image
