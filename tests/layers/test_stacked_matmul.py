@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_saat.layers import LSTMDecoder, lstm_decoder
+from keras_saat.layers import lstm_decoder
 from keras_saat.layers.stacked_matmul import StepMatmuls
+from tests.layers.test_teacher_forcing import decoder_run
 
 B, T = 4, 6
 
@@ -80,30 +81,8 @@ def test_wrong_number_of_steps_is_an_error():
 def decoder_gradients(monkeypatch, attention, gating, plain):
     if plain:
         monkeypatch.setattr(lstm_decoder, "StepMatmuls", PlainMatmuls)
-    decoder = LSTMDecoder(
-        13, embedding_dim=6, lstm_units=7, attention_units=5, attention=attention,
-        gating=gating, dropout=0.3, seed=3, name="decoder",
-    )  # fmt: skip
-    decoder.build(4)
-    rng = np.random.default_rng(1)
-    for weight in decoder.trainable_weights:
-        weight.assign(rng.normal(0.0, 0.4, weight.shape).astype("float32"))
-    annotations = tf.constant(rng.normal(size=(8, 9, 4)), tf.float32)
-    ids = tf.constant(rng.integers(0, 13, (8, 5)), tf.int32)
-    probe = {k: tf.constant(rng.normal(size=s), tf.float32) for k, s in
-             (("logits", (8, 5, 13)), ("alphas", (8, 5, 9)), ("betas", (8, 5)))}  # fmt: skip
-    with tf.GradientTape() as tape:
-        tape.watch(annotations)
-        out = decoder(annotations, ids, training=True)
-        loss = sum(tf.reduce_sum(out[k] * probe[k]) for k in probe)
-    grads = tape.gradient(loss, [annotations, *decoder.trainable_weights])
-    names = ["annotations"] + [w.path for w in decoder.trainable_weights]
-    samples = out["samples"].numpy() if attention == "hard" else None
-    return (
-        loss.numpy(),
-        dict(zip(names, [tf.convert_to_tensor(g).numpy() for g in grads], strict=True)),
-        samples,
-    )
+    loss, grads, out = decoder_run(attention, gating, unroll=True, compiled=None)
+    return loss, grads, out["samples"].numpy() if attention == "hard" else None
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ PROBED = {"logits": 13, "alphas": 9, "betas": None}
 
 
 def decoder_run(attention, gating, unroll, compiled, steps=5, precision="float32"):
-    """Loss, gradients (annotations first) and outputs of one probed teacher-forced pass."""
+    """Loss, gradients (annotations first) and outputs of one probed teacher-forced pass
+    (also the decoder run of test_stacked_matmul.py)."""
     with dtype_policy(precision):
         decoder = LSTMDecoder(
             13, embedding_dim=6, lstm_units=7, attention_units=5, attention=attention,
