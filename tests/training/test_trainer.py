@@ -56,13 +56,14 @@ def test_trainer_unrolls_unless_told():
 
 
 def test_trainer_steps_in_loop_form_match_unrolled_steps():
-    """Three updates with the step compiled by XLA: loop and unrolled give the same weights."""
+    """Two Adam updates: the trainer sets the decoder's form, and both forms give the same
+    weights (under XLA, test_trainer_step_equals_fit_step compares the loop with them)."""
     batch = next(iter(batches(tiny_model()[1])))
     weights = []
     for unroll in (True, False):
         model, _ = tiny_model(dropout=0.0)
-        trainer = Trainer(model, keras.optimizers.Adam(1e-2), jit_compile=True, unroll=unroll)
-        losses = [float(trainer.train_step(batch)["loss"]) for _ in range(3)]
+        trainer = Trainer(model, keras.optimizers.Adam(1e-2), jit_compile=False, unroll=unroll)
+        losses = [float(trainer.train_step(batch)["loss"]) for _ in range(2)]
         assert model.decoder.unroll is unroll and losses[-1] < losses[0]
         weights.append(weights_of(model))
     for unrolled, looped in zip(*weights, strict=True):
