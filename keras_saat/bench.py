@@ -685,15 +685,18 @@ def bench_precisions(device):
 
 
 def train_plan(device, precisions):
-    """(size, attention, xla, precision, batch) of each train row.
+    """(size, attention, xla, precision, batch, unroll) of each train row.
 
-    CPU: both sizes, soft and hard, with and without XLA, in every precision, batch 64.
+    CPU: both sizes, soft and hard, with and without XLA, in every precision, batch 64,
+    teacher forcing unrolled (the default).
     GPU: XLA in every precision at batch 64 and (paper size) 512, one float32 row without
-    XLA per size, and hard attention at the paper size in the best precision.
+    XLA per size, and hard attention at the paper size in the best precision; then the
+    paper size in the best precision at batch 64 and 512 with teacher forcing in a
+    `tf.while_loop` (`train.unroll: false`), beside the unrolled rows.
     """
     if not device["gpu"]:
         return [
-            (size, attention, xla, precision, 64)
+            (size, attention, xla, precision, 64, True)
             for size in SIZES
             for attention in ("soft", "hard")
             for xla in (True, False)
@@ -701,10 +704,11 @@ def train_plan(device, precisions):
         ]
     plan = []
     for size in SIZES:
-        plan.append((size, "soft", False, "float32", 64))
-        plan += [(size, "soft", True, precision, 64) for precision in precisions]
-    plan += [("paper", "soft", True, precision, 512) for precision in precisions]
-    plan.append(("paper", "hard", True, precisions[-1], 64))
+        plan.append((size, "soft", False, "float32", 64, True))
+        plan += [(size, "soft", True, precision, 64, True) for precision in precisions]
+    plan += [("paper", "soft", True, precision, 512, True) for precision in precisions]
+    plan.append(("paper", "hard", True, precisions[-1], 64, True))
+    plan += [("paper", "soft", True, precisions[-1], batch, False) for batch in (64, 512)]
     return plan
 
 
@@ -744,17 +748,20 @@ def run_all(parts=None, log=print):
         report["matmul_gflops"] = report["matmul"][0]["matmul_gflops"]  # float32, as before
     if "train" in parts:
         report["train"] = []
-        for size, attention, xla, precision, batch in train_plan(device, precisions):
-            row = _in_subprocess("train", size, attention, xla, 10, precision, batch)
-            rss[f"train_{size}_{attention}_{'xla' if xla else 'noxla'}_{precision}_{batch}"] = (
-                row.pop("peak_rss_mb")
-            )
+        for size, attention, xla, precision, batch, unroll in train_plan(device, precisions):
+            row = _in_subprocess("train", size, attention, xla, 10, precision, batch, unroll)
+            form = "" if unroll else "_loop"
+            rss[
+                f"train_{size}_{attention}_{'xla' if xla else 'noxla'}_{precision}_{batch}{form}"
+            ] = row.pop("peak_rss_mb")
             report["train"].append(row)
             log(
                 f"train {size:8s} {attention} {precision:8s} batch {batch:4d} "
-                f"xla={row['xla']!s:5s}: {row['captions_per_s']:8.1f} captions/s, "
+                f"xla={row['xla']!s:5s}{'' if unroll else ' loop'}: "
+                f"{row['captions_per_s']:8.1f} captions/s, "
                 f"{row['gflops']:8.1f} GFLOP/s ({row['fraction_of_limit']:.2f} of the limit, "
-                f"{row['matmul_gflops']:.0f} GFLOP/s alongside), compile {row['compile_s']:.1f}s"
+                f"{row['matmul_gflops']:.0f} GFLOP/s alongside), trace {row['trace_s']:.1f}s, "
+                f"first call {row['compile_s']:.1f}s"
             )
     if "batches" in parts:
         report["batches"] = []

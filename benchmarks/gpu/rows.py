@@ -20,6 +20,9 @@ ROWS = {
         ("train", "paper", "soft", False, 10, "float32", 64),
         ("train", "paper", "soft", True, 10, "bfloat16", 512),
         ("train", "paper", "soft", True, 10, "float32", 512),
+        # teacher forcing in a tf.while_loop (train.unroll: false) beside the unrolled rows
+        ("train", "paper", "soft", True, 10, "bfloat16", 64, False),
+        ("train", "paper", "soft", True, 10, "bfloat16", 512, False),
         ("decode", 3, "bfloat16", 64),
         ("decode", 3, "float32", 64),
         ("decode", 3, "bfloat16", 512),
