@@ -175,12 +175,8 @@ class LSTMDecoder(keras.layers.Layer):
         # matmul per step, and z @ W_z; each kernel's gradient is one matmul over the
         # stacked steps (keras_saat/layers/stacked_matmul.py). Same values as `step`.
         dtype = h.dtype
-        attention_kernels = self.attention.hidden_kernels()  # {call argument: kernel}
-        kernels = [self.lstm_recurrent_kernel, *attention_kernels.values()]
-        hidden_matmul = StepMatmuls(
-            ops.concatenate([ops.cast(k, dtype) for k in kernels], axis=1), steps, [batch_size]
-        )
-        split_at = list(itertools.accumulate(int(k.shape[1]) for k in kernels))[:-1]
+        kernels = self.hidden_kernels(dtype)
+        hidden_matmul = StepMatmuls(kernels["hidden"], steps, [batch_size])
         context_matmul = StepMatmuls(ops.cast(self.lstm_context_kernel, dtype), steps, [batch_size])
         # The context sum_i alpha_ti a_i as a StepMatmuls over the annotations: their
         # gradient becomes one batched matmul instead of a (B, L, D) tensor per step.
@@ -190,8 +186,7 @@ class LSTMDecoder(keras.layers.Layer):
         ]
         collected = {}
         for t in range(steps):
-            recurrent, *parts = ops.split(hidden_matmul(h), split_at, axis=-1)
-            products = dict(zip(attention_kernels, parts, strict=True))
+            recurrent, products = self.split_hidden(hidden_matmul(h), kernels)
             att = self.attention(
                 annotations,
                 projected,
@@ -220,13 +215,10 @@ class LSTMDecoder(keras.layers.Layer):
         projected = self.attention.project(annotations)
         h, c = self.initial_state(annotations)
         begun = self.attention.begin(ops.shape(annotations)[0], training)
-        kernels = self.step_kernels(h.dtype)
+        kernels = self.hidden_kernels(h.dtype)
 
         def advance(t, h, c):
-            recurrent, *parts = ops.split(
-                ops.matmul(h, kernels["hidden"]), kernels["hidden_split"], axis=-1
-            )
-            products = dict(zip(kernels["hidden_names"], parts, strict=True))
+            recurrent, products = self.split_hidden(ops.matmul(h, kernels["hidden"]), kernels)
             att = self.attention(annotations, projected, h, training=training, **begun, **products)
             context = ops.matmul(att["z"], ops.cast(self.lstm_context_kernel, h.dtype))
             h, c = self.lstm(gates.read(t), att["z"], h, c, context, recurrent)
@@ -277,16 +269,30 @@ class LSTMDecoder(keras.layers.Layer):
             and the split points "hidden_split" and "context_split" (lists of int).
         """
         dtype = dtype or self.compute_dtype
-        attention_kernels = self.attention.hidden_kernels()
-        hidden = [self.lstm_recurrent_kernel, *attention_kernels.values()]
         context = [self.lstm_context_kernel, self.output_context.kernel]
+        return {
+            **self.hidden_kernels(dtype),
+            "context": ops.concatenate([ops.cast(k, dtype) for k in context], axis=1),
+            "context_split": [4 * self.lstm_units],
+        }
+
+    def hidden_kernels(self, dtype):
+        """U and the attention's hidden kernels (W_h, f_beta), which all multiply h_{t-1},
+        concatenated in `dtype`: dict "hidden" (n, 4n + ...), its split points
+        "hidden_split" and the attention's argument names "hidden_names"."""
+        attention_kernels = self.attention.hidden_kernels()  # {call argument: kernel}
+        hidden = [self.lstm_recurrent_kernel, *attention_kernels.values()]
         return {
             "hidden": ops.concatenate([ops.cast(k, dtype) for k in hidden], axis=1),
             "hidden_split": list(itertools.accumulate(int(k.shape[1]) for k in hidden))[:-1],
             "hidden_names": list(attention_kernels),
-            "context": ops.concatenate([ops.cast(k, dtype) for k in context], axis=1),
-            "context_split": [4 * self.lstm_units],
         }
+
+    @staticmethod
+    def split_hidden(product, kernels):
+        """h_{t-1} @ kernels["hidden"] -> (U h_{t-1}, {attention argument: product})."""
+        recurrent, *parts = ops.split(product, kernels["hidden_split"], axis=-1)
+        return recurrent, dict(zip(kernels["hidden_names"], parts, strict=True))
 
     def step(self, input_ids, state, annotations, projected, kernels=None):
         """One inference step: (batch,) previous ids -> (logits (B, K), new state).
@@ -298,10 +304,7 @@ class LSTMDecoder(keras.layers.Layer):
         embedded = self.embedding(input_ids)  # (B, m)
         dtype = embedded.dtype
         kernels = kernels or self.step_kernels(dtype)
-        recurrent, *parts = ops.split(
-            ops.matmul(state["h"], kernels["hidden"]), kernels["hidden_split"], axis=-1
-        )
-        products = dict(zip(kernels["hidden_names"], parts, strict=True))
+        recurrent, products = self.split_hidden(ops.matmul(state["h"], kernels["hidden"]), kernels)
         att = self.attention(annotations, projected, state["h"], training=False, **products)
         context, output_context = ops.split(
             ops.matmul(att["z"], kernels["context"]), kernels["context_split"], axis=-1
