@@ -6,7 +6,8 @@ print(model.generate("photo.png"))
 
 The names below load on first use, so `keras_saat.serving`'s client and
 development server run without importing Keras or the model code, and
-`keras_saat.tune_malloc()` can run before TensorFlow is imported.
+`keras_saat.tune_malloc()` and `keras_saat.prefer_onednn()` can run before TensorFlow
+is imported.
 """
 
 from keras_saat._lazy import lazy_getattr
@@ -21,6 +22,7 @@ _EXPORTS = {
     "build_captioner": "keras_saat.models.captioner",
     "load_captioner": "keras_saat.models.captioner",
     "load_config": "keras_saat.config",
+    "prefer_onednn": "keras_saat.cpu_kernels",
     "tune_malloc": "keras_saat.memory",
 }
 

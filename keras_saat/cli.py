@@ -503,6 +503,10 @@ def main(argv=None):
     from keras_saat.memory import tune_malloc
 
     tune_malloc()  # before TensorFlow starts its threads (keras_saat/memory.py)
+    if args.func in (cmd_train, cmd_demo):
+        from keras_saat.cpu_kernels import prefer_onednn
+
+        prefer_onednn()  # before TensorFlow reads it (keras_saat/cpu_kernels.py)
     from keras_saat.errors import KerasSaatError
 
     try:

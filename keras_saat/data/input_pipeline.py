@@ -35,19 +35,30 @@ def encode_captions(captions, table, max_length):
 
 
 def token_table(records, vocabulary, max_length):
-    """(N, None, max_length + 2) int32 ragged: each image's captions as padded token rows,
-    by position. Tokenised once, in one vectorised call, so an epoch only gathers rows."""
+    """(N, None, W) int32 ragged: each image's captions as padded token rows, by position.
+    Tokenised once, in one vectorised call, so an epoch only gathers rows.
+
+    W, the static token width of every batch, is the longest caption's tokens (cut to
+    max_length words) plus `<start>` and `<end>`: teacher forcing unrolls W - 1 steps, so
+    a max_length above every caption's length costs nothing (the Shapes world's captions
+    have at most 16 words; padding them to 20 made a fifth of the steps pads).
+    """
     table = word_table(vocabulary)
     captions = tf.constant([c for r in records for c in r.captions] or [""], tf.string)
     ids = encode_captions(captions, table, max_length)
-    rows = ids.to_tensor(default_value=PAD_ID, shape=[None, max_length + 2])
+    width = int(tf.reduce_max(ids.row_lengths()))
+    rows = ids.to_tensor(default_value=PAD_ID, shape=[None, width])
     lengths = [len(r.captions) for r in records]
     return tf.RaggedTensor.from_row_lengths(rows[: sum(lengths)], lengths)
 
 
-def _batch(ds, batch_size, max_length, bucket_by_length, drop_remainder):
-    """Pads tokens to max_length + 2 (one static shape) or to their length bucket's boundary."""
-    width = max_length + 2
+def token_width(tokens_of):
+    """W of a `token_table`: the token width of its batches."""
+    return int(tokens_of.flat_values.shape[-1])
+
+
+def _batch(ds, batch_size, width, bucket_by_length, drop_remainder):
+    """Pads tokens to `width` (one static shape) or to their length bucket's boundary."""
     spec = ds.element_spec
     padding = {k: tf.constant(PAD_ID if k == "tokens" else 0, v.dtype) for k, v in spec.items()}
     if not bucket_by_length:
@@ -121,7 +132,7 @@ def caption_dataset(
     )
 
     def expand(example):
-        tokens = tokens_of[example["position"]]  # (k, max_length + 2)
+        tokens = tokens_of[example["position"]]  # (k, W)
         repeated = tf.repeat(example[key][None], tf.shape(tokens)[0], axis=0)
         return tf.data.Dataset.from_tensor_slices({key: repeated, "tokens": tokens})
 
@@ -139,7 +150,7 @@ def caption_dataset(
         ds = ds.map(unpad)
     if shuffle_buffer:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    ds = _batch(ds, batch_size, max_length, bucket_by_length, drop_remainder)
+    ds = _batch(ds, batch_size, token_width(tokens_of), bucket_by_length, drop_remainder)
     return ds.map(to_float, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
@@ -175,7 +186,7 @@ def image_group_dataset(
     resize="crop",
     repeat=False,
 ):
-    """Per-image batches: {"features" (n, L, C) or "images" (n, S, S, 3), "tokens" (n, k, T + 2)}.
+    """Per-image batches: {"features" (n, L, C) or "images" (n, S, S, 3), "tokens" (n, k, W)}.
 
     Each image's features (in the cache's dtype) or pixels (uint8) are in the batch once,
     beside its k captions; `Captioner` repeats them for the captions on the device. An image
@@ -205,7 +216,7 @@ def image_group_dataset(
     key, images = _image_source(
         cache_or_images, split, records, image_size, resize, bool(shuffle_buffer), seed
     )
-    width = max_length + 2
+    width = token_width(tokens_of)
 
     def groups(example):
         tokens = tokens_of[example["position"]]  # (c, width)

@@ -29,7 +29,7 @@ from keras_saat.data.input_pipeline import (
     image_group_dataset,
 )
 from keras_saat.data.reader_registry import get_reader
-from keras_saat.encoders.image_encoder import ImageEncoder
+from keras_saat.encoders.image_encoder import ImageEncoder, onednn_enabled
 from keras_saat.encoders.registry import get_backbone_spec
 from keras_saat.errors import KerasSaatError
 from keras_saat.evaluation.bleu import corpus_bleu_scores
@@ -350,6 +350,7 @@ def train(config, workdir, log=print, callbacks=()):
         f"{'XLA' if trainer.jit_compile else 'no XLA'}"
         f"{' (jit_compile: auto)' if train_config.jit_compile == 'auto' else ''}, "
         f"teacher forcing {'unrolled' if trainer.unroll else 'in one tf.while_loop'}"
+        f"{_cpu_kernels_text()}"
     )
     if chief:
         callbacks = [TrainingSummaries(workdir / LOG_DIR, train_config.log_every), *callbacks]
@@ -386,6 +387,14 @@ def train(config, workdir, log=print, callbacks=()):
         "captions": evaluation["captions"],
         "records": evaluation["records"],
     }
+
+
+def _cpu_kernels_text():
+    """The training line's note on the CPU kernels (oneDNN's or TensorFlow's own), where
+    no GPU trains."""
+    if tf.config.list_physical_devices("GPU"):
+        return ""
+    return ", oneDNN CPU kernels" if onednn_enabled() else ", TensorFlow's own CPU kernels"
 
 
 def _batching(config, records, unreadable, replicas):

@@ -194,16 +194,25 @@ def test_caption_batches_use_every_caption_once_and_bucket_by_length(
     cache, _ = extract_features(
         encoder, shapes_copy, tmp_path / "c", shard_size=16, log=lambda _: None
     )
+    expected = [tuple(vocab.encode(c, 20)) for r in records for c in r.references]
+    # One static width: the longest caption's, not max_length's (20 words + 2 is longer).
+    width = max(len(t) for t in expected)
+    assert width < 22
     seen = []
     for batch in caption_dataset(
         cache, "train", records, vocab, 20, 8, seed=1, drop_remainder=False
     ):
         tokens = batch["tokens"].numpy()
-        assert tokens.shape[1] == 22 and batch["features"].dtype == tf.float32
+        assert tokens.shape[1] == width and batch["features"].dtype == tf.float32
         assert (tokens[:, 0] == START_ID).all() and ((tokens == END_ID).sum(1) == 1).all()
         seen += [tuple(t[t != PAD_ID]) for t in tokens]
-    expected = [tuple(vocab.encode(c, 20)) for r in records for c in r.references]
     assert sorted(seen) == sorted(expected)
+    # A max_length below the longest caption cuts captions to it, and the width with them.
+    cut = [tuple(vocab.encode(c, 6)) for r in records for c in r.references]
+    batches = list(caption_dataset(cache, "train", records, vocab, 6, 50, shuffle_buffer=0))
+    assert {b["tokens"].shape[1] for b in batches} == {8}
+    seen_cut = [tuple(t[t != PAD_ID]) for b in batches for t in b["tokens"].numpy()]
+    assert sorted(seen_cut) == sorted(cut)
     widths = set()
     count = 0
     for batch in caption_dataset(
@@ -211,7 +220,7 @@ def test_caption_batches_use_every_caption_once_and_bucket_by_length(
     ):
         widths.add(batch["tokens"].shape[1])
         count += batch["tokens"].shape[0]
-    assert count == 200 and widths <= {8, 11, 14, 17, 20, 22} and len(widths) > 1
+    assert count == 200 and widths <= {8, 11, 14, 17, width} and len(widths) > 1
     positions = np.concatenate(
         [b["position"].numpy() for b in evaluation_batches(cache, "val", None, 3)]
     )
