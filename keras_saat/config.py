@@ -105,7 +105,8 @@ class DataConfig:
     vocab_size: int = 10000
     # Words seen fewer times than this in the training captions become <unk>.
     min_count: int = 1
-    # Captions longer than this many words are truncated.
+    # Captions longer than this many words are truncated. Training batches are padded to
+    # the longest training caption (at most this), so a larger value costs nothing.
     max_length: int = 20
     # Shapes world: number of generated train / val / test images and the generator seed.
     shapes_train: int = 2000

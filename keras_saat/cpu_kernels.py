@@ -4,8 +4,9 @@ TensorFlow's x86 builds carry two sets of CPU kernels: its own (Eigen) and oneDN
 It turns oneDNN's on by default only on CPUs with AVX512_VNNI, AVX512_BF16 or AMX, and
 reads the environment variable TF_ENABLE_ONEDNN_OPTS once, when it is imported. On
 other CPUs, a 2-core AMD EPYC without AVX-512 for instance, oneDNN's kernels trained
-the Shapes CNN 1.4-1.8x faster per image and the paper-size decoder step about 1.2x
-faster (benchmarks/RESULTS.md, "oneDNN for training").
+the Shapes CNN 1.3-2x faster per image, and the demo's and the paper-size decoder steps
+1.1-1.2x faster (`python benchmarks/onednn.py`; benchmarks/RESULTS.md, "The demo's
+time").
 
 `prefer_onednn()` turns them on for this process unless the environment already says
 either way. The command line calls it for `train` and `demo`, before it imports

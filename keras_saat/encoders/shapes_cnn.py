@@ -141,11 +141,9 @@ def pretrain_shapes_cnn(
             log(f"  backbone pre-training epoch {epoch + 1}/{epochs}: loss {logs['loss']:.4f}")
 
     trainer.fit(
-        images.astype(np.float32) * scale,
-        targets,
-        batch_size=batch_size,
+        _scene_batches(images, targets, batch_size, seed),
         epochs=epochs,
-        shuffle=True,
+        shuffle=False,  # the batches are shuffled already
         verbose=0,
         callbacks=[_Progress()],
     )
@@ -158,3 +156,36 @@ def pretrain_shapes_cnn(
             predicted = predictions[name].argmax(-1)
             accuracy[name] = float((predicted == val_targets[name])[on_object].mean())
     return backbone, accuracy
+
+
+def _scene_batches(images, targets, batch_size, seed):
+    """Shuffled (pixels in [0, 1], targets) batches; a new order every epoch.
+
+    Scenes of whole-number pixels stay uint8 in memory (a quarter of float32's), and each
+    batch is gathered and scaled as it is needed. tf.data's autotuner is off: with it (and in `fit()`'s own
+    pipeline for NumPy arrays), the step after an epoch's end waited up to about 35 s
+    with the CPU idle on a 2-core machine, several times in a 4-epoch pre-training
+    (benchmarks/RESULTS.md, "The demo's time").
+    """
+    import tensorflow as tf
+
+    whole = images.astype(np.uint8)  # scenes at their rendered size are whole numbers
+    pixels = tf.constant(whole if np.array_equal(whole, images) else images)
+    del whole
+    labels = {k: tf.constant(v) for k, v in targets.items()}
+    scale = tf.constant(1 / 255, tf.float32)
+
+    def gather(positions):
+        batch = tf.cast(tf.gather(pixels, positions), tf.float32) * scale
+        return batch, {k: tf.gather(v, positions) for k, v in labels.items()}
+
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return (
+        tf.data.Dataset.range(len(images))
+        .shuffle(len(images), seed=seed, reshuffle_each_iteration=True)
+        .batch(batch_size)
+        .map(gather, num_parallel_calls=1)
+        .prefetch(2)
+        .with_options(options)
+    )

@@ -107,3 +107,26 @@ def test_attribute_targets_mark_the_object_under_each_location():
     targets = attribute_targets([[obj]], (8, 8))
     assert (targets["shape"][0, :2, :2] == 2).all()  # square is class 1 + index 1
     assert targets["shape"][0].sum() == 2 * 4 and (targets["row"][0, :2, :2] == 1).all()
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_pretraining_batches_hold_every_scene_once_an_epoch_with_its_targets(dtype):
+    from keras_saat.encoders.shapes_cnn import _scene_batches
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(10, 4, 4, 3)).astype(dtype)
+    if dtype == np.float32:
+        images += 0.25  # not whole numbers: kept as float32, not rounded to uint8
+    targets = {"shape": np.arange(10, dtype=np.int32)[:, None, None] * np.ones((1, 2, 2), np.int32)}
+    batches = _scene_batches(images, targets, batch_size=4, seed=3)
+    orders = []
+    for _ in range(2):  # two epochs
+        seen = []
+        for pixels, labels in batches:
+            assert pixels.dtype == tf.float32 and pixels.shape[0] <= 4
+            index = labels["shape"].numpy()[:, 0, 0]
+            np.testing.assert_allclose(pixels.numpy(), images[index] / 255, rtol=1e-6)
+            seen += list(index)
+        assert sorted(seen) == list(range(10))
+        orders.append(seen)
+    assert orders[0] != orders[1]  # reshuffled each epoch
