@@ -162,10 +162,10 @@ def _scene_batches(images, targets, batch_size, seed):
     """Shuffled (pixels in [0, 1], targets) batches; a new order every epoch.
 
     Scenes of whole-number pixels stay uint8 in memory (a quarter of float32's), and each
-    batch is gathered and scaled as it is needed. tf.data's autotuner is off: with it (and in `fit()`'s own
-    pipeline for NumPy arrays), the step after an epoch's end waited up to about 35 s
-    with the CPU idle on a 2-core machine, several times in a 4-epoch pre-training
-    (benchmarks/RESULTS.md, "The demo's time").
+    batch is gathered and scaled as it is needed. tf.data's autotuner is off: with it,
+    and in `fit()`'s own pipeline for NumPy arrays, the step after an epoch's end waited
+    up to about 35 s with the CPU idle on a 2-core machine (benchmarks/RESULTS.md, "The
+    demo's time").
     """
     import tensorflow as tf
 
