@@ -45,6 +45,14 @@ def test_make_shapes(tmp_path, capsys):
             "dataset file not found",
         ),
         (["train.epochs=ten"], "train.epochs: 'ten' is not a valid int"),
+        (
+            [
+                *("data.shapes_train=2", "data.shapes_val=1", "data.shapes_test=1"),
+                *("model.backbone=vgg16", "model.backbone_weights=shapes"),
+            ],
+            "backbone_weights 'shapes' (attribute pre-training) needs a Shapes CNN backbone "
+            "(shapes_cnn or shapes_cnn_small); got vgg16",
+        ),
     ],
 )
 def test_user_errors_exit_2_with_one_message(tmp_path, capsys, settings, message):

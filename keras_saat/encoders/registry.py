@@ -3,7 +3,8 @@
 Entries: VGG16/VGG19 (the paper's conv5_3 map before the last pooling:
 14x14x512 at 224), InceptionV3 (8x8x2048 at 299), keras.applications EfficientNetB0-B7 and EfficientNetV2
 (their top_activation map), qubvel's `efficientnet` package when installed
-(`efficientnet_qubvel_b0` ... `_b7`), and `shapes_cnn` for 128x128 Shapes scenes.
+(`efficientnet_qubvel_b0` ... `_b7`), and `shapes_cnn` / `shapes_cnn_small` for 128x128
+Shapes scenes.
 """
 
 import dataclasses
@@ -66,13 +67,16 @@ def _qubvel(constructor_name):
     return build
 
 
-def _shapes(input_shape, weights):
-    if weights == "imagenet":
-        raise KerasSaatError(
-            "shapes_cnn has no ImageNet weights; use backbone_weights: shapes (pre-train on the "
-            "Shapes training split), a local weights file, or null"
-        )
-    return shapes_cnn.build_shapes_cnn(input_shape)
+def _shapes(name):
+    def build(input_shape, weights):
+        if weights == "imagenet":
+            raise KerasSaatError(
+                f"{name} has no ImageNet weights; use backbone_weights: shapes (pre-train on "
+                "the Shapes training split), a local weights file, or null"
+            )
+        return shapes_cnn.build_shapes_cnn(input_shape, width=shapes_cnn.VARIANTS[name])
+
+    return build
 
 
 register_backbone(BackboneSpec("vgg16", _applications("VGG16"), "block5_conv3", "caffe", 224))
@@ -121,9 +125,10 @@ if importlib.util.find_spec("efficientnet") is not None:
                 _size,
             )
         )
-register_backbone(
-    BackboneSpec("shapes_cnn", _shapes, shapes_cnn.FEATURE_LAYER, "unit", 128, imagenet=False)
-)
+for _name in shapes_cnn.VARIANTS:
+    register_backbone(
+        BackboneSpec(_name, _shapes(_name), shapes_cnn.FEATURE_LAYER, "unit", 128, imagenet=False)
+    )
 
 
 def available_backbones():

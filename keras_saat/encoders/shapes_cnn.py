@@ -15,6 +15,11 @@ from keras_saat.data.shapes import COLOURS, GRID, SHAPES, SIZES, object_mask, re
 from keras_saat.encoders.add_coords import AddCoords
 
 FEATURE_LAYER = "features"
+# The registered variants (keras_saat.encoders.registry): name -> channels of the first
+# convolution; the features have 4x as many. `shapes_cnn_small`, the recipes' backbone,
+# needs 0.58x the multiply-adds and tells shapes and colours apart as well
+# (benchmarks/RESULTS.md, "The demo's time").
+VARIANTS = {"shapes_cnn": 32, "shapes_cnn_small": 24}
 # Heads of the pre-training task: number of classes, class 0 = no object.
 ATTRIBUTE_HEADS = {
     "shape": 1 + len(SHAPES),
@@ -91,6 +96,7 @@ def pretrain_shapes_cnn(
     batch_size=32,
     seed=0,
     extra_scenes=0,
+    width=32,
     log=print,
 ):
     """Trains the Shapes CNN on per-location attributes; returns (model, val accuracy per head).
@@ -107,13 +113,15 @@ def pretrain_shapes_cnn(
         extra_scenes: int. More scenes rendered for the pre-training only (from the same
             world, with their own seed), as ImageNet is a larger set than the captioning
             data. Defaults to 0.
+        width: int. The CNN's width (`build_shapes_cnn`; `VARIANTS` has the registered
+            ones). Defaults to 32.
         log: callable. Receives progress lines. Defaults to print.
 
     Returns:
         (backbone keras.Model, dict head -> accuracy on object locations of the val set).
     """
     keras.utils.set_random_seed(seed)
-    backbone = build_shapes_cnn(images.shape[1:])
+    backbone = build_shapes_cnn(images.shape[1:], width=width)
     grid = tuple(backbone.output.shape[1:3])
     heads = {
         name: keras.layers.Conv2D(classes, 1, name=name)(backbone.output)
@@ -175,6 +183,7 @@ def _scene_batches(images, targets, batch_size, seed):
     labels = {k: tf.constant(v) for k, v in targets.items()}
     scale = tf.constant(1 / 255, tf.float32)
 
+    @tf.autograph.experimental.do_not_convert  # TensorFlow ops only, nothing to convert
     def gather(positions):
         batch = tf.cast(tf.gather(pixels, positions), tf.float32) * scale
         return batch, {k: tf.gather(v, positions) for k, v in labels.items()}

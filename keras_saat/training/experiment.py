@@ -31,6 +31,7 @@ from keras_saat.data.input_pipeline import (
 from keras_saat.data.reader_registry import get_reader
 from keras_saat.encoders.image_encoder import ImageEncoder, onednn_enabled
 from keras_saat.encoders.registry import get_backbone_spec
+from keras_saat.encoders.shapes_cnn import VARIANTS as SHAPES_CNNS
 from keras_saat.errors import KerasSaatError
 from keras_saat.evaluation.bleu import corpus_bleu_scores
 from keras_saat.evaluation.coco_metrics import coco_scores
@@ -89,9 +90,10 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
     model = config.model
     if model.backbone_weights != "shapes":
         return model
-    if model.backbone != "shapes_cnn":
+    if model.backbone not in SHAPES_CNNS:
         raise KerasSaatError(
-            "backbone_weights 'shapes' (attribute pre-training) needs backbone shapes_cnn"
+            f"backbone_weights 'shapes' (attribute pre-training) needs a Shapes CNN backbone "
+            f"({' or '.join(SHAPES_CNNS)}); got {model.backbone}"
         )
     path = Path(workdir) / BACKBONE_WEIGHTS_FILE
     if path.exists():
@@ -119,6 +121,7 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
             epochs=config.train.backbone_pretrain_epochs,
             extra_scenes=config.train.backbone_pretrain_scenes,
             seed=model.seed,
+            width=SHAPES_CNNS[model.backbone],
             log=log,
         )
         backbone.save_weights(str(path))
@@ -170,13 +173,21 @@ def caption_split(model, source, split, records, config, batch_size=64, beam_siz
         source, split, records, batch_size, image_size=model.image_size, resize=config.data.resize
     )
     captions = {}
+    width = None  # every batch runs at the first one's size: one trace and compile a split
     for batch in batches:
-        features = batch["features"] if "features" in batch else model.encode(batch["images"])
+        inputs = batch["features"] if "features" in batch else batch["images"]
+        count = int(inputs.shape[0])
+        width = width or count
+        if count < width:  # the last batch, padded with zeros (rows are decoded apart)
+            inputs = tf.concat(
+                [inputs, tf.zeros([width - count, *inputs.shape[1:]], inputs.dtype)], 0
+            )
+        features = inputs if "features" in batch else model.encode(inputs)
         out = model.decode(
             features, config.decode.max_length, beam_size, config.decode.length_penalty
         )
         for position, caption in zip(
-            batch["position"].numpy(), model.postprocessor(out), strict=True
+            batch["position"].numpy(), model.postprocessor(out)[:count], strict=True
         ):
             if details:
                 captions[int(position)] = (caption["words"], caption["attention"])

@@ -3,7 +3,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from keras_saat.data.images import decode_image, load_image, resize_image
+from keras_saat.data.images import decode_image, load_image, load_images, resize_image
 from keras_saat.errors import KerasSaatError
 
 
@@ -50,3 +50,25 @@ def test_load_image_errors_name_the_file(tmp_path):
     (tmp_path / "bad.png").write_bytes(b"not an image")
     with pytest.raises(KerasSaatError, match="cannot read image .*bad.png"):
         load_image(tmp_path / "bad.png", 32)
+
+
+def test_load_images_stacks_load_image_and_names_a_bad_file(tmp_path):
+    sizes = [(100, 200), (64, 64), (50, 30), (128, 128), (90, 91)]
+    paths = []
+    for i, (h, w) in enumerate(sizes):
+        paths.append(tmp_path / f"{i}.png")
+        pixels = np.random.default_rng(i).integers(0, 256, (h, w, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(paths[-1])
+    for mode in ("crop", "pad", "stretch"):
+        stacked = load_images(paths, 48, mode, batch_size=2)  # batches of 2, 2 and 1
+        expected = np.stack([load_image(p, 48, mode) for p in paths])
+        assert stacked.shape == (5, 48, 48, 3) and stacked.dtype == np.float32
+        np.testing.assert_array_equal(stacked, expected)
+    assert load_images([], 48).shape == (0, 48, 48, 3)
+    (tmp_path / "bad.png").write_bytes(b"not an image")
+    with pytest.raises(KerasSaatError, match="cannot read image .*bad.png"):
+        load_images([*paths[:3], tmp_path / "bad.png", paths[3]], 48, batch_size=2)
+    with pytest.raises(KerasSaatError, match="image file not found: .*nope.png"):
+        load_images([tmp_path / "nope.png", *paths], 48)
+    with pytest.raises(KerasSaatError, match="resize mode 'squash'"):
+        load_images(paths, 48, "squash")

@@ -20,6 +20,7 @@ def test_registry_lists_the_paper_and_modern_backbones():
         "vgg16",
         "vgg19",
         "shapes_cnn",
+        "shapes_cnn_small",
         "efficientnetv2s",
         *(f"efficientnetb{i}" for i in range(8)),
     ]:
@@ -35,7 +36,12 @@ def test_unknown_backbone_names_the_nearest():
 
 @pytest.mark.parametrize(
     "name, grid, channels",
-    [("vgg16", (14, 14), 512), ("efficientnetb0", (7, 7), 1280), ("shapes_cnn", (8, 8), 128)],
+    [
+        ("vgg16", (14, 14), 512),
+        ("efficientnetb0", (7, 7), 1280),
+        ("shapes_cnn", (8, 8), 128),
+        ("shapes_cnn_small", (8, 8), 96),
+    ],
 )
 def test_feature_maps_have_the_documented_shape(name, grid, channels):
     encoder = ImageEncoder(name)
@@ -94,6 +100,11 @@ def test_local_weights_file_round_trip_and_errors(tmp_path):
         build_feature_model("vgg16", image_size=64, weights=str(path))
     with pytest.raises(KerasSaatError, match="no ImageNet weights"):
         build_feature_model("shapes_cnn", weights="imagenet")
+    # The two Shapes CNNs differ in width: one's weights do not go into the other.
+    with pytest.raises(KerasSaatError, match="cannot load backbone weights"):
+        build_feature_model("shapes_cnn_small", weights=str(path))
+    with pytest.raises(KerasSaatError, match="backbone 'shapes_cnn_small' has no ImageNet weights"):
+        build_feature_model("shapes_cnn_small", weights="imagenet")
 
 
 def test_attribute_targets_mark_the_object_under_each_location():

@@ -282,3 +282,32 @@ def test_captioning_a_file_decodes_it_as_training_does(tmp_path):
     )
     stretched = model.preprocessor("stretch")(photo)[0]
     assert np.abs(stretched - as_trained).mean() > 10
+
+
+@pytest.mark.parametrize("source", ["features", "images"])
+def test_a_split_is_captioned_with_one_compiled_decode_its_last_batch_padded(
+    shapes_dir, tmp_path, source
+):
+    """8 images in batches of 3: the last batch of 2 runs padded to 3, and the captions
+    are those of one batch of all 8 (rows are decoded apart)."""
+    from keras_saat.config import ExperimentConfig
+    from keras_saat.data.feature_cache import FeatureCache, extract_features
+    from keras_saat.training.experiment import caption_split
+
+    model, _ = small_model(max_length=6)
+    model.decode_jit_compile = False
+    dataset = read_karpathy(shapes_dir / "dataset_shapes.json")
+    records = dataset.split("test")
+    if source == "features":
+        extract_features(model.encoder, dataset, tmp_path / "features", log=lambda _: None)
+        source = FeatureCache(tmp_path / "features")
+    config = ExperimentConfig()
+    for beam_size in (1, 2):
+        padded = caption_split(model, source, "test", records, config, 3, beam_size, True)
+        decode = model._decode_fns[(config.decode.max_length, beam_size, 0.0, False)]
+        assert decode.experimental_get_tracing_count() == 1
+        whole = caption_split(model, source, "test", records, config, 8, beam_size, True)
+        assert sorted(padded) == sorted(whole) == list(range(len(records)))
+        for position, (words, attention) in whole.items():
+            assert padded[position][0] == words
+            np.testing.assert_allclose(padded[position][1], attention, atol=1e-6)
