@@ -57,6 +57,20 @@ def token_width(tokens_of):
     return int(tokens_of.flat_values.shape[-1])
 
 
+def without_autotune(ds):
+    """`ds` with tf.data's autotuner off; its AUTOTUNE parallelism and buffers then take
+    fixed sizes (parallelism: the cores).
+
+    With the autotuner on, the first step after an iterator's end sometimes waited 8-35 s
+    with the CPU idle on a 2-core machine: after an epoch of the decoder's training, of
+    the Shapes CNN's pre-training, and after a shard of the feature extraction. Off, the
+    waits were gone and the batches came as fast (benchmarks/RESULTS.md, "The demo's time").
+    """
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return ds.with_options(options)
+
+
 def _batch(ds, batch_size, width, bucket_by_length, drop_remainder):
     """Pads tokens to `width` (one static shape) or to their length bucket's boundary."""
     spec = ds.element_spec
@@ -151,7 +165,8 @@ def caption_dataset(
     if shuffle_buffer:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     ds = _batch(ds, batch_size, token_width(tokens_of), bucket_by_length, drop_remainder)
-    return ds.map(to_float, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    ds = ds.map(to_float, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return without_autotune(ds)
 
 
 def captions_per_image(records):
@@ -235,7 +250,7 @@ def image_group_dataset(
     if shuffle_buffer:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(images_per_batch, drop_remainder=drop_remainder)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return without_autotune(ds.prefetch(tf.data.AUTOTUNE))
 
 
 def decoded_images(records, image_size, resize="crop", dtype=tf.float32, shuffle=False, seed=None):
@@ -257,9 +272,10 @@ def evaluation_batches(source, split, records, batch_size=64, image_size=None, r
     {"position", "images"} when `source` is "images". References stay with the records."""
     if isinstance(source, str):
         return image_batches(records, image_size, resize, batch_size)
-    return source.dataset(split).batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    return without_autotune(source.dataset(split).batch(batch_size).prefetch(tf.data.AUTOTUNE))
 
 
 def image_batches(records, image_size, resize="crop", batch_size=32):
     """Per-image batches {"position", "images"} decoded from files (unreadable images drop out)."""
-    return decoded_images(records, image_size, resize).batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    batches = decoded_images(records, image_size, resize).batch(batch_size)
+    return without_autotune(batches.prefetch(tf.data.AUTOTUNE))

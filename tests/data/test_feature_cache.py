@@ -13,7 +13,11 @@ from keras_saat import Captioner
 from keras_saat.data import read_karpathy, read_tfds
 from keras_saat.data.feature_cache import FeatureCache, extract_features
 from keras_saat.data.images import decode_image
-from keras_saat.data.input_pipeline import caption_dataset, evaluation_batches
+from keras_saat.data.input_pipeline import (
+    caption_dataset,
+    evaluation_batches,
+    image_group_dataset,
+)
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError
 from keras_saat.text import END_ID, PAD_ID, START_ID, Vocabulary
@@ -225,3 +229,13 @@ def test_caption_batches_use_every_caption_once_and_bucket_by_length(
         [b["position"].numpy() for b in evaluation_batches(cache, "val", None, 3)]
     )
     np.testing.assert_array_equal(np.sort(positions), np.arange(8))
+    # Every pipeline a run iterates once an epoch has the autotuner off: with it, the step
+    # after an iterator's end could wait seconds with the CPU idle (input_pipeline.py).
+    for ds in (
+        caption_dataset(cache, "train", records, vocab, 20, 8),
+        caption_dataset("images", "train", records, vocab, 20, 8, image_size=128),
+        image_group_dataset(cache, "train", records, vocab, 20, 4),
+        evaluation_batches(cache, "val", None, 3),
+        evaluation_batches("images", "val", shapes_copy.split("val"), 3, image_size=128),
+    ):
+        assert ds.options().autotune.enabled is False
