@@ -128,6 +128,7 @@ def pretrain_shapes_cnn(
         for name, classes in ATTRIBUTE_HEADS.items()
     }
     trainer = keras.Model(backbone.input, heads)
+    images = _whole_uint8(np.asarray(images))  # a quarter of float32's memory
     if extra_scenes:
         rng = np.random.default_rng([seed, 1])  # not the dataset generator's stream
         extra = [sample_objects(rng) for _ in range(extra_scenes)]
@@ -166,6 +167,15 @@ def pretrain_shapes_cnn(
     return backbone, accuracy
 
 
+def _whole_uint8(images):
+    """`images` as uint8 when every pixel is a whole number in [0, 255] (scenes at their
+    rendered size), else unchanged."""
+    if images.dtype == np.uint8:
+        return images
+    whole = images.astype(np.uint8)
+    return whole if np.array_equal(whole, images) else images
+
+
 def _scene_batches(images, targets, batch_size, seed):
     """Shuffled (pixels in [0, 1], targets) batches; a new order every epoch.
 
@@ -177,9 +187,7 @@ def _scene_batches(images, targets, batch_size, seed):
     """
     import tensorflow as tf
 
-    whole = images.astype(np.uint8)  # scenes at their rendered size are whole numbers
-    pixels = tf.constant(whole if np.array_equal(whole, images) else images)
-    del whole
+    pixels = tf.constant(_whole_uint8(images))
     labels = {k: tf.constant(v) for k, v in targets.items()}
     scale = tf.constant(1 / 255, tf.float32)
 
