@@ -64,7 +64,8 @@ def without_autotune(ds):
     With the autotuner on, the first step after an iterator's end sometimes waited 8-35 s
     with the CPU idle on a 2-core machine: after an epoch of the decoder's training, of
     the Shapes CNN's pre-training, and after a shard of the feature extraction. Off, the
-    waits were gone and the batches came as fast (benchmarks/RESULTS.md, "The demo's time").
+    waits were gone and the batches came as fast (benchmarks/RESULTS.md, "The demo's
+    time" and "The demo's time, sixth session").
     """
     options = tf.data.Options()
     options.autotune.enabled = False
