@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from keras_saat.data.dataset import SPLITS, Skips
 from keras_saat.data.images import decode_image
+from keras_saat.data.input_pipeline import without_autotune
 from keras_saat.errors import KerasSaatError
 from keras_saat.io_utils import write_json_atomic
 
@@ -168,12 +169,9 @@ def _image_stream(dataset, split, records, start, stop, size, resize, skips):
         return position, decode_image(encoded, size, resize)
 
     stream = stream.map(decode, num_parallel_calls=2)
-    # Fixed parallelism, autotuning off: with the autotuner, the end of a shard's stream
-    # can stall (benchmarks/RESULTS.md).
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    # Undecodable images vanish; the gaps in positions count them.
-    return stream.ignore_errors().with_options(options)
+    # Undecodable images vanish; the gaps in positions count them. Fixed parallelism: with
+    # the autotuner, the end of a shard's stream could stall.
+    return without_autotune(stream.ignore_errors())
 
 
 class _ShardWriter(threading.Thread):

@@ -34,21 +34,21 @@ def load_images(paths, size, mode="crop", batch_size=64):
     """
     import tensorflow as tf
 
+    from keras_saat.data.input_pipeline import without_autotune
+
     paths = [str(path) for path in paths]
     out = np.empty((len(paths), size, size, 3), dtype=np.float32)
     if not paths:
         return out
     if mode not in RESIZE_MODES:
         raise KerasSaatError(f"resize mode {mode!r} is not one of {', '.join(RESIZE_MODES)}")
-    options = tf.data.Options()
-    options.autotune.enabled = False  # fixed parallelism: no wait at the iterator's end
     batches = (
         tf.data.Dataset.from_tensor_slices(paths)
         .map(lambda path: decode_image(tf.io.read_file(path), size, mode), num_parallel_calls=2)
         .batch(batch_size)
         .prefetch(1)
-        .with_options(options)
     )
+    batches = without_autotune(batches)  # fixed parallelism: no wait at the iterator's end
     done = 0
     try:
         for batch in batches:

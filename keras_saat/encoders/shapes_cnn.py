@@ -188,6 +188,8 @@ def _scene_batches(images, targets, batch_size, seed):
     """
     import tensorflow as tf
 
+    from keras_saat.data.input_pipeline import without_autotune
+
     pixels = tf.constant(_whole_uint8(images))
     labels = {k: tf.constant(v) for k, v in targets.items()}
     scale = tf.constant(1 / 255, tf.float32)
@@ -197,13 +199,11 @@ def _scene_batches(images, targets, batch_size, seed):
         batch = tf.cast(tf.gather(pixels, positions), tf.float32) * scale
         return batch, {k: tf.gather(v, positions) for k, v in labels.items()}
 
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return (
+    batches = (
         tf.data.Dataset.range(len(images))
         .shuffle(len(images), seed=seed, reshuffle_each_iteration=True)
         .batch(batch_size)
         .map(gather, num_parallel_calls=1)
         .prefetch(2)
-        .with_options(options)
     )
+    return without_autotune(batches)
