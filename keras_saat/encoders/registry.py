@@ -68,12 +68,7 @@ def _qubvel(constructor_name):
 
 
 def _shapes(name):
-    def build(input_shape, weights):
-        if weights == "imagenet":
-            raise KerasSaatError(
-                f"{name} has no ImageNet weights; use backbone_weights: shapes (pre-train on "
-                "the Shapes training split), a local weights file, or null"
-            )
+    def build(input_shape, weights):  # "imagenet" is refused before: the spec says it has none
         return shapes_cnn.build_shapes_cnn(input_shape, width=shapes_cnn.VARIANTS[name])
 
     return build
