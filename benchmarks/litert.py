@@ -50,7 +50,7 @@ def main():
     import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
-    from keras_saat.serving.export import export_workdir
+    from keras_saat.experiment import export_workdir
 
     scratch = Path(tempfile.mkdtemp(prefix="litert-bench-"))
     rows = []
@@ -98,8 +98,9 @@ def main():
 
 def agreement(workdir, scratch, beam_size, rows):
     """Adds same_as_model and same_as_float32 (shares of test images) to the LiteRT rows."""
+    from keras_saat.experiment.preparation import load_dataset
+    from keras_saat.experiment.trained_models import trained_model
     from keras_saat.serving.litert import run_litert
-    from keras_saat.training.experiment import load_dataset, trained_model
 
     model, config, _ = trained_model(workdir)
     records = load_dataset(config, workdir, log=lambda *_: None).split("test")

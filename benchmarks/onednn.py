@@ -86,7 +86,7 @@ def _decoder(steps=30):
 
 
 def _child(part):
-    from keras_saat.encoders.image_encoder import onednn_enabled
+    from keras_saat.runtime.cpu_kernels import onednn_enabled
 
     row = (_cnn if part == "cnn" else _decoder)()
     print(json.dumps({"part": part, "onednn": onednn_enabled(), **row}))

@@ -19,11 +19,11 @@ _EXPORTS = {
     "ExperimentConfig": "keras_saat.config",
     "KerasSaatError": "keras_saat.errors",
     "Vocabulary": "keras_saat.text.vocabulary",
-    "build_captioner": "keras_saat.models.captioner",
-    "load_captioner": "keras_saat.models.captioner",
+    "build_captioner": "keras_saat.models.factories",
+    "load_captioner": "keras_saat.models.factories",
     "load_config": "keras_saat.config",
-    "prefer_onednn": "keras_saat.cpu_kernels",
-    "tune_malloc": "keras_saat.memory",
+    "prefer_onednn": "keras_saat.runtime.cpu_kernels",
+    "tune_malloc": "keras_saat.runtime.memory",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

@@ -29,7 +29,7 @@ and no compiled function or cache carries over between parts:
               `--precision bfloat16` one
     malloc    the soft train step at both sizes with glibc's malloc tuned and with its
               defaults (KERAS_SAAT_MALLOC=system), alternating fresh processes: step
-              time, page faults a step and peak memory (keras_saat/memory.py)
+              time, page faults a step and peak memory (keras_saat/runtime/memory.py)
 
 Timings are medians over repeats after a warm-up. No test asserts on them: the
 machines are shared and noisy, so compare ratios measured in one run.
@@ -161,7 +161,7 @@ def part_matmul(n=None, repeats=10, precision="float32"):
 
 def _captioner(size, attention, backbone=None, precision="float32"):
     from keras_saat import Captioner
-    from keras_saat.precision import dtype_policy
+    from keras_saat.runtime.precision import dtype_policy
 
     words = ["<pad>", "<unk>", "<start>", "<end>"] + [f"w{i}" for i in range(size["vocab"] - 4)]
     with dtype_policy(precision):
@@ -292,7 +292,7 @@ def measure_extraction(backbone, count=256, batch_size=32, shard_size=1000, prec
     from keras_saat.data.feature_cache import extract_features
     from keras_saat.data.images import decode_image
     from keras_saat.encoders import ImageEncoder
-    from keras_saat.precision import dtype_policy
+    from keras_saat.runtime.precision import dtype_policy
 
     with dtype_policy(precision):
         encoder = ImageEncoder(backbone)
@@ -629,7 +629,7 @@ def part_device():
     whether the CPU computes bfloat16 natively."""
     import tensorflow as tf
 
-    from keras_saat.precision import cpu_has_bfloat16, resolve_precision
+    from keras_saat.runtime.precision import cpu_has_bfloat16, resolve_precision
 
     gpus = tf.config.list_physical_devices("GPU")
     details = [tf.config.experimental.get_device_details(g) for g in gpus]
@@ -645,8 +645,8 @@ def part_device():
 
 def run_part(name, *args):
     """Runs one part here and returns its result with this process's peak RSS."""
-    from keras_saat.encoders.image_encoder import onednn_enabled
-    from keras_saat.memory import malloc_tuned
+    from keras_saat.runtime.cpu_kernels import onednn_enabled
+    from keras_saat.runtime.memory import malloc_tuned
 
     result = PARTS[name](*args)
     result["peak_rss_mb"] = _peak_rss_mb()
@@ -656,10 +656,10 @@ def run_part(name, *args):
 
 
 def _run_in_subprocess(name, *args, env=None):
-    # The part runs as the command line runs: malloc tuned first (keras_saat/memory.py).
+    # The part runs as the command line runs: malloc tuned first (keras_saat/runtime/memory.py).
     code = (
-        "import json, sys; from keras_saat.memory import tune_malloc; tune_malloc(); "
-        "from keras_saat.precision import set_xla_defaults; set_xla_defaults(); "
+        "import json, sys; from keras_saat.runtime.memory import tune_malloc; tune_malloc(); "
+        "from keras_saat.runtime.xla import set_xla_defaults; set_xla_defaults(); "
         "from keras_saat.bench import run_part; "
         "print('BENCH ' + json.dumps(run_part(*json.loads(sys.argv[1]))))"
     )
@@ -848,7 +848,7 @@ def run_all(parts=None, log=print):
         report["malloc"] = measure_malloc(log)
     report["peak_rss_mb"] = rss
     # TF_ENABLE_ONEDNN_OPTS=1 (TensorFlow's default on AVX512-VNNI CPUs) changes every number,
-    # and so does glibc's malloc (keras_saat/memory.py; KERAS_SAAT_MALLOC=system turns it off).
+    # and so does glibc's malloc (keras_saat/runtime/memory.py; KERAS_SAAT_MALLOC=system turns it off).
     for key, seen in settings.items():
         report[key] = seen.pop() if len(seen) == 1 else sorted(seen)
     return report
@@ -857,7 +857,7 @@ def run_all(parts=None, log=print):
 def measure_malloc(log=print, rounds=MALLOC_ROUNDS):
     """The soft train step with malloc tuned and with glibc's defaults, in alternating
     fresh processes; per size, the medians of each setting and their ratio."""
-    from keras_saat.memory import OPT_OUT
+    from keras_saat.runtime.memory import OPT_OUT
 
     settings = {"tuned": {}, "system": {OPT_OUT: "system"}}
     rows, summary = [], []

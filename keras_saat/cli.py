@@ -29,7 +29,7 @@ def cmd_make_shapes(args):
 
 def cmd_train(args):
     from keras_saat.config import load_config
-    from keras_saat.training.experiment import train
+    from keras_saat.experiment import train
 
     config = _with_strict(load_config(args.config, args.set), args)
     result = train(config, args.workdir, _log)
@@ -38,7 +38,7 @@ def cmd_train(args):
 
 def cmd_extract_features(args):
     from keras_saat.config import load_config
-    from keras_saat.training.experiment import extract_only
+    from keras_saat.experiment import extract_only
 
     config = _with_strict(load_config(args.config, args.set), args)
     cache = extract_only(config, args.workdir, _log)
@@ -58,7 +58,7 @@ def _with_strict(config, args):
 
 def cmd_demo(args):
     from keras_saat.config import load_config
-    from keras_saat.training.experiment import train
+    from keras_saat.experiment import train
 
     config = _with_strict(load_config(DEMO_RECIPE, args.set), args)
     _log(f"keras-saat demo: Show, Attend and Tell on the Shapes world, workdir {args.workdir}")
@@ -112,7 +112,7 @@ def _print_result(result):
 
 
 def cmd_evaluate(args):
-    from keras_saat.training.experiment import evaluate
+    from keras_saat.experiment import evaluate
     from keras_saat.workdir import METRICS_FILE, PREDICTIONS_FILE
 
     result = evaluate(_trained(args), args.split, args.beam_size, _log, args.set, out=args.out)
@@ -128,7 +128,7 @@ def _trained(args):
 def cmd_caption(args):
     from keras_saat.data.image_files import find_images
     from keras_saat.errors import KerasSaatError
-    from keras_saat.models.captioner import load_captioner
+    from keras_saat.models.factories import load_captioner
 
     paths = find_images(args.images)
     out = None
@@ -211,7 +211,7 @@ class _Progress:
 def cmd_export(args):
     import json
 
-    from keras_saat.serving.export import export_workdir
+    from keras_saat.experiment import export_workdir
     from keras_saat.serving.saved_model import METADATA_FILE
 
     # Each flag is a config override: the workdir's config.yaml is the one source.
@@ -246,7 +246,7 @@ def cmd_serve(args):
     signal.signal(signal.SIGTERM, _interrupt)
     model_base, scratch = args.model_base, None
     if model_base is None:  # a workdir or preset: export it into a scratch model base first
-        from keras_saat.serving.export import export_workdir
+        from keras_saat.experiment import export_workdir
 
         scratch = tempfile.TemporaryDirectory(prefix="keras-saat-serve-")
         model_base = f"{scratch.name}/{args.name}"
@@ -522,7 +522,7 @@ def build_parser():
     return parser
 
 
-# The training commands keep freed memory for the next step (keras_saat/memory.py); a
+# The training commands keep freed memory for the next step (keras_saat/runtime/memory.py); a
 # server or a one-off command gives it back to the system instead.
 MALLOC_TUNED_COMMANDS = (cmd_train, cmd_demo, cmd_extract_features)
 
@@ -531,13 +531,13 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     _quiet_tensorflow()
     if args.func in MALLOC_TUNED_COMMANDS:
-        from keras_saat.memory import tune_malloc
+        from keras_saat.runtime.memory import tune_malloc
 
-        tune_malloc()  # before TensorFlow starts its threads (keras_saat/memory.py)
+        tune_malloc()  # before TensorFlow starts its threads (keras_saat/runtime/memory.py)
     if args.func in (cmd_train, cmd_demo):
-        from keras_saat.cpu_kernels import prefer_onednn
+        from keras_saat.runtime.cpu_kernels import prefer_onednn
 
-        prefer_onednn()  # before TensorFlow reads it (keras_saat/cpu_kernels.py)
+        prefer_onednn()  # before TensorFlow reads it (keras_saat/runtime/cpu_kernels.py)
     from keras_saat.errors import KerasSaatError
 
     try:

@@ -158,7 +158,7 @@ class TrainConfig:
     # Mixed precision: none (float32), bfloat16 (Keras mixed_bfloat16: bf16 compute,
     # float32 variables), float16 (mixed_float16 with dynamic loss scaling, for GPUs
     # before Ampere), or auto (bfloat16 on CPUs with AVX512_BF16/AMX and GPUs of compute
-    # capability >= 8.0, float16 on older GPUs, none otherwise). keras_saat/precision.py.
+    # capability >= 8.0, float16 on older GPUs, none otherwise). keras_saat/runtime/precision.py.
     # true and false, the older form, mean float16 and none.
     mixed_precision: bool | str = "none"
     # Stop after this many epochs without a better validation BLEU-4 (0 = never).

@@ -1,7 +1,15 @@
 """Registry: a name -> entry table for one kind of pluggable thing.
 
-The attention types, dataset readers and export formats each keep one; config choices
-come from `names()`, and an unknown name is a KerasSaatError naming the nearest one.
+The attention types, backbones, dataset readers and export formats each keep one, and
+expose its methods under their own names:
+
+    ATTENTIONS = Registry("attention")
+    register_attention = ATTENTIONS.register
+    available_attentions = ATTENTIONS.names
+    get_attention = ATTENTIONS.get
+
+Config choices come from `names()`, and an unknown name is a KerasSaatError naming the
+nearest one.
 """
 
 from keras_saat.errors import KerasSaatError, did_you_mean
@@ -12,24 +20,36 @@ class Registry:
 
     Args:
         kind: str. What an entry is, for error messages ("attention", "dataset reader").
+        case_sensitive: bool. False: names are looked up in lower case. Defaults to True.
+        hint: callable or None. `hint(name)` -> extra text for the unknown-name error
+            (how to install what provides it, say). Defaults to None.
     """
 
-    def __init__(self, kind):
+    def __init__(self, kind, case_sensitive=True, hint=None):
         self.kind = kind
+        self.case_sensitive = case_sensitive
+        self.hint = hint
         self._entries = {}
 
+    def _key(self, name):
+        return str(name) if self.case_sensitive else str(name).lower()
+
     def register(self, name, entry):
-        """Adds (or replaces) an entry; returns it, so it can decorate a class or function."""
-        self._entries[str(name)] = entry
+        """Adds (or replaces) the entry `name`; returns the entry, so it can decorate."""
+        self._entries[self._key(name)] = entry
         return entry
 
     def names(self):
+        """The registered names, in registration order (the built-in ones first)."""
         return list(self._entries)
 
     def get(self, name):
-        if name not in self._entries:
+        """The entry registered as `name`; a KerasSaatError naming the nearest if unknown."""
+        key = self._key(name)
+        if key not in self._entries:
+            extra = self.hint(key) if self.hint else ""
             raise KerasSaatError(
-                f"unknown {self.kind} {name!r}{did_you_mean(name, self._entries)}; "
+                f"unknown {self.kind} {str(name)!r}{did_you_mean(key, self._entries)}{extra}; "
                 f"registered: {', '.join(self._entries)}"
             )
-        return self._entries[name]
+        return self._entries[key]

@@ -20,7 +20,7 @@ def full_float32():
     """Exact float32 matmuls on any device: TensorFlow's default TF32 on Ampere and later
     GPUs (about 1e-3 relative error) would fail the golden-value tests. The `tf32` fixture
     turns it back on for a test that checks training under TensorFlow's defaults."""
-    from keras_saat.precision import set_tf32
+    from keras_saat.runtime.precision import set_tf32
 
     set_tf32(False)
     yield
@@ -29,7 +29,7 @@ def full_float32():
 @pytest.fixture
 def tf32():
     """TensorFlow's default: TF32 tensor-core matmuls where the GPU has them."""
-    from keras_saat.precision import set_tf32
+    from keras_saat.runtime.precision import set_tf32
 
     set_tf32(True)
     yield

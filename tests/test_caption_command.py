@@ -7,8 +7,8 @@ import shutil
 import numpy as np
 import pytest
 
+from keras_saat import Captioner
 from keras_saat.cli import main
-from keras_saat.models.preset import load_preset
 from tests.models.test_captioner import small_model
 
 
@@ -55,7 +55,7 @@ def test_a_folder_to_json_lines_with_attention_and_a_broken_file(
     broken = [r for r in rows if r["image"].endswith("broken.png")]
     assert broken[0]["caption"] is None and "not an image" in broken[0]["error"]
 
-    model = load_preset(preset_dir)
+    model = Captioner.from_preset(preset_dir)
     good = [p for p in images if p.name != "broken.png"]
     expected = model.generate(good, return_details=True)  # the model's own beam size, 2
     by_image = {r["image"]: r for r in rows}

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from keras_saat.cpu_kernels import VARIABLE, prefer_onednn
+from keras_saat.runtime.cpu_kernels import VARIABLE, prefer_onednn
 from tests.paths import DEFAULTS
 
 # Runs the command line in-process, then reports the variable and what TensorFlow did.
@@ -23,7 +23,7 @@ import json, os, sys
 from keras_saat.cli import main
 
 code = main(sys.argv[1:])
-from keras_saat.encoders.image_encoder import onednn_enabled
+from keras_saat.runtime.cpu_kernels import onednn_enabled
 
 print(json.dumps({"code": code, "variable": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
                   "onednn": onednn_enabled()}))

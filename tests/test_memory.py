@@ -18,7 +18,7 @@ import pytest
 # (arenas) serve four threads that each allocate once.
 CHILD = """
 import ctypes, json, os, sys, tempfile, threading
-from keras_saat.memory import malloc_tuned, tune_malloc
+from keras_saat.runtime.memory import malloc_tuned, tune_malloc
 
 applied = tune_malloc() if sys.argv[1] == "tune" else False
 libc = ctypes.CDLL(None)
@@ -120,7 +120,7 @@ def test_the_environment_opts_out():
 
 
 def test_the_environment_variables_count_as_tuned():
-    from keras_saat.memory import ENVIRONMENT
+    from keras_saat.runtime.memory import ENVIRONMENT
 
     by_environment = child("default", **ENVIRONMENT)
     assert by_environment["tuned"] and not by_environment["applied"]

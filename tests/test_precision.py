@@ -12,8 +12,9 @@ import tensorflow as tf
 
 from keras_saat import Captioner
 from keras_saat.errors import KerasSaatError
-from keras_saat.precision import cpu_has_bfloat16, dtype_policy, resolve_precision
-from keras_saat.training.trainer import Trainer, build_optimizer
+from keras_saat.runtime.precision import cpu_has_bfloat16, dtype_policy, resolve_precision
+from keras_saat.training.optimization import build_optimizer
+from keras_saat.training.trainer import Trainer
 
 VOCAB = ["<pad>", "<unk>", "<start>", "<end>"] + [f"w{i}" for i in range(40)]
 
@@ -91,8 +92,8 @@ def test_a_bfloat16_step_matches_the_float32_step(attention):
 
 def test_bfloat16_training_learns_and_saves_a_float32_model(tmp_path):
     from keras_saat.config import TrainConfig
-    from keras_saat.models.captioner import load_captioner
-    from keras_saat.training.experiment import _save_model
+    from keras_saat.experiment.training_run import _save_model
+    from keras_saat.models.factories import load_captioner
 
     config = TrainConfig(mixed_precision="bfloat16", learning_rate=1e-2, lr_schedule="constant")
     model = _model("bfloat16")
@@ -138,11 +139,11 @@ def test_the_compilation_cache_is_written_once_and_read_by_a_second_process(tmp_
     code = textwrap.dedent(
         f"""
         import sys
-        from keras_saat.precision import enable_compilation_cache, tensorflow_started
+        from keras_saat.runtime.xla import enable_compilation_cache, tensorflow_started
         import tensorflow as tf
         assert not tensorflow_started()
         import os
-        from keras_saat.precision import set_xla_defaults
+        from keras_saat.runtime.xla import set_xla_defaults
         os.environ["XLA_FLAGS"] = "--xla_gpu_enable_triton_gemm=true"
         assert set_xla_defaults()  # a flag the user named is left as it is
         assert os.environ["XLA_FLAGS"] == "--xla_gpu_enable_triton_gemm=true"
@@ -175,7 +176,7 @@ def test_the_compilation_cache_is_written_once_and_read_by_a_second_process(tmp_
 def test_batching_settings_are_checked():
     from keras_saat.config import load_config
     from keras_saat.data.dataset import ImageRecord
-    from keras_saat.training.experiment import _batching
+    from keras_saat.experiment.training_run import batching
 
     with pytest.raises(KerasSaatError, match="per_caption, per_image"):
         load_config(None, ["data.batching=per_batch"])
@@ -183,16 +184,16 @@ def test_batching_settings_are_checked():
         load_config(None, ["train.mixed_precision=bf16"])
     records = [ImageRecord(i, None, "train", ["a b"] * (7 if i == 0 else 5)) for i in range(20)]
     config = load_config(None, ["data.batching=per_image", "train.batch_size=32"])
-    batches = _batching(config, records, set(), 1)
+    batches = batching(config, records, "images", 1)
     # 6 images of 5 a batch; 21 groups (image 0 makes two) -> 3 steps.
     assert (batches["per_image"], batches["images_per_batch"], batches["steps"]) == (5, 6, 3)
     assert batches["captions_per_batch"] == 30
     with pytest.raises(KerasSaatError, match="split evenly over 4 replicas"):
-        _batching(config, records, set(), 4)
+        batching(config, records, "images", 4)
     bucketed = load_config(None, ["data.batching=per_image", "data.bucket_by_length=true"])
     with pytest.raises(KerasSaatError, match="bucket_by_length"):
-        _batching(bucketed, records, set(), 1)
-    per_caption = _batching(load_config(None, ["train.batch_size=32"]), records, set(), 1)
+        batching(bucketed, records, "images", 1)
+    per_caption = batching(load_config(None, ["train.batch_size=32"]), records, "images", 1)
     assert per_caption["steps"] == 102 // 32
 
 

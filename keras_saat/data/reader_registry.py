@@ -23,22 +23,10 @@ from keras_saat.errors import KerasSaatError
 from keras_saat.registries import Registry
 from keras_saat.workdir import BACKBONE_WEIGHTS_FILE, DATA_DIR
 
-_REGISTRY = Registry("dataset reader")
-
-
-def register_reader(name, entry):
-    """Registers a reader function under `name` (replacing one of that name); returns it."""
-    return _REGISTRY.register(name, entry)
-
-
-def available_readers():
-    """The registered names, in registration order (the built-in ones first)."""
-    return _REGISTRY.names()
-
-
-def get_reader(name):
-    """The reader registered as `name`; a KerasSaatError naming the nearest if unknown."""
-    return _REGISTRY.get(name)
+READERS = Registry("dataset reader")
+register_reader = READERS.register
+available_readers = READERS.names
+get_reader = READERS.get
 
 
 def _required_path(data):

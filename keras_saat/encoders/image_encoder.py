@@ -9,6 +9,7 @@ from keras import ops
 from keras_saat.encoders.folding import fold_batch_norms
 from keras_saat.encoders.preprocessing import PREPROCESSING
 from keras_saat.encoders.registry import build_feature_model, get_backbone_spec
+from keras_saat.runtime.cpu_kernels import onednn_enabled
 
 # Images per backbone call in `ImageEncoder.infer` (with TensorFlow's own CPU kernels),
 # and how many such calls run at once: a whole batch's activations are hundreds of MB, and
@@ -17,16 +18,6 @@ from keras_saat.encoders.registry import build_feature_model, get_backbone_spec
 # ops, so there the default is the whole batch (benchmarks/RESULTS.md).
 INFERENCE_CHUNK = 2
 INFERENCE_PARALLEL = 2
-
-
-def onednn_enabled():
-    """Whether this process runs TensorFlow's oneDNN CPU kernels (False when unknown)."""
-    try:
-        from tensorflow.python.util import _pywrap_util_port
-
-        return bool(_pywrap_util_port.IsMklEnabled())
-    except (ImportError, AttributeError):
-        return False
 
 
 def default_inference_chunk():

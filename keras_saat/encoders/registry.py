@@ -16,7 +16,8 @@ from pathlib import Path
 import keras
 
 from keras_saat.encoders import efficientnet_lite, shapes_cnn
-from keras_saat.errors import KerasSaatError, did_you_mean
+from keras_saat.errors import KerasSaatError
+from keras_saat.registries import Registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,13 +41,19 @@ class BackboneSpec:
     imagenet: bool = True
 
 
-_REGISTRY = {}
+def _install_hint(name):
+    if name.startswith("efficientnet_qubvel"):
+        return "; the qubvel backbones need `pip install keras-saat[efficientnet]`"
+    return ""
+
+
+BACKBONES = Registry("backbone", case_sensitive=False, hint=_install_hint)
+get_backbone_spec = BACKBONES.get
 
 
 def register_backbone(spec):
-    """Adds (or replaces) a backbone in the registry."""
-    _REGISTRY[spec.name] = spec
-    return spec
+    """Adds (or replaces) a backbone in the registry, under `spec.name`; returns the spec."""
+    return BACKBONES.register(spec.name, spec)
 
 
 def _applications(constructor_name):
@@ -151,20 +158,7 @@ for _name in shapes_cnn.VARIANTS:
 
 def available_backbones():
     """Sorted names of the registered backbones."""
-    return sorted(_REGISTRY)
-
-
-def get_backbone_spec(name):
-    """The BackboneSpec for `name`; a KerasSaatError naming the nearest one if unknown."""
-    key = str(name).lower()
-    if key not in _REGISTRY:
-        hint = did_you_mean(key, _REGISTRY)
-        if key.startswith("efficientnet_qubvel"):
-            hint += "; the qubvel backbones need `pip install keras-saat[efficientnet]`"
-        raise KerasSaatError(
-            f"unknown backbone '{name}'{hint}. Available: {', '.join(available_backbones())}"
-        )
-    return _REGISTRY[key]
+    return sorted(BACKBONES.names())
 
 
 def build_feature_model(name, image_size=None, weights=None):

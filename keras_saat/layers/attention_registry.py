@@ -20,23 +20,10 @@ from keras_saat.layers.hard_attention import HardAttention
 from keras_saat.layers.soft_attention import SoftAttention
 from keras_saat.registries import Registry
 
-_REGISTRY = Registry("attention")
-
-
-def register_attention(name, entry):
-    """Registers an attention class under `name` (replacing one of that name); returns it."""
-    return _REGISTRY.register(name, entry)
-
-
-def available_attentions():
-    """The registered names, in registration order (the built-in ones first)."""
-    return _REGISTRY.names()
-
-
-def get_attention(name):
-    """The attention class registered as `name`; a KerasSaatError naming the nearest if unknown."""
-    return _REGISTRY.get(name)
-
+ATTENTIONS = Registry("attention")
+register_attention = ATTENTIONS.register
+available_attentions = ATTENTIONS.names
+get_attention = ATTENTIONS.get
 
 register_attention("soft", SoftAttention)
 register_attention("hard", HardAttention)

@@ -1,10 +1,6 @@
 """Captioner: the whole Show, Attend and Tell model as one keras.Model."""
 
-import dataclasses
-from pathlib import Path
-
 import keras
-import numpy as np
 import tensorflow as tf
 from keras import ops
 
@@ -17,9 +13,10 @@ from keras_saat.layers.attention_registry import get_attention
 from keras_saat.layers.lstm_decoder import LSTMDecoder
 from keras_saat.losses import caption_loss
 from keras_saat.models.postprocessor import CaptionPostprocessor
-from keras_saat.models.preprocessor import ImagePreprocessor
+from keras_saat.models.preprocessor import ImagePreprocessor, feature_batches
+from keras_saat.models.preset import load_preset, save_preset
+from keras_saat.runtime.precision import dtype_policy
 from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID, Vocabulary
-from keras_saat.workdir import MODEL_FILE
 
 
 @keras.saving.register_keras_serializable(package="keras_saat")
@@ -446,7 +443,11 @@ class Captioner(keras.Model):
             self.beam_size if beam_size is None else beam_size,
             self.length_penalty if length_penalty is None else length_penalty,
         )
-        for batch in self._input_batches(images, features, batch_size, resize):
+        if features is not None:
+            batches = feature_batches(features, batch_size)
+        else:
+            batches = self.preprocessor(resize).rows(images, batch_size)
+        for batch in batches:
             if "features" in batch:
                 chunk = batch["features"]
             else:
@@ -462,32 +463,6 @@ class Captioner(keras.Model):
                 else:
                     empty = dict.fromkeys(("caption", "words", "log_prob", "attention"))
                     yield {"image": name, **empty, "error": error}
-
-    def _input_batches(self, images, features, batch_size, resize):
-        """Dicts of image names, pixels or features, valid and error, `batch_size` rows each."""
-        if features is not None or _is_pixels(images):
-            if features is not None:
-                source, key = np.asarray(features, np.float32), "features"
-            else:
-                source, key = self.preprocessor(resize)(images), "pixels"
-            for start in range(0, len(source), batch_size):
-                rows = len(source[start : start + batch_size])
-                yield {
-                    "image": [str(i) for i in range(start, start + rows)],
-                    key: source[start : start + batch_size],
-                    "valid": [True] * rows,
-                    "error": [""] * rows,
-                }
-            return
-        if isinstance(images, (str, Path, bytes, bytearray)):
-            images = [images]
-        for batch in self.preprocessor(resize).batches(images, batch_size):
-            yield {
-                "image": [n.decode("utf-8", "replace") for n in batch["image"].numpy()],
-                "pixels": batch["pixels"],
-                "valid": batch["valid"].numpy(),
-                "error": [e.decode("utf-8", "replace") for e in batch["error"].numpy()],
-            }
 
     @property
     def precision(self):
@@ -510,8 +485,6 @@ class Captioner(keras.Model):
         `.keras` file loads and computes in float32 anywhere; the export builds its
         bfloat16 serving graph from `with_precision("bfloat16")`.
         """
-        from keras_saat.precision import dtype_policy
-
         with dtype_policy(precision):
             return self.with_settings(dtype=None)  # the policy in force while building decides
 
@@ -524,15 +497,11 @@ class Captioner(keras.Model):
             preset_dir: str or Path. Created if missing.
             metadata: dict or None. Extra metadata.json entries. Defaults to None.
         """
-        from keras_saat.models.preset import save_preset
-
         return save_preset(self, preset_dir, metadata)
 
     @classmethod
     def from_preset(cls, preset):
         """Loads a Captioner from a local preset folder (`save_to_preset`'s layout)."""
-        from keras_saat.models.preset import load_preset
-
         return load_preset(preset, cls)
 
     # ------------------------------------------------------------- config
@@ -571,56 +540,3 @@ class Captioner(keras.Model):
             seed=self.seed,
         )
         return config
-
-
-def _is_pixels(images):
-    """Whether `images` is pixel data (an array, or a list of arrays), not files or bytes."""
-    if isinstance(images, np.ndarray) or tf.is_tensor(images):
-        return True
-    return isinstance(images, (list, tuple)) and bool(images) and np.ndim(images[0]) >= 2
-
-
-def build_captioner(model_config, vocabulary, decode=None, resize="crop"):
-    """A Captioner from a `ModelConfig` and a Vocabulary (weights seeded by `model_config.seed`).
-
-    Every ModelConfig field is a Captioner argument of the same name. The decoding
-    settings (max_length, beam_size, length_penalty) come from `decode`, a `DecodeConfig`
-    (None = its defaults), and `resize` from `data.resize`: the model keeps them, so every
-    way of captioning with it decodes and resizes alike.
-    """
-    from keras_saat.config import DecodeConfig
-
-    decode = decode or DecodeConfig()
-    keras.utils.set_random_seed(model_config.seed)
-    settings = dataclasses.asdict(model_config)
-    settings["image_size"] = settings["image_size"] or None  # 0 = the backbone's default
-    return Captioner(
-        vocabulary=list(vocabulary.words),
-        max_length=decode.max_length,
-        beam_size=decode.beam_size,
-        length_penalty=decode.length_penalty,
-        resize=resize,
-        **settings,
-    )
-
-
-def load_captioner(path):
-    """Loads a Captioner: a `.keras` file, a workdir (its `model.keras`) or a preset folder."""
-    from keras_saat.models.preset import is_preset
-
-    path = Path(path)
-    if is_preset(path):
-        return Captioner.from_preset(path)
-    if path.is_dir():
-        path = path / MODEL_FILE
-    if not path.is_file():
-        raise KerasSaatError(
-            f"no saved model at {path}; train one with `keras-saat train` or `keras-saat demo`"
-        )
-    try:
-        model = keras.saving.load_model(str(path))
-    except Exception as err:  # a damaged archive raises zipfile, h5py or Keras errors
-        raise KerasSaatError(f"cannot load the model {path}: {err}") from None
-    if not isinstance(model, Captioner):
-        raise KerasSaatError(f"{path} holds a {type(model).__name__}, not a keras_saat Captioner")
-    return model

@@ -95,6 +95,25 @@ class ImagePreprocessor:
 
         return files.batch(int(batch_size)).map(decode).prefetch(2)
 
+    def rows(self, images, batch_size=32):
+        """Dicts of image (names), pixels, valid and error, `batch_size` rows each, for
+        pixels (rows named by index) or a stream of files or encoded bytes (`batches`)."""
+        if is_pixels(images):
+            pixels = self(images)
+            for start in range(0, len(pixels), batch_size):
+                chunk = pixels[start : start + batch_size]
+                yield _valid_rows(start, "pixels", chunk)
+            return
+        if isinstance(images, (str, Path, bytes, bytearray)):
+            images = [images]
+        for batch in self.batches(images, batch_size):
+            yield {
+                "image": [n.decode("utf-8", "replace") for n in batch["image"].numpy()],
+                "pixels": batch["pixels"],
+                "valid": batch["valid"].numpy(),
+                "error": [e.decode("utf-8", "replace") for e in batch["error"].numpy()],
+            }
+
     def _decode(self, encoded):
         import tensorflow as tf
 
@@ -102,3 +121,33 @@ class ImagePreprocessor:
             return decode_image(encoded, self.image_size, self.resize).numpy()
         except tf.errors.InvalidArgumentError as err:
             raise KerasSaatError(f"cannot decode image bytes: {decode_error(err)}") from None
+
+
+def feature_batches(features, batch_size=32):
+    """`rows`' dicts for backbone features (B, L, C) instead of images."""
+    features = np.asarray(features, np.float32)
+    for start in range(0, len(features), batch_size):
+        yield _valid_rows(start, "features", features[start : start + batch_size])
+
+
+def is_pixels(images):
+    """Whether `images` is pixel data (an array, or a list of arrays), not files or bytes."""
+    if isinstance(images, np.ndarray) or _is_tensor(images):
+        return True
+    return isinstance(images, (list, tuple)) and bool(images) and np.ndim(images[0]) >= 2
+
+
+def _is_tensor(value):
+    import tensorflow as tf
+
+    return tf.is_tensor(value)
+
+
+def _valid_rows(start, key, chunk):
+    rows = len(chunk)
+    return {
+        "image": [str(i) for i in range(start, start + rows)],
+        key: chunk,
+        "valid": [True] * rows,
+        "error": [""] * rows,
+    }

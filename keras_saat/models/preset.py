@@ -80,19 +80,17 @@ def preset_metadata(preset_dir):
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def load_preset(preset_dir, cls=None):
-    """The Captioner saved in `preset_dir`, its weights loaded.
+def load_preset(preset_dir, cls):
+    """The model saved in `preset_dir`, its weights loaded (`Captioner.from_preset`).
 
     Args:
         preset_dir: str or Path. A local preset folder.
-        cls: the class expected (a Captioner subclass). Defaults to Captioner.
+        cls: the class expected (Captioner or a subclass).
     """
     import keras
 
-    from keras_saat.models.captioner import Captioner
     from keras_saat.text.vocabulary import Vocabulary
 
-    cls = cls or Captioner
     text = str(preset_dir)
     if "://" in text:
         raise KerasSaatError(

@@ -2,7 +2,6 @@
 
     export_model(model, "models/keras_saat")                       # SavedModel, beam 3
     export_model(model, out, decode=config.decode, export=config.export)
-    export_workdir("runs/demo", "models/keras_saat")               # `keras-saat export`
 
 The decoding settings come from a `DecodeConfig` and everything else from an
 `ExportConfig`, the same sections a workdir's config.yaml holds; nothing is copied
@@ -12,8 +11,8 @@ field by field.
 import dataclasses
 from pathlib import Path
 
-from keras_saat.config import DecodeConfig, ExportConfig, to_dict
-from keras_saat.precision import dtype_policy, resolve_precision
+from keras_saat.config import DecodeConfig, ExportConfig
+from keras_saat.runtime.precision import dtype_policy, resolve_precision
 from keras_saat.serving.export_formats import get_export_format
 
 
@@ -56,21 +55,3 @@ def export_model(model, out, decode=None, export=None, version=None, metadata=No
     # Layers the export builds (the folded backbone) compute in the same precision.
     with dtype_policy(precision):
         return write(model, Path(out), decode, export, version, metadata, log)
-
-
-def export_workdir(workdir, out, version=None, overrides=(), log=print):
-    """`keras-saat export`: a trained model with its config's decode and export sections.
-
-    Args:
-        workdir: path. A trained workdir (its best model), or a preset folder.
-        out: path. The output folder.
-        version: int or None. Defaults to None (the next free one).
-        overrides: iterable of "section.key=value" applied to the saved config
-            (`decode.beam_size=1`, `export.format=savedmodel`, ...).
-        log: callable. Defaults to print.
-    """
-    from keras_saat.training.experiment import trained_model
-
-    model, config, _ = trained_model(workdir, overrides)
-    metadata = {"experiment": config.name, "config": to_dict(config)}
-    return export_model(model, out, config.decode, config.export, version, metadata, log)

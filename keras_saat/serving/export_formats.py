@@ -10,22 +10,10 @@ function. A new format is one module with such a function and one
 
 from keras_saat.registries import Registry
 
-_REGISTRY = Registry("export format")
-
-
-def register_export_format(name, entry):
-    """Registers an export function under `name` (replacing one of that name); returns it."""
-    return _REGISTRY.register(name, entry)
-
-
-def available_formats():
-    """The registered names, in registration order (the built-in ones first)."""
-    return _REGISTRY.names()
-
-
-def get_export_format(name):
-    """The export function registered as `name`; a KerasSaatError naming the nearest if unknown."""
-    return _REGISTRY.get(name)
+EXPORT_FORMATS = Registry("export format")
+register_export_format = EXPORT_FORMATS.register
+available_formats = EXPORT_FORMATS.names
+get_export_format = EXPORT_FORMATS.get
 
 
 def _saved_model(model, out, decode, export, version=None, metadata=None, log=print):

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from keras_saat.layers import LSTMDecoder
-from keras_saat.precision import dtype_policy
+from keras_saat.runtime.precision import dtype_policy
 
 PROBED = {"logits": 13, "alphas": 9, "betas": None}
 

@@ -229,7 +229,7 @@ def test_feature_dim_none_attends_over_the_backbone_features_themselves(tmp_path
 
 def test_build_captioner_takes_every_model_config_field():
     from keras_saat.config import DecodeConfig, ModelConfig
-    from keras_saat.models.captioner import build_captioner
+    from keras_saat.models.factories import build_captioner
 
     config = ModelConfig(attention="hard", feature_dim=24, lstm_units=20, gating=False, seed=3)
     decode = DecodeConfig(max_length=9, beam_size=4, length_penalty=0.7)
@@ -246,7 +246,7 @@ def test_doubly_stochastic_lambda_defaults_to_the_attention_types(tmp_path):
     """Soft attention is regularised by Eq. 14 unless told otherwise; hard attention is not
     (the paper's Sec. 4.2.1); an explicit value wins, and a saved model keeps its value."""
     from keras_saat.config import ModelConfig
-    from keras_saat.models.captioner import build_captioner
+    from keras_saat.models.factories import build_captioner
 
     vocab = Vocabulary.build([WORDS])
     assert ModelConfig().doubly_stochastic_lambda is None
@@ -292,7 +292,7 @@ def test_a_split_is_captioned_with_one_compiled_decode_its_last_batch_padded(
     are those of one batch of all 8 (rows are decoded apart)."""
     from keras_saat.config import ExperimentConfig
     from keras_saat.data.feature_cache import FeatureCache, extract_features
-    from keras_saat.training.experiment import caption_split
+    from keras_saat.experiment.scoring import caption_split
 
     model, _ = small_model(max_length=6)
     model.decode_jit_compile = False

@@ -9,7 +9,6 @@ import pytest
 from keras_saat import Captioner, load_captioner
 from keras_saat.errors import KerasSaatError
 from keras_saat.models import preset
-from keras_saat.models.preset import load_preset
 from tests.models.test_captioner import small_model
 
 
@@ -68,7 +67,7 @@ def test_a_damaged_weights_file_is_a_clear_error(tmp_path):
 
 
 def test_evaluating_a_preset_without_its_training_config_asks_for_the_dataset(tmp_path):
-    from keras_saat.training.experiment import evaluate
+    from keras_saat.experiment import evaluate
 
     model, _ = small_model()
     folder = model.save_to_preset(tmp_path / "p")
@@ -88,7 +87,7 @@ def test_loading_never_reads_a_path_or_downloads_what_the_file_names(tmp_path, n
     config = json.loads((preset / "config.json").read_text())
     config["config"]["backbone_weights"] = str(tmp_path / named) if named.endswith(".h5") else named
     (preset / "config.json").write_text(json.dumps(config))
-    assert load_preset(preset).generate(features=features, beam_size=1) == expected
+    assert Captioner.from_preset(preset).generate(features=features, beam_size=1) == expected
     archive = tmp_path / "m.keras"
     model.save(archive)
     with zipfile.ZipFile(archive) as source, zipfile.ZipFile(tmp_path / "n.keras", "w") as out:
@@ -113,4 +112,4 @@ def test_a_malformed_preset_config_is_a_clear_error_not_a_traceback(tmp_path, ch
     config["config"].update(change)
     (preset / "config.json").write_text(json.dumps(config))
     with pytest.raises(KerasSaatError, match="cannot read the preset"):
-        load_preset(preset)
+        Captioner.from_preset(preset)

@@ -100,7 +100,7 @@ def tiny_config(shapes_dir, **train):
 TRAIN = """
 import json, os, signal, sys
 from keras_saat.config import from_dict
-from keras_saat.training.experiment import train
+from keras_saat.experiment import train
 
 config = from_dict(json.loads(sys.argv[2]))
 kill_at = int(sys.argv[3]) if len(sys.argv) > 3 else 0

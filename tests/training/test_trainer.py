@@ -10,7 +10,9 @@ from keras_saat.callbacks import CaptionMetrics
 from keras_saat.config import TrainConfig
 from keras_saat.errors import KerasSaatError
 from keras_saat.text import Vocabulary
-from keras_saat.training.trainer import Trainer, WarmupSchedule, train_loop
+from keras_saat.training.loop import train_loop
+from keras_saat.training.optimization import WarmupSchedule
+from keras_saat.training.trainer import Trainer
 
 WORDS = "a red blue circle square at the top left on right".split()
 
@@ -208,7 +210,7 @@ def test_learning_rate_schedules(kind, step, expected):
 
 
 def test_mixed_precision_trains_with_loss_scaling():
-    from keras_saat.training.trainer import dtype_policy
+    from keras_saat.runtime.precision import dtype_policy
 
     vocab = tiny_model()[1]
     with dtype_policy(True):

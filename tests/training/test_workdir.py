@@ -126,7 +126,7 @@ def test_the_cache_fingerprint_sees_a_replaced_image(shapes_dir, tmp_path):
 
 def test_only_training_commands_tune_malloc(tmp_path):
     child = (
-        "import sys; from keras_saat.cli import main; from keras_saat.memory import malloc_tuned\n"
+        "import sys; from keras_saat.cli import main; from keras_saat.runtime.memory import malloc_tuned\n"
         "main(sys.argv[1:]); print('TUNED', malloc_tuned())"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "KERAS_SAAT"))}

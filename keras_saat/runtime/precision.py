@@ -1,4 +1,4 @@
-"""Numeric precision: mixed-precision policies, TF32, and XLA's persistent compilation cache.
+"""Numeric precision: mixed-precision policies and TF32.
 
 `train.mixed_precision` takes one of:
 
@@ -22,7 +22,6 @@ for bitwise-reproducible numbers. CPUs are not affected.
 """
 
 import contextlib
-import os
 from pathlib import Path
 
 from keras_saat.errors import KerasSaatError
@@ -113,51 +112,3 @@ def set_tf32(enabled):
     import tensorflow as tf
 
     tf.config.experimental.enable_tensor_float_32_execution(bool(enabled))
-
-
-def tensorflow_started():
-    """True once TensorFlow's runtime has been initialised (by any op or device query)."""
-    import sys
-
-    if "tensorflow" not in sys.modules:
-        return False
-    from tensorflow.python.eager import context
-
-    return context.context()._context_handle is not None  # noqa: SLF001
-
-
-def enable_compilation_cache(directory):
-    """XLA's persistent compilation cache in `directory`: a later process that compiles
-    the same step function (same model, shapes and device) loads it instead.
-
-    TensorFlow reads the setting when its runtime starts, so call this before the first
-    TensorFlow op of the process; returns False (and sets nothing) when it is too late.
-    """
-    if tensorflow_started():
-        return False
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    flags = os.environ.get("TF_XLA_FLAGS", "")
-    if "tf_xla_persistent_cache_directory" not in flags:
-        os.environ["TF_XLA_FLAGS"] = (
-            f"{flags} --tf_xla_persistent_cache_directory={directory}".strip()
-        )
-    return True
-
-
-# XLA flags set for training unless the user's XLA_FLAGS already names them. Measured on
-# an H100 (benchmarks/RESULTS.md, "The GPU path"): autotuning Triton GEMM tilings for
-# every matmul of the unrolled step is most of XLA's compile time; cuBLAS runs the same
-# step as fast (paper size, batch 64, bfloat16: 10.8 ms against 11.2 ms).
-GPU_XLA_FLAGS = {"xla_gpu_enable_triton_gemm": "false"}
-
-
-def set_xla_defaults():
-    """Adds GPU_XLA_FLAGS to XLA_FLAGS (before TensorFlow starts; False when too late)."""
-    if tensorflow_started():
-        return False
-    flags = os.environ.get("XLA_FLAGS", "")
-    extra = [f"--{k}={v}" for k, v in GPU_XLA_FLAGS.items() if k not in flags]
-    if extra:
-        os.environ["XLA_FLAGS"] = " ".join([flags, *extra]).strip()
-    return True

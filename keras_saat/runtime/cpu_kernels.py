@@ -3,10 +3,8 @@
 TensorFlow's x86 builds carry two sets of CPU kernels: its own (Eigen) and oneDNN's.
 It turns oneDNN's on by default only on CPUs with AVX512_VNNI, AVX512_BF16 or AMX, and
 reads the environment variable TF_ENABLE_ONEDNN_OPTS once, when it is imported. On
-other CPUs, a 2-core AMD EPYC without AVX-512 for instance, oneDNN's kernels trained
-the Shapes CNN 1.3-2x faster per image, and the demo's and the paper-size decoder steps
-1.1-1.2x faster (`python benchmarks/onednn.py`; benchmarks/RESULTS.md, "The demo's
-time").
+other CPUs (AVX2 only) oneDNN's kernels train the Shapes CNN and the decoder faster too
+(`python benchmarks/onednn.py`; benchmarks/RESULTS.md, "The demo's time").
 
 `prefer_onednn()` turns them on for this process unless the environment already says
 either way. The command line calls it for `train` and `demo`, before it imports
@@ -33,3 +31,13 @@ def prefer_onednn():
         return False
     os.environ[VARIABLE] = "1"
     return True
+
+
+def onednn_enabled():
+    """Whether this process runs TensorFlow's oneDNN CPU kernels (False when unknown)."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):
+        return False

@@ -1,0 +1,130 @@
+"""An experiment's inputs: the dataset, the vocabulary, the backbone's weights and the
+feature cache, each read or made once in the workdir."""
+
+import dataclasses
+import time
+from pathlib import Path
+
+import keras
+
+from keras_saat.data.feature_cache import extract_features
+from keras_saat.data.images import load_images
+from keras_saat.data.reader_registry import get_reader
+from keras_saat.encoders.image_encoder import ImageEncoder
+from keras_saat.encoders.registry import get_backbone_spec
+from keras_saat.encoders.shapes_cnn import VARIANTS as SHAPES_CNNS
+from keras_saat.encoders.shapes_cnn import pretrain_shapes_cnn
+from keras_saat.errors import KerasSaatError
+from keras_saat.text.vocabulary import Vocabulary
+from keras_saat.workdir import BACKBONE_WEIGHTS_FILE, FEATURES_DIR, VOCAB_FILE, workdir_lock
+
+
+def load_dataset(config, workdir, log=print):
+    """Reads the configured dataset with its registered reader and logs what was skipped."""
+    dataset = get_reader(config.data.dataset)(config.data, workdir, log)
+    for split, count in dataset.counts().items():
+        if count == 0:
+            raise KerasSaatError(
+                f"dataset '{dataset.name}' has no '{split}' images; train, val and test are all needed"
+            )
+    counts = ", ".join(f"{n} {s}" for s, n in dataset.counts().items())
+    log(f"dataset '{dataset.name}': {counts} images")
+    for line in dataset.skips.summary():
+        log(f"  {line}")
+    return dataset
+
+
+def build_vocabulary(data, dataset, workdir, log=print):
+    """The training split's vocabulary (`data.vocab_size`, `data.min_count`), saved in the workdir."""
+    references = (c for r in dataset.split("train") for c in r.references)
+    vocabulary = Vocabulary.build(references, data.vocab_size, data.min_count)
+    vocabulary.save(Path(workdir) / VOCAB_FILE)
+    log(f"vocabulary: {len(vocabulary)} tokens (4 special) -> {Path(workdir) / VOCAB_FILE}")
+    return vocabulary
+
+
+def image_size_of(model_config):
+    return model_config.image_size or get_backbone_spec(model_config.backbone).default_image_size
+
+
+def prepare_backbone_weights(config, dataset, workdir, log=print):
+    """Returns the ModelConfig to build with; pre-trains the Shapes CNN for backbone_weights 'shapes'."""
+    model = config.model
+    if model.backbone_weights != "shapes":
+        return model
+    if model.backbone not in SHAPES_CNNS:
+        raise KerasSaatError(
+            f"backbone_weights 'shapes' (attribute pre-training) needs a Shapes CNN backbone "
+            f"({' or '.join(SHAPES_CNNS)}); got {model.backbone}"
+        )
+    path = Path(workdir) / BACKBONE_WEIGHTS_FILE
+    if path.exists():
+        log(f"using the pre-trained Shapes CNN in {path}")
+    else:
+        if any(r.objects is None for r in dataset.records):
+            raise KerasSaatError(
+                "backbone_weights 'shapes' needs a Shapes dataset (with 'objects' per image)"
+            )
+        train, val = dataset.split("train"), dataset.split("val")
+        size = image_size_of(model)
+        extra = config.train.backbone_pretrain_scenes
+        log(
+            f"pre-training the Shapes CNN on {len(train)} training scenes"
+            f"{f' and {extra} more rendered for it' if extra else ''} (then frozen)"
+        )
+        start = time.perf_counter()
+        backbone, accuracy = pretrain_shapes_cnn(
+            load_images([r.path for r in train], size, config.data.resize),
+            [r.objects for r in train],
+            load_images([r.path for r in val], size, config.data.resize),
+            [r.objects for r in val],
+            epochs=config.train.backbone_pretrain_epochs,
+            extra_scenes=config.train.backbone_pretrain_scenes,
+            seed=model.seed,
+            width=SHAPES_CNNS[model.backbone],
+            log=log,
+        )
+        backbone.save_weights(str(path))
+        scores = ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items())
+        log(
+            f"  done in {time.perf_counter() - start:.0f}s; val accuracy on object locations: {scores}"
+        )
+    return dataclasses.replace(model, backbone_weights=str(path))
+
+
+def extract(config, encoder, dataset, workdir, log=print):
+    """Fills <workdir>/features with the encoder's output for every split (resumable)."""
+    data = config.data
+    log(
+        f"feature cache {Path(workdir) / FEATURES_DIR} ({data.cache_dtype}, {data.cache_shard_size} images a shard)"
+    )
+    start = time.perf_counter()
+    cache, _ = extract_features(
+        encoder,
+        dataset,
+        Path(workdir) / FEATURES_DIR,
+        shard_size=data.cache_shard_size,
+        dtype=data.cache_dtype,
+        resize=data.resize,
+        strict=data.strict,
+        log=log,
+    )
+    log(f"  features ready in {time.perf_counter() - start:.0f}s")
+    return cache
+
+
+def extract_only(config, workdir, log=print):
+    """`keras-saat extract-features`: dataset, backbone weights and cache, no training."""
+    get_backbone_spec(config.model.backbone)
+    Path(workdir).mkdir(parents=True, exist_ok=True)
+    with workdir_lock(workdir, "extract-features"):
+        return _extract_only(config, workdir, log)
+
+
+def _extract_only(config, workdir, log):
+    dataset = load_dataset(config, workdir, log)
+    model = prepare_backbone_weights(config, dataset, workdir, log)
+    # Seeded as build_captioner seeds it, so `train` finds the same encoder and reuses the cache.
+    keras.utils.set_random_seed(model.seed)
+    encoder = ImageEncoder(model.backbone, model.image_size or None, model.backbone_weights)
+    return extract(config, encoder, dataset, workdir, log)

@@ -1,0 +1,172 @@
+"""Scoring a trained model: caption a split, compute the COCO metrics (and on the
+Shapes world the attention localisation), write predictions.json and metrics.json."""
+
+import time
+from pathlib import Path
+
+import tensorflow as tf
+
+from keras_saat.data.input_pipeline import evaluation_batches
+from keras_saat.errors import KerasSaatError
+from keras_saat.evaluation.bleu import corpus_bleu_scores
+from keras_saat.evaluation.coco_metrics import coco_scores
+from keras_saat.evaluation.localisation import attention_localisation
+from keras_saat.experiment.preparation import extract, load_dataset
+from keras_saat.experiment.trained_models import trained_model
+from keras_saat.io_utils import write_json_atomic
+from keras_saat.models.preset import preset_metadata
+from keras_saat.workdir import EVAL_DIR, METRICS_FILE, PREDICTIONS_FILE
+
+
+def caption_split(model, source, split, records, config, batch_size=64, beam_size=1, details=False):
+    """Captions of a split's readable images: {position: caption}.
+
+    With `details`, {position: (words, attention (T, grid_h, grid_w))} instead.
+    """
+    batches = evaluation_batches(
+        source, split, records, batch_size, image_size=model.image_size, resize=config.data.resize
+    )
+    captions = {}
+    width = None  # every batch runs at the first one's size: one trace and compile a split
+    for batch in batches:
+        inputs = batch["features"] if "features" in batch else batch["images"]
+        count = int(inputs.shape[0])
+        width = width or count
+        if count < width:  # the last batch, padded with zeros (rows are decoded apart)
+            inputs = tf.concat(
+                [inputs, tf.zeros([width - count, *inputs.shape[1:]], inputs.dtype)], 0
+            )
+        features = inputs if "features" in batch else model.encode(inputs)
+        out = model.decode(
+            features, config.decode.max_length, beam_size, config.decode.length_penalty
+        )
+        for position, caption in zip(
+            batch["position"].numpy(), model.postprocessor(out)[:count], strict=True
+        ):
+            if details:
+                captions[int(position)] = (caption["words"], caption["attention"])
+            else:
+                captions[int(position)] = caption["caption"]
+    return captions
+
+
+def score_captions(records, captions, log=print):
+    """The COCO metrics of one split's captions (pycocoevalcap), and how they were computed."""
+    references = [r.captions for r in records]
+    try:
+        metrics = coco_scores(references, captions)
+    except KerasSaatError as err:
+        log(f"  {err}")
+        words = [c.split() for c in captions]
+        metrics = corpus_bleu_scores([r.references for r in records], words)
+        return metrics, "nltk corpus BLEU (pycocoevalcap not installed)"
+    if metrics["tokenizer"] == "ptb":
+        return metrics, "pycocoevalcap with the PTB tokenizer (Java)"
+    return metrics, "pycocoevalcap without Java: no METEOR, keras-saat tokens"
+
+
+def evaluate(
+    workdir,
+    split="test",
+    beam_size=None,
+    log=print,
+    config_overrides=(),
+    prepared=None,
+    out=None,
+):
+    """Captions a split with a trained model and scores it (`keras-saat evaluate`).
+
+    Writes predictions.json (COCO results format) and metrics.json: BLEU-1..4,
+    METEOR, ROUGE-L and CIDEr (pycocoevalcap), and on the Shapes world the attention
+    localisation hit rate.
+
+    Args:
+        workdir: path. A trained workdir (config.yaml, model.keras, the dataset reachable)
+            or a preset folder whose metadata carries its training config (the dataset
+            is read, or the Shapes world rendered, beside `out`, and images are encoded
+            as they are read: no feature cache).
+        split: str. "train", "val" or "test". Defaults to "test".
+        beam_size: int or None. Beam width; None = the config's decode.beam_size.
+        log: callable. Defaults to print.
+        config_overrides: iterable of "section.key=value" applied to the saved config.
+        prepared: (dataset, source) or None. The dataset and the feature cache (or "images")
+            `train` already has, so they are not read and fingerprinted again. Defaults to None.
+        out: path or None. The folder for predictions.json and metrics.json. Defaults to
+            <workdir>/eval/<split>, or for a preset ./<preset name>-eval/<split>.
+
+    Returns:
+        dict: metrics (0-1), method, localisation (or None), beam_size, images, seconds.
+    """
+    workdir = Path(workdir)
+    if split not in ("train", "val", "test"):
+        raise KerasSaatError(f"unknown split {split!r}: train, val or test")
+    model, config, preset = trained_model(workdir, config_overrides)
+    if preset and prepared is None:
+        told = any(str(o).startswith("data.") for o in config_overrides)
+        if not preset_metadata(workdir).get("config") and not told:
+            raise KerasSaatError(
+                f"the preset {workdir} carries no training config, so its dataset is unknown; "
+                "name it with --set data.dataset=... --set data.path=..."
+            )
+    if out is None:
+        out = (Path(f"{workdir.name}-eval") if preset else workdir / EVAL_DIR) / split
+    out = Path(out)
+    beam_size = int(beam_size or config.decode.beam_size)
+    if prepared is not None:
+        dataset, source = prepared
+    elif preset:
+        dataset, source = load_dataset(config, out.parent, log), "images"
+    else:
+        dataset = load_dataset(config, workdir, log)
+        if model.encoder.trainable_layers:
+            source = "images"
+        else:
+            source = extract(config, model.encoder, dataset, workdir, log)
+    records = dataset.split(split)
+    start = time.perf_counter()
+    results = caption_split(
+        model, source, split, records, config, config.decode.batch_size, beam_size, details=True
+    )
+    positions = sorted(results)
+    scored = [records[p] for p in positions]
+    captions = [" ".join(results[p][0]) for p in positions]
+    seconds = time.perf_counter() - start
+    decoding = "greedy" if beam_size == 1 else f"beam {beam_size}"
+    log(f"captioned {len(captions)} {split} images ({decoding}) in {seconds:.1f}s")
+    metrics, method = score_captions(scored, captions, log)
+    localisation = None
+    if all(r.objects is not None for r in scored) and config.data.dataset in ("shapes", "karpathy"):
+        localisation = attention_localisation(
+            [results[p][0] for p in positions],
+            [results[p][1] for p in positions],
+            [r.objects for r in scored],
+        )
+    extra = {"beam_size": beam_size}
+    if localisation is not None:
+        extra["attention_localisation"] = localisation
+    method = f"{decoding}, {method}"
+    write_evaluation(out, scored, captions, {**metrics, **extra}, method)
+    return {
+        "metrics": metrics,
+        "method": method,
+        "localisation": localisation,
+        "beam_size": beam_size,
+        "images": len(captions),
+        "seconds": seconds,
+        "split": split,
+        "out": out,
+        "captions": captions,
+        "records": scored,
+    }
+
+
+def write_evaluation(out_dir, records, captions, metrics, method):
+    """predictions.json (COCO results format) and metrics.json."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    predictions = [
+        {"image_id": r.imgid, "caption": c} for r, c in zip(records, captions, strict=True)
+    ]
+    write_json_atomic(out_dir / PREDICTIONS_FILE, predictions)
+    payload = {"scale": "0-1", "method": method, "images": len(records), **metrics}
+    write_json_atomic(out_dir / METRICS_FILE, payload)

@@ -1,0 +1,56 @@
+"""Captioner factories: a new model from a config, a trained one from its files.
+
+model = build_captioner(config.model, vocabulary, config.decode, config.data.resize)
+model = load_captioner("runs/demo")        # a workdir, a .keras file or a preset
+"""
+
+import dataclasses
+from pathlib import Path
+
+import keras
+
+from keras_saat.errors import KerasSaatError
+from keras_saat.models.captioner import Captioner
+from keras_saat.models.preset import is_preset
+from keras_saat.workdir import MODEL_FILE
+
+
+def build_captioner(model_config, vocabulary, decode=None, resize="crop"):
+    """A Captioner from a `ModelConfig` and a Vocabulary (weights seeded by `model_config.seed`).
+
+    Every ModelConfig field is a Captioner argument of the same name. The decoding
+    settings (max_length, beam_size, length_penalty) come from `decode`, a `DecodeConfig`
+    (None = the Captioner's defaults, which are DecodeConfig's), and `resize` from
+    `data.resize`: the model keeps them, so every way of captioning with it decodes and
+    resizes alike.
+    """
+    keras.utils.set_random_seed(model_config.seed)
+    settings = dataclasses.asdict(model_config)
+    settings["image_size"] = settings["image_size"] or None  # 0 = the backbone's default
+    if decode is not None:
+        settings.update(
+            max_length=decode.max_length,
+            beam_size=decode.beam_size,
+            length_penalty=decode.length_penalty,
+        )
+    return Captioner(vocabulary=list(vocabulary.words), resize=resize, **settings)
+
+
+def load_captioner(path):
+    """Loads a Captioner: a `.keras` file, a workdir (its `model.keras`) or a preset folder."""
+    path = Path(path)
+    if is_preset(path):
+        return Captioner.from_preset(path)
+    if path.is_dir():
+        path = path / MODEL_FILE
+    if not path.is_file():
+        raise KerasSaatError(
+            f"no saved model at {path}; train one with `keras-saat train` or `keras-saat demo`"
+        )
+    try:
+        model = keras.saving.load_model(str(path))
+    except Exception as err:  # a damaged archive raises zipfile, h5py or Keras errors
+        raise KerasSaatError(f"cannot load the model {path}: {err}") from None
+    if not isinstance(model, Captioner):
+        raise KerasSaatError(f"{path} holds a {type(model).__name__}, not a keras_saat Captioner")
+    return model

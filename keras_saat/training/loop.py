@@ -1,0 +1,307 @@
+"""The training loop: epochs of Trainer steps with checkpoints, exact resume, validation
+and early stopping, and Keras callbacks as its hooks.
+
+Resume: a `tf.train.Checkpoint` holds every model variable (the random seed
+states of dropout and the hard-attention sampler included, and the REINFORCE
+baseline), the optimiser, and the run's progress (global step, epoch, step in
+the epoch, best validation score, patience count). The data order of an
+epoch is a function of the seed and the epoch number, so the iterator position
+is the (epoch, step) pair: a resumed run rebuilds that epoch's stream and
+skips the batches already trained on. With `deterministic` on, a run killed
+at any point and restarted with the same command ends with the same weights
+as an uninterrupted one.
+"""
+
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+
+from keras_saat.errors import KerasSaatError
+from keras_saat.io_utils import write_json_atomic
+from keras_saat.workdir import CHECKPOINT_DIR, HISTORY_FILE
+
+_PROGRESS = ("global_step", "epoch", "step_in_epoch", "best_epoch", "bad_epochs", "finished")
+
+
+class _Progress:
+    """A progress bar on terminals; otherwise a log line at each reporting step."""
+
+    def __init__(self, steps, log):
+        self.steps, self.log = steps, log
+        self.bar = None
+        if sys.stdout.isatty():
+            self.bar = keras.utils.Progbar(
+                steps, stateful_metrics=["loss", "nll", "captions/s", "lr"], unit_name="step"
+            )
+
+    def update(self, epoch, step, values, report):
+        if self.bar is not None:
+            self.bar.update(min(step, self.steps), list(values.items()))
+        elif report:
+            shown = ", ".join(f"{k} {v:.4g}" for k, v in values.items())
+            self.log(f"  epoch {epoch} step {step}/{self.steps}: {shown}")
+
+
+class _RunState:
+    """The run's progress in variables that checkpoint with the model and optimiser.
+
+    global_step, epoch, step_in_epoch, best_epoch, bad_epochs, finished, best_score and
+    nonfinite_total; a run restarted with the same workdir restores them and the per-epoch
+    history, and goes on where the last checkpoint left it.
+    """
+
+    def __init__(self, trainer, train_config, workdir, chief):
+        self.log = trainer.log
+        self.chief = chief
+        self.values = {name: tf.Variable(0, dtype=tf.int64, trainable=False) for name in _PROGRESS}
+        self.values["best_score"] = tf.Variable(-1.0, dtype=tf.float64, trainable=False)
+        self.values["nonfinite_total"] = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.checkpoint = tf.train.Checkpoint(
+            model_variables=list(trainer.model.variables),
+            optimizer_variables=list(trainer.optimizer.variables),
+            **self.values,
+        )
+        directory = Path(workdir) / CHECKPOINT_DIR
+        self.scratch = None
+        if not chief:  # every worker saves (collectively); only the chief's copy is kept
+            self.scratch = tempfile.mkdtemp(prefix="keras-saat-worker-")
+            directory = Path(self.scratch)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, str(directory), max_to_keep=max(train_config.max_checkpoints, 1)
+        )
+        self.history_path = Path(workdir) / HISTORY_FILE
+        self.history = self._read_history()
+        self.resumed_from = None
+        if self.manager.latest_checkpoint:
+            self.checkpoint.restore(
+                self.manager.latest_checkpoint
+            ).assert_existing_objects_matched()
+            self.resumed_from = self["global_step"]
+            self.log(
+                f"resuming from {self.manager.latest_checkpoint}: epoch {self['epoch'] + 1}, "
+                f"step {self['step_in_epoch']} of the epoch ({self.resumed_from} steps done)"
+            )
+            self.history = [h for h in self.history if h["epoch"] <= self["epoch"]]
+
+    def __getitem__(self, name):
+        value = self.values[name].numpy()
+        return float(value) if name == "best_score" else int(value)
+
+    def _read_history(self):
+        if not (self.history_path.exists() and self.chief):
+            return []
+        try:
+            return json.loads(self.history_path.read_text())
+        except json.JSONDecodeError:
+            self.log(f"{self.history_path} is damaged; the per-epoch history restarts from here")
+            return []
+
+    def save(self):
+        self.manager.save(checkpoint_number=self["global_step"])
+
+    def write_history(self):
+        if self.chief:
+            write_json_atomic(self.history_path, self.history)
+
+    def close(self):
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def summary(self, seconds):
+        return {
+            "best_score": self["best_score"],
+            "best_epoch": self["best_epoch"],
+            "epochs_run": self["epoch"],
+            "global_step": self["global_step"],
+            "nonfinite_steps": self["nonfinite_total"],
+            "resumed_from": self.resumed_from,
+            "train_seconds": seconds,
+            "history": self.history,
+        }
+
+
+def train_loop(
+    trainer,
+    epoch_dataset,
+    steps_per_epoch,
+    train_config,
+    workdir,
+    metrics,
+    save_best,
+    batch_size,
+    chief=True,
+    callbacks=(),
+):
+    """Epochs of `trainer` steps with checkpoints, resume, validation and early stopping.
+
+    Args:
+        trainer: Trainer.
+        epoch_dataset: callable(epoch) -> tf.data.Dataset of global batches; the same
+            epoch number must give the same order (seeded).
+        steps_per_epoch: int. Expected steps per epoch (progress display and schedules).
+        train_config: TrainConfig. epochs, patience, checkpoint_every, max_checkpoints,
+            max_nonfinite_steps, log_every.
+        workdir: path. Checkpoints go to <workdir>/checkpoints (the chief's).
+        metrics: `keras_saat.callbacks.CaptionMetrics`, the first callback: after every
+            epoch its scores ("bleu_4", 0-1) pick the best model and decide early stopping.
+        save_best: callable(). Saves the current model as the best (called on the chief).
+        batch_size: int. Global batch (throughput display).
+        chief: bool. This worker writes checkpoints and the history. Defaults to True.
+        callbacks: keras.callbacks.Callback objects, as `fit()` takes them, called through a
+            `keras.callbacks.CallbackList`: on_train_batch_end(batch in the epoch from 0,
+            logs of loss, nll, attention_penalty, grad_norm and learning_rate),
+            on_epoch_end(epoch from 0, logs of loss and nll, to which `metrics` adds the
+            validation scores as val_bleu4, val_cider, ...); setting `model.stop_training`
+            ends the run after the epoch.
+
+    Returns:
+        dict: best_score, best_epoch, epochs_run, global_step, nonfinite_steps, resumed_from,
+        train_seconds, history (per-epoch dicts).
+    """
+    run = _RunState(trainer, train_config, workdir, chief)
+    hooks = keras.callbacks.CallbackList(
+        [metrics, *callbacks],
+        model=trainer.model,
+        epochs=train_config.epochs,
+        steps=steps_per_epoch,
+        batch_size=batch_size,
+        initial_step=run["global_step"],  # a resumed run's steps so far
+    )
+    trainer.model.stop_training = False
+    started = time.perf_counter()
+    try:
+        if run["finished"]:
+            trainer.log("this run already finished (delete the checkpoints folder to train again)")
+        else:
+            hooks.on_train_begin()
+            while not run["finished"]:
+                epoch = run["epoch"]
+                if epoch >= train_config.epochs:
+                    run.values["finished"].assign(1)
+                    run.save()
+                    break
+                hooks.on_epoch_begin(epoch)
+                data = epoch_dataset(epoch)
+                totals = run_epoch(
+                    trainer, run, data, steps_per_epoch, train_config, batch_size, hooks
+                )
+                end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks)
+            hooks.on_train_end({"best_val_bleu4": run["best_score"]})
+    finally:
+        run.close()
+    return run.summary(time.perf_counter() - started)
+
+
+def run_epoch(trainer, run, data, steps_per_epoch, train_config, batch_size, hooks):
+    """Trains one epoch (from the step a checkpoint stopped at); returns its loss totals."""
+    epoch = run["epoch"]
+    if run["step_in_epoch"]:
+        data = data.skip(run["step_in_epoch"])
+    progress = _Progress(steps_per_epoch, trainer.log)
+    window_start, window_steps = time.perf_counter(), 0
+    totals = {"loss": 0.0, "nll": 0.0, "n": 0, "start": time.perf_counter()}
+    nonfinite_run = 0
+    for batch in trainer.distribute(data):
+        values = {k: v.numpy() for k, v in trainer.train_step(batch).items()}
+        run.values["global_step"].assign_add(1)
+        run.values["step_in_epoch"].assign_add(1)
+        step, in_epoch = run["global_step"], run["step_in_epoch"]
+        if not values["finite"]:
+            nonfinite_run += 1
+            _skip_nonfinite(trainer, run, values, step, nonfinite_run, train_config)
+            continue
+        nonfinite_run = 0
+        totals["loss"] += float(values["loss"])
+        totals["nll"] += float(values["nll"])
+        totals["n"] += 1
+        window_steps += 1
+        shown = {"loss": float(values["loss"]), "nll": float(values["nll"])}
+        report = step % max(train_config.log_every, 1) == 0  # global steps
+        if report or progress.bar is not None:  # the schedule is read only when shown
+            shown["lr"] = float(trainer.optimizer.learning_rate)
+        if report:
+            elapsed = time.perf_counter() - window_start
+            shown["captions/s"] = window_steps * batch_size / max(elapsed, 1e-9)
+            window_start, window_steps = time.perf_counter(), 0
+        progress.update(epoch + 1, in_epoch, shown, report)
+        logs = {
+            "loss": float(values["loss"]),
+            "nll": float(values["nll"]),
+            "attention_penalty": float(values["attention_penalty"]),
+            "grad_norm": float(values["grad_norm"]),
+        }
+        if "lr" in shown:
+            logs["learning_rate"] = shown["lr"]
+        hooks.on_train_batch_end(in_epoch - 1, logs)
+        if train_config.checkpoint_every and step % train_config.checkpoint_every == 0:
+            run.save()
+    return totals
+
+
+def _skip_nonfinite(trainer, run, values, step, nonfinite_run, train_config):
+    """Counts a step whose update was skipped; stops the run after too many in a row."""
+    run.values["nonfinite_total"].assign_add(1)
+    trainer.log(
+        f"  step {step}: non-finite loss or gradient (loss {values['loss']}, "
+        f"gradient norm {values['grad_norm']}); update skipped"
+    )
+    if nonfinite_run >= train_config.max_nonfinite_steps:
+        raise KerasSaatError(
+            f"{nonfinite_run} steps in a row had a non-finite loss or gradient "
+            f"(stopped at step {step}); lower train.learning_rate, keep "
+            "train.clipnorm on, or check the data. The last checkpoint is kept."
+        )
+
+
+def end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks):
+    """Validates (the callbacks' epoch end, `metrics` first), keeps the best model, records
+    the history, and decides on early stopping."""
+    epoch = run["epoch"]
+    seconds = time.perf_counter() - totals["start"]
+    loss, nll = totals["loss"] / max(totals["n"], 1), totals["nll"] / max(totals["n"], 1)
+    hooks.on_epoch_end(epoch, {"loss": loss, "nll": nll})
+    scores = dict(metrics.scores)
+    bleu4 = float(scores["bleu_4"])
+    improved = bleu4 > run["best_score"]
+    if improved:
+        run.values["best_score"].assign(bleu4)
+        run.values["best_epoch"].assign(epoch + 1)
+        run.values["bad_epochs"].assign(0)
+        if run.chief:
+            save_best()
+    else:
+        run.values["bad_epochs"].assign_add(1)
+    record = {
+        "epoch": epoch + 1,
+        "steps": run["step_in_epoch"],
+        "loss": loss,
+        "nll": nll,
+        "val": scores,
+        "seconds": seconds,
+    }
+    run.history.append(record)
+    trainer.log(
+        f"  epoch {epoch + 1}/{train_config.epochs}: loss {record['loss']:.3f}, "
+        f"nll/word {record['nll']:.3f}, val BLEU-4 {100 * bleu4:.1f}"
+        f"{' (best)' if improved else ''} ({seconds:.0f}s)"
+    )
+    run.values["epoch"].assign_add(1)
+    run.values["step_in_epoch"].assign(0)
+    patience = train_config.patience
+    if patience and run["bad_epochs"] >= patience and epoch + 1 < train_config.epochs:
+        trainer.log(
+            f"  early stop: no better val BLEU-4 for {patience} epochs "
+            f"(best {100 * run['best_score']:.1f} at epoch {run['best_epoch']})"
+        )
+        run.values["finished"].assign(1)
+    if trainer.model.stop_training:
+        trainer.log(f"  stopped by a callback after epoch {epoch + 1}")
+        run.values["finished"].assign(1)
+    run.write_history()
+    run.save()
