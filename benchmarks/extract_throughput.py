@@ -12,7 +12,7 @@ measurement is the `extract` part of `keras-saat bench` (`keras_saat.bench`).
 
 import argparse
 
-from keras_saat.bench import measure_extraction
+from keras_saat.bench.pipelines import measure_extraction
 
 
 def main():

@@ -68,14 +68,14 @@ def _decoder(steps=30):
     import keras
     import tensorflow as tf
 
-    from keras_saat.bench import _captioner, _random_batch
+    from keras_saat.bench.sizes import captioner, random_batch
     from keras_saat.training.trainer import Trainer
 
-    model = _captioner(DECODER, "soft")
+    model = captioner(DECODER, "soft")
     trainer = Trainer(
         model, keras.optimizers.Adam(1e-4), clipnorm=5.0, jit_compile=False, log=lambda _: None
     )
-    batch = {k: tf.constant(v) for k, v in _random_batch(DECODER).items()}
+    batch = {k: tf.constant(v) for k, v in random_batch(DECODER).items()}
     for _ in range(3):
         trainer.train_step(batch)["loss"].numpy()
     start, cpu = _clock()

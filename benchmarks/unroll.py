@@ -10,12 +10,12 @@ PRECISION defaults to float32. Every size runs with and without XLA, in both for
 import json
 import sys
 
-from keras_saat.bench import _run_in_subprocess
+from keras_saat.bench import run_in_subprocess
 
 sizes = (sys.argv[1] if len(sys.argv) > 1 else "tutorial,paper").split(",")
 precision = sys.argv[2] if len(sys.argv) > 2 else "float32"
 for size in sizes:
     for xla in (True, False):
         for unroll in (True, False):
-            row = _run_in_subprocess("train", size, "soft", xla, 5, precision, 64, unroll)
+            row = run_in_subprocess("train", size, "soft", xla, 5, precision, 64, unroll)
             print(json.dumps(row), flush=True)

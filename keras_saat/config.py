@@ -201,7 +201,7 @@ class ExportConfig:
     # The export format: "savedmodel" (TF Serving), "preset" (a preset folder for
     # `Captioner.from_preset` and `--preset`), "litert" (one .tflite file for phones and
     # edge devices, builtin ops only), or another registered with
-    # `keras_saat.serving.export_formats.register_export_format`.
+    # `keras_saat.export_formats.register_export_format`.
     format: str = "savedmodel"
     # The model name TF Serving serves it under (models.config, warmup requests, the client).
     model_name: str = "keras_saat"
@@ -257,7 +257,7 @@ def _readers():
 
 
 def _export_formats():
-    from keras_saat.serving.export_formats import available_formats
+    from keras_saat.export_formats import available_formats
 
     return tuple(available_formats())
 

@@ -9,8 +9,12 @@ expose its methods under their own names:
     get_attention = ATTENTIONS.get
 
 Config choices come from `names()`, and an unknown name is a KerasSaatError naming the
-nearest one.
+nearest one. An entry may be registered as the text "package.module:attribute", imported
+when it is first asked for: a registry of heavy things (the export formats) stays light,
+and naming a module it must not import (one of a higher layer) costs nothing.
 """
+
+import importlib
 
 from keras_saat.errors import KerasSaatError, did_you_mean
 
@@ -52,4 +56,8 @@ class Registry:
                 f"unknown {self.kind} {str(name)!r}{did_you_mean(key, self._entries)}{extra}; "
                 f"registered: {', '.join(self._entries)}"
             )
-        return self._entries[key]
+        entry = self._entries[key]
+        if isinstance(entry, str) and ":" in entry:
+            module, attribute = entry.split(":", 1)
+            entry = self._entries[key] = getattr(importlib.import_module(module), attribute)
+        return entry

@@ -2,6 +2,7 @@
 
 import ast
 import collections
+import sys
 from pathlib import Path
 
 from keras_saat import workdir
@@ -13,8 +14,133 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 ATTENTION_HOMES = {"attention_registry.py", "soft_attention.py", "hard_attention.py"}
 
 
+# The dependency layers of CONTRIBUTING.md, from the bottom up: a module imports from its
+# own layer or the ones below, never from one above (imports inside functions count).
+LAYERS = [
+    ("foundation", {"errors", "io_utils", "registries", "workdir", "_lazy", "runtime", "export_formats"}),
+    ("text", {"text"}),
+    ("data", {"data"}),
+    ("model parts", {"layers", "decoding", "losses", "encoders"}),
+    ("config", {"config"}),
+    ("models", {"models"}),
+    ("training and scoring", {"training", "callbacks", "evaluation"}),
+    ("serving", {"serving"}),
+    ("experiment", {"experiment"}),
+    ("command line", {"cli", "commands", "caption_files", "bench"}),
+]  # fmt: skip
+
+
 def parsed(path):
     return ast.parse(path.read_text(), str(path))
+
+
+def module_name(path):
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path):
+    """The keras_saat modules `path` imports anywhere in it (functions included), each
+    resolved to a module of the package (`from keras_saat.x import name` -> keras_saat.x,
+    or keras_saat.x.name where that is a module)."""
+    modules = {module_name(p) for p in MODULES}
+    own = module_name(path)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(parsed(path)):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != own:
+                found.add(target)
+    return found
+
+
+def unit(module):
+    """A module's place in LAYERS: the package or top-level module it belongs to."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def test_every_package_and_top_level_module_has_a_layer():
+    placed = [name for _, names in LAYERS for name in names]
+    assert len(placed) == len(set(placed))
+    units = {unit(module_name(p)) for p in MODULES} - {None}
+    assert sorted(units - set(placed)) == [] and sorted(set(placed) - units) == []
+
+
+def test_no_module_imports_from_a_higher_layer():
+    layer_of = {name: i for i, (_, names) in enumerate(LAYERS) for name in names}
+    upward = []
+    for path in MODULES:
+        own = unit(module_name(path))
+        if own is None:  # keras_saat/__init__.py: the public names, loaded on first use
+            continue
+        for target in sorted(imported_modules(path)):
+            other = unit(target)
+            if other is not None and layer_of[other] > layer_of[own]:
+                upward.append(
+                    f"{module_name(path)} ({LAYERS[layer_of[own]][0]}) imports {target} "
+                    f"({LAYERS[layer_of[other]][0]})"
+                )
+    assert upward == []
+
+
+def test_no_import_cycles():
+    """Strongly connected components of the module graph, package re-exports aside."""
+    graph = {}
+    for path in MODULES:
+        own = module_name(path)
+        targets = imported_modules(path)
+        if path.name == "__init__.py":  # a package re-exporting its own modules
+            targets = {t for t in targets if not t.startswith(own + ".")}
+        graph[own] = {t for t in targets if t != own.rpartition(".")[0]}
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    assert cycles == []
+
+
+def test_no_package_module_is_over_500_lines():
+    long = [
+        f"{p.relative_to(PACKAGE)}: {n}"
+        for p in MODULES
+        if (n := len(p.read_text().splitlines())) > 500
+    ]
+    assert long == []
 
 
 def test_no_two_modules_share_a_file_name():

@@ -9,7 +9,7 @@ import pytest
 
 from keras_saat import Captioner
 from keras_saat.cli import main
-from tests.models.test_captioner import small_model
+from tests.helpers import small_model
 
 
 @pytest.fixture(scope="module")

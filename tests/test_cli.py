@@ -11,7 +11,7 @@ from keras_saat import load_captioner
 from keras_saat.cli import main
 from keras_saat.data import read_karpathy
 from keras_saat.training.trainer import resolve_jit_compile
-from tests.paths import DEFAULTS
+from tests.helpers import DEFAULTS
 
 
 def run(capsys, *argv):

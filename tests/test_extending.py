@@ -12,10 +12,10 @@ from keras_saat import Captioner
 from keras_saat.cli import main
 from keras_saat.data import CaptionDataset, ImageRecord
 from keras_saat.data.reader_registry import register_reader
+from keras_saat.export_formats import register_export_format
 from keras_saat.layers import SoftAttention, register_attention
-from keras_saat.serving.export_formats import register_export_format
 from keras_saat.text import Vocabulary
-from tests.paths import DEFAULTS
+from tests.helpers import DEFAULTS
 
 
 class UniformAttention(SoftAttention):

@@ -18,7 +18,7 @@ import time
 
 import tensorflow as tf
 
-from keras_saat.bench import _run_in_subprocess
+from keras_saat.bench import run_in_subprocess
 
 gpu = bool(tf.config.list_physical_devices("GPU"))
 precision = sys.argv[2] if len(sys.argv) > 2 else ("bfloat16" if gpu else "float32")
@@ -47,7 +47,7 @@ if gpu:  # XLA's own GPU defaults: keras-saat turns Triton GEMMs off unless XLA_
 with open(sys.argv[1], "a") as out:
     for name, unroll, env in VARIANTS:
         start = time.perf_counter()
-        row = _run_in_subprocess("train", "paper", "soft", True, 5, precision, 64, unroll, env=env)
+        row = run_in_subprocess("train", "paper", "soft", True, 5, precision, 64, unroll, env=env)
         row.update(variant=name, process_s=time.perf_counter() - start)
         out.write(json.dumps(row) + "\n")
         out.flush()

@@ -8,7 +8,7 @@ import json
 import sys
 import time
 
-from keras_saat.bench import _run_in_subprocess
+from keras_saat.bench import run_in_subprocess
 
 ROWS = {
     "smoke": [("matmul", None, 2, "bfloat16"), ("decode", 1, "bfloat16", 8)],
@@ -52,7 +52,7 @@ with open(out_path, "a") as out:
             print(f"deadline: skipped {part} {args}", flush=True)
             continue
         try:
-            row = _run_in_subprocess(part, *args)
+            row = run_in_subprocess(part, *args)
         except RuntimeError as err:
             row = {"error": str(err)[-1500:]}
         row.update(part=part, args=args)

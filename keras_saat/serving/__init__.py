@@ -21,7 +21,7 @@ _EXPORTS = {
     "decode_images": "keras_saat.data.images",
     "export_model": "keras_saat.serving.export",
     "export_workdir": "keras_saat.serving.export",
-    "register_export_format": "keras_saat.serving.export_formats",
+    "register_export_format": "keras_saat.export_formats",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -29,85 +29,35 @@ Slow or hostile clients cannot stall it:
   another web page nor DNS rebinding reaches it.
 """
 
-import base64
 import contextlib
 import json
 import re
-import socket
-import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 
 from keras_saat.errors import KerasSaatError
+from keras_saat.serving.dev_grpc import grpc_server
+from keras_saat.serving.dev_http import BoundedHTTPServer, http_handler
+from keras_saat.serving.request_checks import (
+    MAX_BATCH,
+    MAX_BODY_BYTES,
+    BadRequest,
+    Busy,
+    Forbidden,
+    NotFound,
+    Page,
+    json_value,
+    strings,
+)
 
-MAX_BODY_BYTES = 256 * 1024 * 1024
-MAX_BATCH = 64  # images in one request; TF Serving's batching config splits larger loads
-MAX_ELEMENTS = 1 << 24  # elements a gRPC tensor may declare before its values are checked
 PAGE = Path(__file__).with_name("page.html")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 _PATH = re.compile(
     r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d{1,18})|/labels/(?P<label>[^/:]+))?"
     r"(?:(?P<verb>:predict|:classify|:regress)|(?P<metadata>/metadata))?/?$"
 )
-
-
-class BadRequest(ValueError):
-    """A request the model cannot answer; HTTP 400 (or gRPC INVALID_ARGUMENT)."""
-
-
-class NotFound(LookupError):
-    """An unknown model, version or path; HTTP 404 (or gRPC NOT_FOUND)."""
-
-
-class Busy(RuntimeError):
-    """Too many connections or bodies at once; HTTP 503 with Retry-After."""
-
-
-class Forbidden(PermissionError):
-    """A request from another site, or for a host name this server does not answer; HTTP 403."""
-
-
-def tensor_from_proto(proto, name):
-    """A TensorProto as a NumPy array, once its values are checked to fill its shape.
-
-    `tf.make_ndarray` repeats the last value to fill a declared shape, so a few bytes
-    could otherwise declare millions of elements.
-    """
-    import tensorflow as tf
-
-    dims = [d.size for d in proto.tensor_shape.dim]
-    count = 1
-    for size in dims:
-        if size < 0:
-            raise BadRequest(f"input {name}: a negative dimension {size} in its shape")
-        count *= size
-        if count > MAX_ELEMENTS:
-            raise BadRequest(
-                f"input {name}: its shape {dims} declares over {MAX_ELEMENTS} elements"
-            )
-    dtype = tf.dtypes.as_dtype(proto.dtype) if proto.dtype else None
-    if dtype is None or dtype == tf.resource or dtype == tf.variant:
-        raise BadRequest(f"input {name}: unsupported dtype {proto.dtype}")
-    if proto.tensor_content:
-        sent = len(proto.tensor_content) // max(dtype.size, 1)
-    elif dtype == tf.string:
-        sent = len(proto.string_val)
-    else:
-        fields = [f for f, _ in proto.ListFields() if f.name.endswith("_val")]
-        sent = sum(len(getattr(proto, f.name)) for f in fields)
-        if dtype.is_complex:
-            sent //= 2
-    if sent != count:
-        raise BadRequest(
-            f"input {name}: its shape {dims} holds {count} values but the request sends {sent}"
-        )
-    try:
-        return tf.make_ndarray(proto)
-    except (TypeError, ValueError) as err:
-        raise BadRequest(f"input {name}: {err}") from None
 
 
 def latest_version(model_base):
@@ -123,39 +73,6 @@ def latest_version(model_base):
             f"{base} holds no version folder (BASE/<number>/saved_model.pb); run `keras-saat export`"
         )
     return max(versions)
-
-
-def _json_value(array):
-    """A NumPy array (or scalar) as JSON values; strings as UTF-8 text, else {"b64": ...}."""
-    if isinstance(array, bytes):
-        try:
-            return array.decode("utf-8")
-        except UnicodeDecodeError:
-            return {"b64": base64.b64encode(array).decode("ascii")}
-    array = np.asarray(array)
-    if array.dtype == object or array.dtype.kind == "S":
-        return [_json_value(item) for item in array] if array.ndim else _json_value(array.item())
-    return array.tolist()
-
-
-def _strings(value, where):
-    """JSON text or {"b64": ...} (possibly nested in lists) -> nested lists of bytes."""
-    if isinstance(value, list):
-        return [_strings(item, where) for item in value]
-    if isinstance(value, dict):
-        if set(value) != {"b64"} or not isinstance(value["b64"], str):
-            raise BadRequest(f'{where}: a binary value is written {{"b64": "<base64 text>"}}')
-        try:
-            return base64.b64decode(value["b64"], validate=True)
-        except ValueError:
-            raise BadRequest(f"{where}: the b64 value is not valid base64") from None
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    raise BadRequest(f'{where}: expected text or {{"b64": ...}}, got {type(value).__name__}')
-
-
-class _Page(str):
-    """An HTML page answer (the handler sends it as text/html, not JSON)."""
 
 
 def _named(value):
@@ -366,18 +283,18 @@ class DevServer:
                 arrays[name] = np.empty(shape, dtype)
             elif spec is not None and spec.dtype.name == "string":
                 try:
-                    arrays[name] = np.array(_strings(value, f"input {name}"), dtype=object)
+                    arrays[name] = np.array(strings(value, f"input {name}"), dtype=object)
                 except (ValueError, RecursionError) as err:
                     raise BadRequest(f"input {name}: not a batch of strings ({err})") from None
             else:
                 arrays[name] = value
         outputs = self.run(signature, arrays)
         if "inputs" in body:
-            return {"outputs": {key: _json_value(value) for key, value in outputs.items()}}
+            return {"outputs": {key: json_value(value) for key, value in outputs.items()}}
         batch = len(next(iter(outputs.values())))
         return {
             "predictions": [
-                {key: _json_value(value[i]) for key, value in outputs.items()} for i in range(batch)
+                {key: json_value(value[i]) for key, value in outputs.items()} for i in range(batch)
             ]
         }
 
@@ -420,7 +337,7 @@ class DevServer:
                 f'<meta name="keras-saat-{key}" content="">',
                 f'<meta name="keras-saat-{key}" content="{escape(str(value))}">',
             )
-        return _Page(html)
+        return Page(html)
 
     def check_origin(self, host, origin):
         """Raises Forbidden for a Host that is not this loopback server's, or a foreign Origin.
@@ -463,171 +380,11 @@ class DevServer:
             with self._count_lock:
                 self._reading -= length
 
-    def _handler(self):
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            timeout = server.read_timeout  # each read on the socket, idle keep-alive included
-
-            def handle_one_request(self):
-                # The whole request must arrive within read_timeout: a client trickling
-                # bytes resets the per-read timeout but not this deadline.
-                self._deadline = threading.Timer(server.read_timeout, self._cut)
-                self._deadline.daemon = True
-                self._deadline.start()
-                try:
-                    super().handle_one_request()
-                except (ConnectionError, TimeoutError, OSError):
-                    self.close_connection = True  # the client went away or was cut off
-                finally:
-                    self._deadline.cancel()
-
-            def _cut(self):
-                with contextlib.suppress(OSError):
-                    self.connection.shutdown(socket.SHUT_RDWR)
-
-            def _answer(self, status, payload):
-                kind = "application/json"
-                if isinstance(payload, _Page):
-                    data, kind = payload.encode("utf-8"), "text/html; charset=utf-8"
-                else:
-                    data = json.dumps(payload).encode("utf-8")
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", kind)
-                    self.send_header("Content-Length", str(len(data)))
-                    if status == 503:
-                        self.send_header("Retry-After", "1")
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (ConnectionError, TimeoutError, OSError):
-                    self.close_connection = True  # the client hung up: nobody to answer
-
-            def _length(self):
-                """The body's declared length; a bad one closes the connection (its body
-                cannot be skipped) and answers 400."""
-                text = self.headers.get("Content-Length")
-                if text is None:
-                    return 0
-                text = text.strip()
-                length = int(text) if text.isdigit() and len(text) <= 18 else -1
-                if length < 0 or length > MAX_BODY_BYTES:
-                    self.close_connection = True
-                    if length > MAX_BODY_BYTES:
-                        raise BadRequest(f"request body over {MAX_BODY_BYTES} bytes")
-                    raise BadRequest(f"Content-Length must be a number of bytes >= 0; got {text!r}")
-                return length
-
-            def _serve(self, method):
-                try:
-                    server.check_origin(self.headers.get("Host"), self.headers.get("Origin"))
-                    length = self._length()
-                    with server._body_bytes(length):
-                        body = self.rfile.read(length) if length else b""
-                        if len(body) < length:
-                            self.close_connection = True
-                            return  # cut off, or the client closed: nothing to answer
-                        self._deadline.cancel()  # read whole: the model may take its time
-                        self._answer(200, server._route(method, self.path, body))
-                except BadRequest as err:
-                    self._answer(400, {"error": str(err)})
-                except Forbidden as err:
-                    self.close_connection = True
-                    self._answer(403, {"error": str(err)})
-                except NotFound as err:
-                    self._answer(404, {"error": str(err)})
-                except Busy as err:
-                    self.close_connection = True
-                    self._answer(503, {"error": str(err)})
-                except (ConnectionError, TimeoutError):
-                    self.close_connection = True
-                except Exception as err:  # the server keeps serving; the client learns why
-                    self._answer(500, {"error": f"{type(err).__name__}: {err}"})
-
-            def do_GET(self):
-                self._serve("GET")
-
-            def do_POST(self):
-                self._serve("POST")
-
-            def log_message(self, format, *args):
-                pass
-
-        return Handler
-
-    # -------------------------------------------------------------------- gRPC
-    def _grpc_server(self):
-        from concurrent import futures
-
-        import grpc
-        import tensorflow as tf
-        from google.protobuf import any_pb2
-        from tensorflow_serving.apis import (
-            get_model_metadata_pb2,
-            predict_pb2,
-            prediction_service_pb2_grpc,
-        )
-
-        server = self
-
-        class Servicer(prediction_service_pb2_grpc.PredictionServiceServicer):
-            def _check(self, spec, context):
-                if spec.name != server.name:
-                    context.abort(grpc.StatusCode.NOT_FOUND, f"Servable not found: {spec.name}")
-                if spec.HasField("version") and spec.version.value != server.version:
-                    context.abort(
-                        grpc.StatusCode.NOT_FOUND,
-                        f"Servable not found: Specific({spec.name}, {spec.version.value})",
-                    )
-
-            def Predict(self, request, context):
-                self._check(request.model_spec, context)
-                signature = request.model_spec.signature_name or "serving_default"
-                try:
-                    inputs = {k: tensor_from_proto(v, k) for k, v in request.inputs.items()}
-                    outputs = server.run(signature, inputs)
-                except BadRequest as err:
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
-                response = predict_pb2.PredictResponse()
-                response.model_spec.name = server.name
-                response.model_spec.signature_name = signature
-                response.model_spec.version.value = server.version
-                for key, value in outputs.items():
-                    response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
-                return response
-
-            def GetModelMetadata(self, request, context):
-                self._check(request.model_spec, context)
-                signatures = get_model_metadata_pb2.SignatureDefMap()
-                for key, value in server.signature_defs.items():
-                    signatures.signature_def[key].CopyFrom(value)
-                packed = any_pb2.Any()
-                packed.Pack(signatures)
-                response = get_model_metadata_pb2.GetModelMetadataResponse()
-                response.model_spec.name = server.name
-                response.model_spec.version.value = server.version
-                response.metadata["signature_def"].CopyFrom(packed)
-                return response
-
-        limit = MAX_BODY_BYTES
-        grpc_server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=8),
-            maximum_concurrent_rpcs=self.max_connections,
-            options=[
-                ("grpc.max_send_message_length", limit),
-                ("grpc.max_receive_message_length", limit),
-            ],
-        )
-        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Servicer(), grpc_server)
-        self.grpc_port = grpc_server.add_insecure_port(f"{self.host}:{self.grpc_port}")
-        return grpc_server
-
     # --------------------------------------------------------------- lifetime
     def start(self):
         """Starts serving in background threads; returns self (ports are then known)."""
         try:
-            self._http = _BoundedHTTPServer((self.host, self.port), self._handler(), self)
+            self._http = BoundedHTTPServer((self.host, self.port), http_handler(self), self)
         except OSError as err:
             raise KerasSaatError(
                 f"cannot listen on {self.host}:{self.port}: {err.strerror}"
@@ -635,7 +392,7 @@ class DevServer:
         self.port = self._http.server_address[1]
         threading.Thread(target=self._http.serve_forever, daemon=True).start()
         if self.grpc_port is not None:
-            self._grpc = self._grpc_server()
+            self._grpc = grpc_server(self)
             self._grpc.start()
         return self
 
@@ -649,38 +406,3 @@ class DevServer:
     @property
     def url(self):
         return f"http://{self.host}:{self.port}"
-
-
-class _BoundedHTTPServer(ThreadingHTTPServer):
-    """A thread per connection, at most `dev.max_connections` of them; one more gets 503."""
-
-    daemon_threads = True
-
-    def __init__(self, address, handler, dev):
-        self.dev = dev
-        super().__init__(address, handler)
-
-    def process_request(self, request, client_address):
-        if not self.dev._connections.acquire(blocking=False):
-            body = json.dumps({"error": "too many connections; retry shortly"}).encode()
-            with contextlib.suppress(OSError):
-                request.settimeout(1.0)
-                request.sendall(
-                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                    b"Retry-After: 1\r\nConnection: close\r\n"
-                    + f"Content-Length: {len(body)}\r\n\r\n".encode()
-                    + body
-                )
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request, client_address):
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.dev._connections.release()
-
-    def handle_error(self, request, client_address):
-        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
-            super().handle_error(request, client_address)  # a client hanging up is no error

@@ -12,8 +12,8 @@ import dataclasses
 from pathlib import Path
 
 from keras_saat.config import DecodeConfig, ExportConfig
+from keras_saat.export_formats import get_export_format
 from keras_saat.runtime.precision import dtype_policy, resolve_precision
-from keras_saat.serving.export_formats import get_export_format
 
 
 def resolved_export(model, export=None):

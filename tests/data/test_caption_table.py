@@ -11,7 +11,7 @@ from keras_saat.cli import main
 from keras_saat.data.caption_table import auto_split, read_caption_table
 from keras_saat.data.karpathy import read_karpathy
 from keras_saat.errors import KerasSaatError
-from tests.paths import DEFAULTS
+from tests.helpers import DEFAULTS
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from keras_saat.data.input_pipeline import (
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError
 from keras_saat.text import END_ID, PAD_ID, START_ID, Vocabulary
-from tests.data.test_readers import coco_captions_examples
+from tests.helpers import coco_captions_examples
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from keras_saat.data.images import (
     resize_image,
 )
 from keras_saat.errors import KerasSaatError
-from tests.serving.images import BAD, GOOD, encode, forged_gif, forged_png, gif_of_frames
+from tests.helpers import BAD, GOOD, encode, forged_gif, forged_png, gif_of_frames
 
 SIZE = 32
 

@@ -22,8 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from tests.paths import ROOT
-from tests.serving.images import forged_bmp, forged_gif, forged_jpeg, forged_png
+from tests.helpers import ROOT, forged_bmp, forged_gif, forged_jpeg, forged_png
 
 SIZE = 32
 MAX_PIXELS = 4_000_000

@@ -10,6 +10,7 @@ import tensorflow_datasets as tfds
 from keras_saat.data import read_coco, read_flickr8k, read_tfds
 from keras_saat.data.images import decode_image
 from keras_saat.errors import KerasSaatError
+from tests.helpers import coco_captions_examples
 
 
 def flickr8k_files(tmp_path, extra=b""):
@@ -116,33 +117,6 @@ def test_coco_malformed(tmp_path):
     bad.write_text(json.dumps({"images": [{"id": 1}], "annotations": []}))
     with pytest.raises(KerasSaatError, match=r"images\[0\] needs 'id' and 'file_name'"):
         read_coco(bad, bad)
-
-
-def coco_captions_examples(self, split, decoders=None, **kwargs):
-    """`as_dataset` for mock_data: 3 examples per split in coco_captions' structure.
-
-    TFDS 4.9.10's random mock cannot generate coco_captions (random Sequence lengths,
-    unordered boxes and Sequence(Text) values that from_generator rejects), so the
-    examples are made here with the real keys, dtypes and PNG image bytes.
-    """
-    rng = np.random.default_rng(len(split))
-    base = {"train": 0, "restval": 100, "val": 200, "test": 300}[split]
-    pngs = [tf.io.encode_png(rng.integers(0, 256, (24, 32, 3), dtype=np.uint8)) for _ in range(3)]
-    captions = [[f"A {split} picture number {k}." for k in range(5)] for _ in range(3)]
-    captions[1][2] = " . "  # empty after tokenisation: skipped and counted
-    examples = {
-        "image": tf.stack(pngs),
-        "image/id": tf.constant([base + i for i in range(3)], tf.int64),
-        "image/filename": tf.constant([f"COCO_{split}_{i}.jpg" for i in range(3)]),
-        "captions": {
-            "text": tf.constant(captions),
-            "id": tf.constant(np.arange(15).reshape(3, 5), tf.int64),
-        },
-    }
-    ds = tf.data.Dataset.from_tensor_slices(examples)
-    if not (decoders and "image" in decoders):
-        ds = ds.map(lambda ex: {**ex, "image": tf.io.decode_png(ex["image"], channels=3)})
-    return ds
 
 
 def test_tfds_coco_captions_with_mock_data(tmp_path):

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from keras_saat.layers import lstm_decoder
 from keras_saat.layers.stacked_matmul import StepMatmuls
-from tests.layers.test_teacher_forcing import decoder_run
+from tests.helpers import decoder_run
 
 B, T = 4, 6
 

@@ -5,43 +5,7 @@ import pytest
 import tensorflow as tf
 
 from keras_saat.layers import LSTMDecoder
-from keras_saat.runtime.precision import dtype_policy
-
-PROBED = {"logits": 13, "alphas": 9, "betas": None}
-
-
-def decoder_run(attention, gating, unroll, compiled, steps=5, precision="float32"):
-    """Loss, gradients (annotations first) and outputs of one probed teacher-forced pass
-    (also the decoder run of test_stacked_matmul.py)."""
-    with dtype_policy(precision):
-        decoder = LSTMDecoder(
-            13, embedding_dim=6, lstm_units=7, attention_units=5, attention=attention,
-            gating=gating, dropout=0.3, seed=3, unroll=unroll, name="decoder",
-        )  # fmt: skip
-        decoder.build(4)
-    rng = np.random.default_rng(1)
-    for weight in decoder.trainable_weights:
-        weight.assign(rng.normal(0.0, 0.4, weight.shape).astype("float32"))
-    annotations = tf.constant(rng.normal(size=(8, 9, 4)), decoder.compute_dtype)
-    ids = tf.constant(rng.integers(0, 13, (8, steps)), tf.int32)
-    probe = {
-        k: tf.constant(rng.normal(size=(8, steps) + ((n,) if n else ())), tf.float32)
-        for k, n in PROBED.items()
-    }
-
-    def run():
-        with tf.GradientTape() as tape:
-            tape.watch(annotations)
-            out = decoder(annotations, ids, training=True)
-            loss = sum(tf.reduce_sum(tf.cast(out[k], tf.float32) * probe[k]) for k in probe)
-        grads = tape.gradient(loss, [annotations, *decoder.trainable_weights])
-        return loss, [tf.cast(tf.convert_to_tensor(g), tf.float32) for g in grads], out
-
-    if compiled is not None:
-        run = tf.function(run, jit_compile=compiled)
-    loss, grads, out = run()
-    names = ["annotations"] + [w.path for w in decoder.trainable_weights]
-    return loss.numpy(), dict(zip(names, [g.numpy() for g in grads], strict=True)), out
+from tests.helpers import decoder_run
 
 
 @pytest.mark.parametrize(

@@ -9,15 +9,7 @@ from keras_saat.data.images import load_images
 from keras_saat.errors import KerasSaatError
 from keras_saat.text import PAD_ID, START_ID, Vocabulary
 from tests import reference as ref
-
-WORDS = "a red blue circle square at the top left on right".split()
-
-
-def small_model(attention="soft", **kwargs):
-    vocab = Vocabulary.build([WORDS])
-    settings = dict(feature_dim=16, embedding_dim=8, lstm_units=12, attention_units=8, seed=1)
-    settings.update(kwargs)
-    return Captioner(vocab.words, attention=attention, **settings), vocab
+from tests.helpers import WORDS, small_model
 
 
 def batch(vocab, n=4, seed=0):

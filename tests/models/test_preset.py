@@ -9,7 +9,7 @@ import pytest
 from keras_saat import Captioner, load_captioner
 from keras_saat.errors import KerasSaatError
 from keras_saat.models import preset
-from tests.models.test_captioner import small_model
+from tests.helpers import small_model
 
 
 def test_a_preset_round_trips_config_weights_decode_settings_and_vocabulary(tmp_path):

@@ -3,7 +3,7 @@ import yaml
 
 from keras_saat.cli import main
 from keras_saat.data import read_karpathy
-from tests.paths import DEFAULTS
+from tests.helpers import DEFAULTS
 
 
 @pytest.fixture(scope="session")

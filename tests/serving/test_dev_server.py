@@ -15,7 +15,7 @@ import pytest
 
 from keras_saat.errors import KerasSaatError
 from keras_saat.serving import DevServer, GrpcClient, RestClient
-from tests.serving.images import BAD, encode
+from tests.helpers import BAD, encode
 
 pytestmark = pytest.mark.slow
 REQUESTS = Path(__file__).parents[2] / "export" / "requests"

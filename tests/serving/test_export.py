@@ -14,7 +14,7 @@ from keras_saat import load_captioner
 from keras_saat.cli import main
 from keras_saat.data.images import load_image
 from keras_saat.text.vocabulary import END_TOKEN
-from tests.serving.images import BAD
+from tests.helpers import BAD
 
 HELPER = Path(__file__).with_name("tf_serving_like.py")
 pytestmark = pytest.mark.slow

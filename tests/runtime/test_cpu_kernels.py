@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from keras_saat.runtime.cpu_kernels import VARIABLE, prefer_onednn
-from tests.paths import DEFAULTS
+from tests.helpers import DEFAULTS
 
 # Runs the command line in-process, then reports the variable and what TensorFlow did.
 CHILD = """

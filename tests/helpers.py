@@ -1,13 +1,107 @@
-"""Good and bad encoded images for the serving tests (made with Pillow, forged by hand)."""
+"""What the tests share: paths, small models and decoders, and image and dataset builders.
+
+Test modules import from here (and from `tests.reference`, the NumPy reference of the
+paper's equations), never from each other.
+"""
 
 import io
 import struct
 import zlib
+from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 from PIL import Image
 
+from keras_saat import Captioner
+from keras_saat.layers import LSTMDecoder
+from keras_saat.runtime.precision import dtype_policy
+from keras_saat.text import Vocabulary
 
+# A YAML config of the library's defaults, for `keras-saat train --config` in tests.
+DEFAULTS = str(Path(__file__).parent / "configs" / "defaults.yaml")
+
+# The checkout: the working folder of tests that start `python -c` children.
+ROOT = Path(__file__).parents[1]
+
+# ------------------------------------------------------------------ models
+WORDS = "a red blue circle square at the top left on right".split()
+
+# The teacher-forced outputs `decoder_run` probes, and their last dimension.
+PROBED = {"logits": 13, "alphas": 9, "betas": None}
+
+
+def small_model(attention="soft", **kwargs):
+    vocab = Vocabulary.build([WORDS])
+    settings = dict(feature_dim=16, embedding_dim=8, lstm_units=12, attention_units=8, seed=1)
+    settings.update(kwargs)
+    return Captioner(vocab.words, attention=attention, **settings), vocab
+
+
+def decoder_run(attention, gating, unroll, compiled, steps=5, precision="float32"):
+    """Loss, gradients (annotations first) and outputs of one probed teacher-forced pass
+    (also the decoder run of test_stacked_matmul.py)."""
+    with dtype_policy(precision):
+        decoder = LSTMDecoder(
+            13, embedding_dim=6, lstm_units=7, attention_units=5, attention=attention,
+            gating=gating, dropout=0.3, seed=3, unroll=unroll, name="decoder",
+        )  # fmt: skip
+        decoder.build(4)
+    rng = np.random.default_rng(1)
+    for weight in decoder.trainable_weights:
+        weight.assign(rng.normal(0.0, 0.4, weight.shape).astype("float32"))
+    annotations = tf.constant(rng.normal(size=(8, 9, 4)), decoder.compute_dtype)
+    ids = tf.constant(rng.integers(0, 13, (8, steps)), tf.int32)
+    probe = {
+        k: tf.constant(rng.normal(size=(8, steps) + ((n,) if n else ())), tf.float32)
+        for k, n in PROBED.items()
+    }
+
+    def run():
+        with tf.GradientTape() as tape:
+            tape.watch(annotations)
+            out = decoder(annotations, ids, training=True)
+            loss = sum(tf.reduce_sum(tf.cast(out[k], tf.float32) * probe[k]) for k in probe)
+        grads = tape.gradient(loss, [annotations, *decoder.trainable_weights])
+        return loss, [tf.cast(tf.convert_to_tensor(g), tf.float32) for g in grads], out
+
+    if compiled is not None:
+        run = tf.function(run, jit_compile=compiled)
+    loss, grads, out = run()
+    names = ["annotations"] + [w.path for w in decoder.trainable_weights]
+    return loss.numpy(), dict(zip(names, [g.numpy() for g in grads], strict=True)), out
+
+
+# ------------------------------------------------------------------ datasets
+def coco_captions_examples(self, split, decoders=None, **kwargs):
+    """`as_dataset` for mock_data: 3 examples per split in coco_captions' structure.
+
+    TFDS 4.9.10's random mock cannot generate coco_captions (random Sequence lengths,
+    unordered boxes and Sequence(Text) values that from_generator rejects), so the
+    examples are made here with the real keys, dtypes and PNG image bytes.
+    """
+    rng = np.random.default_rng(len(split))
+    base = {"train": 0, "restval": 100, "val": 200, "test": 300}[split]
+    pngs = [tf.io.encode_png(rng.integers(0, 256, (24, 32, 3), dtype=np.uint8)) for _ in range(3)]
+    captions = [[f"A {split} picture number {k}." for k in range(5)] for _ in range(3)]
+    captions[1][2] = " . "  # empty after tokenisation: skipped and counted
+    examples = {
+        "image": tf.stack(pngs),
+        "image/id": tf.constant([base + i for i in range(3)], tf.int64),
+        "image/filename": tf.constant([f"COCO_{split}_{i}.jpg" for i in range(3)]),
+        "captions": {
+            "text": tf.constant(captions),
+            "id": tf.constant(np.arange(15).reshape(3, 5), tf.int64),
+        },
+    }
+    ds = tf.data.Dataset.from_tensor_slices(examples)
+    if not (decoders and "image" in decoders):
+        ds = ds.map(lambda ex: {**ex, "image": tf.io.decode_png(ex["image"], channels=3)})
+    return ds
+
+
+# ------------------------------------------------------------------ images: good and bad
+# encoded images (made with Pillow, forged by hand)
 def encode(fmt, size=(40, 30), mode="RGB", seed=0, **options):
     """A random image of `size` (width, height) encoded as `fmt` by Pillow."""
     pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)

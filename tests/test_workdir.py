@@ -16,7 +16,7 @@ from keras_saat.data.karpathy import read_karpathy
 from keras_saat.data.reader_registry import get_reader
 from keras_saat.errors import KerasSaatError
 from keras_saat.workdir import BACKBONE_WEIGHTS_FILE, CONFIG_FILE, workdir_lock
-from tests.paths import DEFAULTS, ROOT
+from tests.helpers import DEFAULTS, ROOT
 
 
 def test_a_second_run_on_a_busy_workdir_is_refused(tmp_path, capsys):

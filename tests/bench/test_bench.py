@@ -12,13 +12,13 @@ from keras_saat.bench import forward_flops, train_step_flops
 
 def test_the_flop_count_matches_the_model_weights():
     """Every matmul of the count, read off the built layers' kernel shapes."""
-    from keras_saat.bench import _captioner
+    from keras_saat.bench.sizes import captioner
 
     size = dict(
         backbone="shapes_cnn", locations=64, channels=128, feature_dim=24, embedding_dim=8,
         lstm_units=12, attention_units=10, vocab=30, length=5, batch=3,
     )  # fmt: skip
-    model = _captioner(size, "soft")
+    model = captioner(size, "soft")
     decoder, attention = model.decoder, model.decoder.attention
 
     def kernel(layer):

@@ -1,0 +1,70 @@
+"""The development server's gRPC side: TF Serving's PredictionService."""
+
+from keras_saat.serving.request_checks import MAX_BODY_BYTES, BadRequest, tensor_from_proto
+
+
+def grpc_server(server):
+    """A gRPC server of `server`'s (a DevServer) model: PredictionService's Predict and
+    GetModelMetadata, on `server.host`:`server.grpc_port` (started by the caller)."""
+    from concurrent import futures
+
+    import grpc
+    import tensorflow as tf
+    from google.protobuf import any_pb2
+    from tensorflow_serving.apis import (
+        get_model_metadata_pb2,
+        predict_pb2,
+        prediction_service_pb2_grpc,
+    )
+
+    class Servicer(prediction_service_pb2_grpc.PredictionServiceServicer):
+        def _check(self, spec, context):
+            if spec.name != server.name:
+                context.abort(grpc.StatusCode.NOT_FOUND, f"Servable not found: {spec.name}")
+            if spec.HasField("version") and spec.version.value != server.version:
+                context.abort(
+                    grpc.StatusCode.NOT_FOUND,
+                    f"Servable not found: Specific({spec.name}, {spec.version.value})",
+                )
+
+        def Predict(self, request, context):
+            self._check(request.model_spec, context)
+            signature = request.model_spec.signature_name or "serving_default"
+            try:
+                inputs = {k: tensor_from_proto(v, k) for k, v in request.inputs.items()}
+                outputs = server.run(signature, inputs)
+            except BadRequest as err:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+            response = predict_pb2.PredictResponse()
+            response.model_spec.name = server.name
+            response.model_spec.signature_name = signature
+            response.model_spec.version.value = server.version
+            for key, value in outputs.items():
+                response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
+            return response
+
+        def GetModelMetadata(self, request, context):
+            self._check(request.model_spec, context)
+            signatures = get_model_metadata_pb2.SignatureDefMap()
+            for key, value in server.signature_defs.items():
+                signatures.signature_def[key].CopyFrom(value)
+            packed = any_pb2.Any()
+            packed.Pack(signatures)
+            response = get_model_metadata_pb2.GetModelMetadataResponse()
+            response.model_spec.name = server.name
+            response.model_spec.version.value = server.version
+            response.metadata["signature_def"].CopyFrom(packed)
+            return response
+
+    limit = MAX_BODY_BYTES
+    grpc_server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=8),
+        maximum_concurrent_rpcs=server.max_connections,
+        options=[
+            ("grpc.max_send_message_length", limit),
+            ("grpc.max_receive_message_length", limit),
+        ],
+    )
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Servicer(), grpc_server)
+    server.grpc_port = grpc_server.add_insecure_port(f"{server.host}:{server.grpc_port}")
+    return grpc_server

@@ -1,0 +1,21 @@
+"""The "preset" export format: a preset folder (`Captioner.save_to_preset`) that holds
+the export's decoding settings."""
+
+from keras_saat.models.preset import save_preset
+
+
+def export_preset(model, out, decode, export, version=None, metadata=None, log=print):
+    """A preset folder (`Captioner.save_to_preset`): the model with these decode settings."""
+    if version is not None:
+        log("a preset folder has no versions: --version is ignored")
+    settings = {
+        "max_length": decode.max_length,
+        "beam_size": decode.beam_size,
+        "length_penalty": decode.length_penalty,
+        "resize": export.resize,
+    }
+    if any(getattr(model, key) != value for key, value in settings.items()):
+        model = model.with_settings(**settings)
+    path = save_preset(model, out, metadata)
+    log(f"wrote the preset {path} (load it with Captioner.from_preset or --preset {path})")
+    return path
