@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 WORKDIR ?= runs/demo
 
-.PHONY: demo test lint format browser
+.PHONY: demo test test-fast lint format browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ test: $(BIN)/python browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest
+
+# The inner loop: the suite without the end-to-end tests marked slow (a few minutes).
+test-fast: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/pytest -m "not slow"
 
 lint: $(BIN)/python
 	$(BIN)/ruff check .

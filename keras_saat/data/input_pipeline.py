@@ -42,7 +42,7 @@ def token_table(records, vocabulary, max_length):
     W, the static token width of every batch, is the longest caption's tokens (cut to
     max_length words) plus `<start>` and `<end>`: teacher forcing unrolls W - 1 steps, so
     a max_length above every caption's length costs nothing (the Shapes world's captions
-    have at most 16 words; padding them to 20 made a fifth of the steps pads).
+    have at most 16 words; padding them to 20 would make a fifth of the steps pads).
     """
     table = word_table(vocabulary)
     captions = tf.constant([c for r in records for c in r.captions] or [""], tf.string)

@@ -17,9 +17,8 @@ from keras_saat.encoders.add_coords import AddCoords
 FEATURE_LAYER = "features"
 # The registered variants (keras_saat.encoders.registry): name -> channels of the first
 # convolution; the features have 4x as many. `shapes_cnn_small`, the demo's backbone,
-# needs 0.58x the multiply-adds and still tells shapes (0.965-0.977) and colours
-# (0.981-0.990) apart on object locations over three seeds, against 0.974-0.985 and
-# 0.986-0.987 (benchmarks/RESULTS.md, "The demo's time, sixth session").
+# needs fewer multiply-adds and still tells shapes and colours apart on object
+# locations (benchmarks/RESULTS.md, "The demo").
 VARIANTS = {"shapes_cnn": 32, "shapes_cnn_small": 24}
 # Heads of the pre-training task: number of classes, class 0 = no object.
 ATTRIBUTE_HEADS = {
