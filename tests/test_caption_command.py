@@ -40,6 +40,7 @@ def read_jsonl(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_a_folder_to_json_lines_with_attention_and_a_broken_file(
     preset_dir, photos, tmp_path, capsys
 ):
@@ -69,6 +70,7 @@ def test_a_folder_to_json_lines_with_attention_and_a_broken_file(
         np.testing.assert_allclose(attention.sum(axis=(1, 2)), 1.0, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_a_second_run_skips_what_is_captioned_and_retries_failures(
     preset_dir, photos, tmp_path, capsys
 ):
@@ -87,6 +89,7 @@ def test_a_second_run_skips_what_is_captioned_and_retries_failures(
     assert rows[:5] == [r for r in first if not r["error"]]  # earlier rows kept as they were
 
 
+@pytest.mark.slow
 def test_a_glob_to_csv_and_bad_arguments(preset_dir, photos, tmp_path, capsys):
     out = tmp_path / "captions.csv"
     code, _, _ = run(capsys, "caption", "--preset", preset_dir, f"{photos}/*.png", "--out", out)
@@ -108,6 +111,7 @@ def test_a_glob_to_csv_and_bad_arguments(preset_dir, photos, tmp_path, capsys):
     assert code == 2 and ".jsonl (JSON lines) or .csv" in err
 
 
+@pytest.mark.slow
 def test_generate_stream_reads_a_generator_a_few_batches_ahead(shapes_dir):
     """Streaming: after the first caption, only a few batches of files have been read."""
     model, _ = small_model(beam_size=1)
@@ -127,6 +131,7 @@ def test_generate_stream_reads_a_generator_a_few_batches_ahead(shapes_dir):
     assert len(rest) == len(paths) * 4 - 1 and len(pulled) == len(paths) * 4
 
 
+@pytest.mark.slow
 def test_a_file_name_that_is_not_utf8_is_an_error_row(preset_dir, photos, tmp_path, capsys):
     import os
 
@@ -143,6 +148,7 @@ def test_a_file_name_that_is_not_utf8_is_an_error_row(preset_dir, photos, tmp_pa
     assert [r["image"] for r in rows].count(f"{photos}/caf\\xe9.png") == 1
 
 
+@pytest.mark.slow
 def test_the_csv_header_is_written_once_and_a_missing_folder_is_named(
     preset_dir, photos, tmp_path, capsys
 ):

@@ -94,6 +94,7 @@ def test_train_needs_a_config(tmp_path, capsys):
     assert "the following arguments are required: --config" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_installed_command_prints_no_traceback(tmp_path):
     result = subprocess.run(
         [
@@ -116,6 +117,7 @@ def test_the_installed_command_prints_no_traceback(tmp_path):
     assert "Traceback" not in result.stderr and "unknown backbone 'nope'" in result.stderr
 
 
+@pytest.mark.slow
 def test_extract_features_then_resume(shapes_dir, tmp_path, capsys):
     argv = [
         "extract-features",

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import keras
 import numpy as np
+import pytest
 from keras import ops
 
 from keras_saat import Captioner
@@ -70,6 +71,7 @@ def write_lines(shapes_dir, tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_a_registered_attention_reader_and_export_format_train_and_export(
     shapes_dir, tmp_path, capsys
 ):

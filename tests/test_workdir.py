@@ -124,6 +124,7 @@ def test_the_cache_fingerprint_sees_a_replaced_image(shapes_dir, tmp_path):
     assert dataset_fingerprint(read_karpathy(copy / "dataset_shapes.json")) != before
 
 
+@pytest.mark.slow
 def test_only_training_commands_tune_malloc(tmp_path):
     child = (
         "import sys; from keras_saat.cli import main; from keras_saat.runtime.memory import malloc_tuned\n"

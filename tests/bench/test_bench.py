@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from keras_saat.bench import forward_flops, train_step_flops
 
@@ -45,6 +46,7 @@ def test_the_flop_count_matches_the_model_weights():
     assert train_step_flops(size) == 3 * forward_flops(size)
 
 
+@pytest.mark.slow
 def test_bench_json_prints_one_object():
     # The parts run in child processes; the kernels' setting must reach them and be reported.
     done = subprocess.run(

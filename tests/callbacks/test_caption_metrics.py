@@ -41,6 +41,7 @@ def summary_tags(log_dir):
     return tags
 
 
+@pytest.mark.slow
 def test_fit_logs_the_scores_that_model_checkpoint_and_tensorboard_read(shapes, tmp_path):
     train, val, vocabulary = shapes
     model = tiny_model(vocabulary)
@@ -70,6 +71,7 @@ def test_fit_logs_the_scores_that_model_checkpoint_and_tensorboard_read(shapes, 
     assert {"val/bleu_4", "val/cider", "attention/0"} <= summary_tags(tmp_path / "logs")
 
 
+@pytest.mark.slow
 def test_early_stopping_reads_the_score(shapes):
     train, val, vocabulary = shapes
     model = tiny_model(vocabulary)

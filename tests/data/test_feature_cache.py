@@ -41,6 +41,7 @@ def decoded(records, size=128):
     return np.stack([decode_image(tf.io.read_file(str(r.path)), size).numpy() for r in records])
 
 
+@pytest.mark.slow
 def test_float32_cache_equals_the_encoder_on_decoded_images(shapes_copy, encoder, tmp_path):
     cache, skips = extract_features(
         encoder, shapes_copy, tmp_path / "c", shard_size=16, dtype="float32", log=lambda _: None
@@ -56,6 +57,7 @@ def test_float32_cache_equals_the_encoder_on_decoded_images(shapes_copy, encoder
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype, tolerance", [("float32", 1e-5), ("float16", 2e-3)])
 def test_training_from_images_and_from_the_cache_give_the_same_loss(
     shapes_copy, encoder, tmp_path, dtype, tolerance
@@ -90,6 +92,7 @@ def test_training_from_images_and_from_the_cache_give_the_same_loss(
     np.testing.assert_allclose(float(loss_cache), float(loss_images), rtol=tolerance)
 
 
+@pytest.mark.slow
 def test_a_killed_extraction_resumes_keeping_finished_shards(shapes_copy, encoder, tmp_path):
     quiet = lambda _: None  # noqa: E731
     reference, _ = extract_features(
@@ -136,6 +139,7 @@ def test_a_killed_extraction_resumes_keeping_finished_shards(shapes_copy, encode
     ]
 
 
+@pytest.mark.slow
 def test_missing_and_corrupt_images_are_skipped_counted_and_named(shapes_copy, encoder, tmp_path):
     train = shapes_copy.split("train")
     train[3].path.write_bytes(b"\xff\xd8\xff\xe0 truncated jpeg")
@@ -177,6 +181,7 @@ def test_a_cache_from_other_weights_is_refused(shapes_copy, encoder, tmp_path):
         FeatureCache(tmp_path / "nothing")
 
 
+@pytest.mark.slow
 def test_tfds_images_stream_into_the_cache(tmp_path):
     encoder = ImageEncoder("shapes_cnn", image_size=32)
     with tfds.testing.mock_data(as_dataset_fn=coco_captions_examples):
@@ -190,6 +195,7 @@ def test_tfds_images_stream_into_the_cache(tmp_path):
     assert features.shape == (6, 4, 128)
 
 
+@pytest.mark.slow
 def test_caption_batches_use_every_caption_once_and_bucket_by_length(
     shapes_copy, encoder, tmp_path
 ):

@@ -52,6 +52,7 @@ def test_load_image_errors_name_the_file(tmp_path):
         load_image(tmp_path / "bad.png", 32)
 
 
+@pytest.mark.slow
 def test_load_images_stacks_load_image_and_names_a_bad_file(tmp_path):
     sizes = [(100, 200), (64, 64), (50, 30), (128, 128), (90, 91)]
     paths = []

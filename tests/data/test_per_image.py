@@ -41,6 +41,7 @@ def world(shapes_dir, tmp_path_factory):
     return records, cache, vocab
 
 
+@pytest.mark.slow
 def test_every_caption_once_per_epoch_features_once_per_group(world):
     records, cache, vocab = world
     assert captions_per_image(records) == 5

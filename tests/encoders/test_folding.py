@@ -144,6 +144,7 @@ def test_chunked_inference_rejects_bad_settings():
         encoder.infer(pixels, 2, parallel=0)
 
 
+@pytest.mark.slow
 def test_export_folds_the_backbone_and_serves_the_same_captions(tmp_path):
     """A backbone with batch norms and padding, exported folded and chunked, captions as
     `generate` does; keras_saat.json records both settings."""

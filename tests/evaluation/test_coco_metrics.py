@@ -51,6 +51,7 @@ def test_coco_scores_without_java_use_our_tokens_and_skip_meteor():
     assert perfect["cider"] > scores["cider"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not java_available(), reason="METEOR and the PTB tokenizer need Java")
 def test_coco_scores_with_java_tokenise_like_coco_and_add_meteor():
     references, hypotheses = shapes_predictions(20, seed=2)

@@ -8,6 +8,7 @@ from keras_saat.layers import LSTMDecoder
 from tests.helpers import decoder_run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "attention,gating,compiled",
     [("soft", True, None), ("soft", False, False), ("soft", True, True),

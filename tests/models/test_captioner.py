@@ -35,6 +35,7 @@ def reference_loss(model, data):
     return (-log_p_y + model.doubly_stochastic_lambda * penalty).mean(), log_p_y
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jit", [False, True])
 def test_fit_and_evaluate_report_the_real_loss(jit):
     model, vocab = small_model(dropout=0.0, doubly_stochastic_lambda=0.3)
@@ -47,6 +48,7 @@ def test_fit_and_evaluate_report_the_real_loss(jit):
     np.testing.assert_allclose(history.history["loss"][0], expected, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_hard_attention_trains_under_xla_and_updates_the_baseline():
     model, vocab = small_model("hard", dropout=0.0, hard_soft_probability=1.0, baseline_decay=0.9)
     data = batch(vocab)
@@ -67,6 +69,7 @@ def test_hard_attention_trains_under_xla_and_updates_the_baseline():
     assert np.all(np.isfinite(history.history["loss"])) and float(sampling.baseline) < 0.0
 
 
+@pytest.mark.slow
 def test_expected_context_baseline_pass():
     model, vocab = small_model("hard", dropout=0.3, reinforce_baseline="expected_context")
     data = batch(vocab)
@@ -80,6 +83,7 @@ def test_expected_context_baseline_pass():
     assert Captioner.from_config(model.get_config()).reinforce_baseline == "expected_context"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attention", ["soft", "hard"])
 def test_keras_save_and_load_give_identical_outputs(tmp_path, attention):
     model, vocab = small_model(attention)
@@ -98,6 +102,7 @@ def test_keras_save_and_load_give_identical_outputs(tmp_path, attention):
     assert rebuilt.count_params() == model.count_params()
 
 
+@pytest.mark.slow
 def test_generate_returns_captions_and_attention_maps(shapes_dir):
     model, _ = small_model()
     records = read_karpathy(shapes_dir / "dataset_shapes.json").split("test")[:3]
@@ -135,6 +140,7 @@ def test_decode_agrees_with_teacher_forcing(beam_size):
         np.testing.assert_array_equal(tokens[:, 0], np.argmax(logits[:, 0], -1))
 
 
+@pytest.mark.slow
 def test_beam_search_in_the_model():
     model, vocab = small_model(dropout=0.0, attention="hard")
     features = batch(vocab, n=5, seed=3)["features"]
@@ -254,6 +260,7 @@ def test_doubly_stochastic_lambda_defaults_to_the_attention_types(tmp_path):
     assert load_captioner(path).doubly_stochastic_lambda == 0.0
 
 
+@pytest.mark.slow
 def test_captioning_a_file_decodes_it_as_training_does(tmp_path):
     """A non-square photo is centre-cropped (data.resize), as in the cache and tf.data."""
     from PIL import Image
@@ -276,6 +283,7 @@ def test_captioning_a_file_decodes_it_as_training_does(tmp_path):
     assert np.abs(stretched - as_trained).mean() > 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["features", "images"])
 def test_a_split_is_captioned_with_one_compiled_decode_its_last_batch_padded(
     shapes_dir, tmp_path, source

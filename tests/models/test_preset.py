@@ -12,6 +12,7 @@ from keras_saat.models import preset
 from tests.helpers import small_model
 
 
+@pytest.mark.slow
 def test_a_preset_round_trips_config_weights_decode_settings_and_vocabulary(tmp_path):
     model, _ = small_model(beam_size=2, length_penalty=0.5, resize="pad", max_length=7)
     features = np.random.default_rng(0).normal(size=(3, 64, 128)).astype("float32")
@@ -75,6 +76,7 @@ def test_evaluating_a_preset_without_its_training_config_asks_for_the_dataset(tm
         evaluate(folder, out=tmp_path / "eval", log=lambda *_: None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("named", ["/etc/hostname", "imagenet", "weights.h5"])
 def test_loading_never_reads_a_path_or_downloads_what_the_file_names(tmp_path, named):
     """A preset or .keras file from elsewhere may name backbone_weights; loading ignores it:

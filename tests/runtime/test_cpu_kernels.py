@@ -45,6 +45,7 @@ def _run(argv, variable=None):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_train_turns_onednn_on_before_tensorflow_starts(tmp_path):
     # An unknown backbone fails after TensorFlow is imported, so it shows what it read.
     argv = ["train", "--config", DEFAULTS, "--workdir", str(tmp_path), "--set"]
@@ -52,6 +53,7 @@ def test_train_turns_onednn_on_before_tensorflow_starts(tmp_path):
     assert report == {"code": 2, "variable": "1", "onednn": True}
 
 
+@pytest.mark.slow
 def test_an_explicit_setting_stands(tmp_path):
     argv = ["train", "--config", DEFAULTS, "--workdir", str(tmp_path), "--set"]
     report = _run([*argv, "model.backbone=nope"], variable="0")

@@ -90,6 +90,7 @@ def test_a_bfloat16_step_matches_the_float32_step(attention):
     np.testing.assert_allclose(norms[1], norms[0], rtol=5e-2)
 
 
+@pytest.mark.slow
 def test_bfloat16_training_learns_and_saves_a_float32_model(tmp_path):
     from keras_saat.config import TrainConfig
     from keras_saat.experiment.training_run import _save_model
@@ -133,6 +134,7 @@ def test_training_with_tensorflows_tf32_default_still_learns(tf32):
     assert losses[-1] < 0.7 * losses[0]
 
 
+@pytest.mark.slow
 def test_the_compilation_cache_is_written_once_and_read_by_a_second_process(tmp_path):
     """A fresh process that compiles the same XLA function finds it in the cache: the
     cache keeps its one entry and no second one is written."""

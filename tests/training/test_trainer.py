@@ -57,6 +57,7 @@ def test_trainer_unrolls_unless_told():
         Trainer(model, optimizer, unroll="yes", log=None)
 
 
+@pytest.mark.slow
 def test_trainer_steps_in_loop_form_match_unrolled_steps():
     """Two Adam updates: the trainer sets the decoder's form, and both forms give the same
     weights (under XLA, test_trainer_step_equals_fit_step compares the loop with them)."""
@@ -72,6 +73,7 @@ def test_trainer_steps_in_loop_form_match_unrolled_steps():
         np.testing.assert_allclose(looped, unrolled, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jit", [False, True])
 def test_trainer_step_equals_fit_step(jit):
     """The custom loop and fit() optimise the same function: one SGD step, same weights,
@@ -209,6 +211,7 @@ def test_learning_rate_schedules(kind, step, expected):
     np.testing.assert_allclose(float(restored(step)), expected, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_mixed_precision_trains_with_loss_scaling():
     from keras_saat.runtime.precision import dtype_policy
 
