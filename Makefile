@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 WORKDIR ?= runs/demo
 
-.PHONY: demo test test-fast lint format browser
+.PHONY: demo test test-fast docs docs-serve lint format browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +15,8 @@ demo: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	$(BIN)/keras-saat demo --workdir $(WORKDIR)
 
-# Install what the tests need, lint, and run the whole suite (slow tests included).
+# Install what the tests need, lint, and run the whole suite (slow tests included), which
+# builds the docs site strictly and opens it in Chromium (tests/test_site.py).
 test: $(BIN)/python browser
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	$(BIN)/ruff check .
@@ -26,6 +27,16 @@ test: $(BIN)/python browser
 test-fast: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	$(BIN)/pytest -m "not slow"
+
+# The documentation site: executed tutorials, performance plots, mkdocs --strict, into site/.
+docs: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python tools/docs.py build
+
+# The site on http://127.0.0.1:8000, rebuilt as the pages change.
+docs-serve: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python tools/docs.py serve
 
 lint: $(BIN)/python
 	$(BIN)/ruff check .

@@ -1,1 +1,1 @@
-"""Performance harness (see benchmarks/RESULTS.md)."""
+"""Performance harness (see docs/performance.md)."""

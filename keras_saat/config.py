@@ -48,7 +48,7 @@ class ModelConfig:
     # lambda of the doubly stochastic regulariser sum_i (1 - sum_t alpha_ti)^2 (Eq. 14).
     # null: the attention type's own (1.0 for soft attention; 0 for hard attention, as
     # the paper uses the regulariser for deterministic attention only, Sec. 4.2.1, and
-    # on hard attention it spreads alpha over the scene: benchmarks/RESULTS.md).
+    # on hard attention it spreads alpha over the scene: docs/performance.md).
     doubly_stochastic_lambda: float | None = None
     # Hard attention: probability of using the expected context instead of a sample (Sec. 4.1).
     hard_soft_probability: float = 0.5
@@ -147,7 +147,7 @@ class TrainConfig:
     # Teacher forcing: the T steps unrolled into the graph (true; each kernel's gradient is
     # one matmul over the stacked steps, the fastest step measured) or one tf.while_loop
     # (false; tracing and the XLA compile do not grow with T: for runs whose compile
-    # outweighs their steps). Both compute the same values (benchmarks/RESULTS.md).
+    # outweighs their steps). Both compute the same values (docs/performance.md).
     unroll: bool = True
     # XLA's persistent compilation cache in <workdir>/xla_cache: a resumed or repeated
     # run loads the compiled train and decode steps instead of compiling them again.
@@ -218,7 +218,7 @@ class ExportConfig:
     # (TF_ENABLE_ONEDNN_OPTS=1), else 2. Export with the serving machine's setting.
     encoder_chunk: int | None = None
     # Fold the backbone's batch norms into its convolutions in the exported graph, checked
-    # against the unfolded backbone at export (fewer ops; see benchmarks/RESULTS.md).
+    # against the unfolded backbone at export (fewer ops; see docs/performance.md).
     fold_batch_norms: bool = True
     # The serving graph's compute precision: float32, bfloat16 (bfloat16 compute from the
     # float32 weights; fast where the serving machine has AVX512_BF16, AMX or a GPU of

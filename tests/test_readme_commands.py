@@ -1,4 +1,4 @@
-"""Every `keras-saat ...` command the READMEs show is one the parser accepts."""
+"""Every `keras-saat ...` command the READMEs and the docs pages show is one the parser accepts."""
 
 import argparse
 import re
@@ -10,7 +10,7 @@ import pytest
 from keras_saat.cli import build_parser
 
 ROOT = Path(__file__).parents[1]
-DOCS = [ROOT / "README.md", ROOT / "export" / "README.md"]
+DOCS = [ROOT / "README.md", ROOT / "export" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 COMMAND = re.compile(r"^\s*(?:\.venv/bin/)?keras-saat\s+(.*)$")
 # A placeholder in a synopsis: DIR, BASE, N, IMAGE..., OUT.png, FILE.jsonl|FILE.csv, key=value.
 PLACEHOLDER = re.compile(

@@ -10,7 +10,7 @@ def without_autotune(ds):
     With the autotuner on, the first step after an iterator's end sometimes waited
     seconds with the CPU idle on a 2-core machine (after an epoch, or a shard of the
     feature extraction); with it off the batches come as fast, without the waits
-    (benchmarks/RESULTS.md, "The demo's time").
+    (docs/performance.md, "The demo").
     """
     options = tf.data.Options()
     options.autotune.enabled = False

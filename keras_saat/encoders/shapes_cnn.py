@@ -18,7 +18,7 @@ FEATURE_LAYER = "features"
 # The registered variants (keras_saat.encoders.registry): name -> channels of the first
 # convolution; the features have 4x as many. `shapes_cnn_small`, the demo's backbone,
 # needs fewer multiply-adds and still tells shapes and colours apart on object
-# locations (benchmarks/RESULTS.md, "The demo").
+# locations (docs/performance.md, "The demo").
 VARIANTS = {"shapes_cnn": 32, "shapes_cnn_small": 24}
 # Heads of the pre-training task: number of classes, class 0 = no object.
 ATTRIBUTE_HEADS = {
@@ -181,9 +181,9 @@ def _scene_batches(images, targets, batch_size, seed):
 
     Scenes of whole-number pixels stay uint8 in memory (a quarter of float32's), and each
     batch is gathered and scaled as it is needed. tf.data's autotuner is off: with it,
-    and in `fit()`'s own pipeline for NumPy arrays, the step after an epoch's end waited
-    up to about 35 s with the CPU idle on a 2-core machine (benchmarks/RESULTS.md, "The
-    demo's time").
+    and in `fit()`'s own pipeline for NumPy arrays, the step after an epoch's end can
+    wait for many seconds with the CPU idle on a 2-core machine (docs/performance.md,
+    "The demo").
     """
     import tensorflow as tf
 

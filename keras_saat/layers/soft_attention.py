@@ -10,7 +10,7 @@ def _scores(energy, kernel):
 
     Its gradient is written out: autodiff's d_energy = d_scores v^T is a MatMul with an
     inner dimension of 1, an outer product that CPU matmul kernels run slowly; a
-    broadcast multiply computes the same (benchmarks/RESULTS.md).
+    broadcast multiply computes the same (docs/performance.md).
     """
 
     @tf.custom_gradient
@@ -141,7 +141,7 @@ class SoftAttention(keras.layers.Layer):
         """sum_i w_i a_i: (B, L), (B, L, D) -> (B, D). With w = alpha_t, Eq. 6.
 
         A batched matmul: `einsum("bl,bld->bd")` computes the same, but it and its
-        gradient run slower on CPU (benchmarks/RESULTS.md).
+        gradient run slower on CPU (docs/performance.md).
 
         `context_matmul`, when given, computes `w[:, None, :] @ annotations` (a decoder
         passes a `StepMatmuls` over the annotations, whose gradient is faster).

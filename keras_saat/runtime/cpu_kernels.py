@@ -4,7 +4,7 @@ TensorFlow's x86 builds carry two sets of CPU kernels: its own (Eigen) and oneDN
 It turns oneDNN's on by default only on CPUs with AVX512_VNNI, AVX512_BF16 or AMX, and
 reads the environment variable TF_ENABLE_ONEDNN_OPTS once, when it is imported. On
 other CPUs (AVX2 only) oneDNN's kernels train the Shapes CNN and the decoder faster too
-(`python benchmarks/onednn.py`; benchmarks/RESULTS.md, "The demo's time").
+(`python benchmarks/onednn.py`; docs/performance.md, "The demo").
 
 `prefer_onednn()` turns them on for this process unless the environment already says
 either way. The command line calls it for `train` and `demo`, before it imports

@@ -5,7 +5,7 @@ a tensor of a few MB or more is either mapped afresh (mmap) or carved from a per
 heap that hands freed memory back to the kernel, so the next op's output lands on new
 pages, and every 4 kB page costs a fault and zeroing when first written. Whether that
 costs time depends on the machine; `keras-saat bench --part malloc` measures the train
-step both ways (benchmarks/RESULTS.md).
+step both ways (docs/performance.md).
 
 `tune_malloc()` makes glibc keep it: one arena for all threads, no mmap for large blocks,
 and no trimming of the heap's top. Freed memory is reused, not returned to the kernel,

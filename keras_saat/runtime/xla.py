@@ -36,7 +36,7 @@ def enable_compilation_cache(directory):
 
 # XLA flags set for training unless the user's XLA_FLAGS already names them: autotuning
 # Triton GEMM tilings for every matmul of the unrolled step is most of XLA's compile
-# time, and cuBLAS runs the step as fast (benchmarks/RESULTS.md, "The GPU path").
+# time, and cuBLAS runs the step as fast (docs/performance.md, "Training throughput").
 GPU_XLA_FLAGS = {"xla_gpu_enable_triton_gemm": "false"}
 
 

@@ -9,7 +9,8 @@
     RestClient("http://localhost:8501", "keras_saat").caption(["photo.jpg"])
 
 The clients and the development server import neither Keras nor the model
-code; `export_model` and `export_workdir` need both.
+code; `export_model` needs both. A trained workdir's export, with its config's decode
+and export sections, is `keras_saat.experiment.export_workdir`.
 """
 
 from keras_saat._lazy import lazy_getattr
@@ -20,7 +21,6 @@ _EXPORTS = {
     "RestClient": "keras_saat.serving.rest_client",
     "decode_images": "keras_saat.data.images",
     "export_model": "keras_saat.serving.export",
-    "export_workdir": "keras_saat.serving.export",
     "register_export_format": "keras_saat.export_formats",
 }
 

@@ -61,7 +61,7 @@ def resolve_jit_compile(jit_compile):
 
     "auto" means XLA when a GPU or TPU is visible. On CPUs it means plain TensorFlow,
     which `keras-saat bench` measures faster there, with less memory and no compile
-    (`benchmarks/RESULTS.md`).
+    (the [Performance](../performance.md) page).
     """
     if isinstance(jit_compile, str):
         if jit_compile != "auto":

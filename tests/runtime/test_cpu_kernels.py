@@ -1,6 +1,6 @@
 """prefer_onednn: the command line trains with oneDNN's CPU kernels unless told otherwise.
 
-Whether oneDNN is faster depends on the machine (benchmarks/RESULTS.md); these tests
+Whether oneDNN is faster depends on the machine (docs/performance.md); these tests
 check what the code controls, in fresh interpreters (TensorFlow reads the variable once,
 when it is imported): that `train` and `demo` turn the kernels on before TensorFlow
 starts, that an explicit TF_ENABLE_ONEDNN_OPTS stands, and that other commands leave

@@ -279,7 +279,7 @@ def test_sigterm_to_serve_a_workdir_removes_its_scratch_export(trained_workdir):
 
 
 def test_tensor_from_proto_round_trips_what_clients_send():
-    from keras_saat.serving.dev_server import tensor_from_proto
+    from keras_saat.serving.request_checks import tensor_from_proto
 
     for value in (np.arange(6, dtype=np.float32).reshape(2, 3), np.array([b"a", b"bc"], object)):
         np.testing.assert_array_equal(tensor_from_proto(tf.make_tensor_proto(value), "x"), value)

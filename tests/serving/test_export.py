@@ -209,7 +209,7 @@ def test_a_bfloat16_export_captions_as_the_float32_export(trained_workdir, expor
     assert mixed["valid"].all()
     # This 4-epoch model says nearly the same caption for every image, and its beams are
     # near-ties (log p about -7 each); the demo's model agrees on 98.5 % of the test split
-    # (benchmarks/RESULTS.md). Where the exports differ, they found captions of almost the
+    # (docs/performance.md). Where the exports differ, they found captions of almost the
     # same probability; where they agree, they score them alike.
     # bfloat16 keeps 8 significant bits (0.4 %), and a caption's log p sums about ten
     # steps' log-softmax of bfloat16 logits: agreeing captions are scored within 2 % (the

@@ -1,6 +1,6 @@
 """Makes docs/page.png, the README's picture of the page at GET /.
 
-    python docs/page_screenshot.py --model-base models/keras_saat IMAGE... [--word blue]
+    python tools/page_screenshot.py --model-base models/keras_saat IMAGE... [--word blue]
 
 Serves the export with the development server, opens the page in headless
 Chromium (Debian's chromium and chromium-driver), uploads the images, hovers the
@@ -25,7 +25,7 @@ def main():
     parser.add_argument("--model-base", required=True)
     parser.add_argument("--name", default="keras_saat")
     parser.add_argument("--word", default=None)
-    parser.add_argument("--out", default=str(Path(__file__).with_name("page.png")))
+    parser.add_argument("--out", default=str(Path(__file__).parents[1] / "docs" / "page.png"))
     parser.add_argument("images", nargs="+")
     args = parser.parse_args()
     server = DevServer(args.model_base, args.name, port=0, log=lambda *_: None).start()
