@@ -5,6 +5,7 @@ paper's equations), never from each other.
 """
 
 import io
+import shutil
 import struct
 import zlib
 from pathlib import Path
@@ -23,6 +24,23 @@ DEFAULTS = str(Path(__file__).parent / "configs" / "defaults.yaml")
 
 # The checkout: the working folder of tests that start `python -c` children.
 ROOT = Path(__file__).parents[1]
+
+# Debian's chromium and chromedriver, for the browser tests (`make test` installs them).
+CHROMEDRIVER = shutil.which("chromedriver")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def headless_chrome(width=1200, height=1000):
+    """A headless Chromium driven by Selenium (the caller quits it)."""
+    from selenium import webdriver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
+        options.add_argument(flag)
+    options.add_argument(f"--window-size={width},{height}")
+    return webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
+
 
 # ------------------------------------------------------------------ models
 WORDS = "a red blue circle square at the top left on right".split()

@@ -7,7 +7,12 @@ import pytest
 
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
 # Notebooks whose pages must show figures, and at least how many.
-FIGURES = {"01_encoder": 1, "03_training_fit": 1, "04_decoding_evaluation": 1, "06_export_serving": 1}
+FIGURES = {
+    "01_encoder": 1,
+    "03_training_fit": 1,
+    "04_decoding_evaluation": 1,
+    "06_export_serving": 1,
+}
 
 
 def test_the_series_is_complete_and_stored_clean():

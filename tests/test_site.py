@@ -6,16 +6,13 @@ Runs after tests/test_notebooks.py, whose executed notebooks the build reuses.
 
 import functools
 import http.server
-import shutil
 import threading
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import CHROMEDRIVER, CHROMIUM, ROOT
 
 pytestmark = pytest.mark.slow
-CHROMEDRIVER = shutil.which("chromedriver")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DOCS = ROOT / "docs"
 
 

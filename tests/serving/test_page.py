@@ -4,16 +4,14 @@
 had, this module is skipped with the reason.
 """
 
-import shutil
 import time
 
 import pytest
 
 from keras_saat.serving import DevServer, RestClient
+from tests.helpers import CHROMEDRIVER, CHROMIUM, headless_chrome
 
 pytestmark = pytest.mark.slow
-CHROMEDRIVER = shutil.which("chromedriver")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 selenium = pytest.importorskip(
     "selenium", reason="selenium is not installed: pip install -e '.[test]'"
 )
@@ -23,7 +21,6 @@ if not (CHROMEDRIVER and CHROMIUM):
         "(apt-get install chromium chromium-driver; `make test` does it as root)",
         allow_module_level=True,
     )
-from selenium import webdriver  # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -38,16 +35,7 @@ def server(export_base):
 
 @pytest.fixture(scope="module")
 def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--window-size=1200,1000",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
+    driver = headless_chrome()
     yield driver
     driver.quit()
 
