@@ -42,6 +42,14 @@ def headless_chrome(width=1200, height=1000):
     return webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
 
 
+# The tutorial notebooks whose pages must show figures, and at least how many.
+TUTORIAL_FIGURES = {
+    "01_encoder": 1,
+    "03_training_fit": 1,
+    "04_decoding_evaluation": 1,
+    "06_export_serving": 1,
+}
+
 # ------------------------------------------------------------------ models
 WORDS = "a red blue circle square at the top left on right".split()
 

@@ -5,14 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import TUTORIAL_FIGURES
+
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
-# Notebooks whose pages must show figures, and at least how many.
-FIGURES = {
-    "01_encoder": 1,
-    "03_training_fit": 1,
-    "04_decoding_evaluation": 1,
-    "06_export_serving": 1,
-}
 
 
 def test_the_series_is_complete_and_stored_clean():
@@ -55,5 +50,5 @@ def test_notebook_runs(path, notebook_dir, monkeypatch):
         for output in cell.outputs
         if "image/png" in output.get("data", {})
     ]
-    if path.stem in FIGURES:  # the tutorial's figures are on its page
-        assert len(images) >= FIGURES[path.stem], path.name
+    if path.stem in TUTORIAL_FIGURES:  # the tutorial's figures are on its page
+        assert len(images) >= TUTORIAL_FIGURES[path.stem], path.name

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from tests.helpers import CHROMEDRIVER, CHROMIUM, ROOT
+from tests.helpers import CHROMEDRIVER, CHROMIUM, ROOT, TUTORIAL_FIGURES, headless_chrome
 
 pytestmark = pytest.mark.slow
 DOCS = ROOT / "docs"
@@ -58,18 +58,7 @@ def browser():
     pytest.importorskip("selenium", reason="selenium is not installed: pip install -e '.[test]'")
     if not (CHROMEDRIVER and CHROMIUM):
         pytest.skip("the site test needs Debian's chromium and chromium-driver (`make test`)")
-    from selenium import webdriver
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--window-size=1200,1000",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
+    driver = headless_chrome()
     yield driver
     driver.quit()
 
@@ -78,7 +67,7 @@ def test_tutorial_pages_show_their_figures_and_search_finds_beam(served, browser
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    for name, at_least in (("01_encoder", 1), ("04_decoding_evaluation", 1)):
+    for name, at_least in TUTORIAL_FIGURES.items():
         browser.get(f"{served}/tutorials/{name}/")
         WebDriverWait(browser, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "img"))
         drawn = browser.execute_script(

@@ -79,13 +79,13 @@ def http_handler(server):
             try:
                 server.check_origin(self.headers.get("Host"), self.headers.get("Origin"))
                 length = self._length()
-                with server._body_bytes(length):
+                with server.reading(length):
                     body = self.rfile.read(length) if length else b""
                     if len(body) < length:
                         self.close_connection = True
                         return  # cut off, or the client closed: nothing to answer
                     self._deadline.cancel()  # read whole: the model may take its time
-                    self._answer(200, server._route(method, self.path, body))
+                    self._answer(200, server.route(method, self.path, body))
             except BadRequest as err:
                 self._answer(400, {"error": str(err)})
             except Forbidden as err:
@@ -123,7 +123,7 @@ class BoundedHTTPServer(ThreadingHTTPServer):
         super().__init__(address, handler)
 
     def process_request(self, request, client_address):
-        if not self.dev._connections.acquire(blocking=False):
+        if not self.dev.connection_slots.acquire(blocking=False):
             body = json.dumps({"error": "too many connections; retry shortly"}).encode()
             with contextlib.suppress(OSError):
                 request.settimeout(1.0)
@@ -141,7 +141,7 @@ class BoundedHTTPServer(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self.dev._connections.release()
+            self.dev.connection_slots.release()
 
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):

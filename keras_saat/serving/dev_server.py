@@ -135,7 +135,7 @@ class DevServer:
         self.max_connections = max(int(max_connections), 1)
         self.read_timeout = float(read_timeout)
         self._slots = threading.BoundedSemaphore(self.max_inflight)
-        self._connections = threading.BoundedSemaphore(self.max_connections)
+        self.connection_slots = threading.BoundedSemaphore(self.max_connections)
         self._count_lock = threading.Lock()
         self.inflight = self.peak_inflight = 0  # requests run by the model; the most at once
         self._reading = 0  # bytes of request bodies being read
@@ -298,7 +298,7 @@ class DevServer:
             ]
         }
 
-    def _route(self, method, path, body):
+    def route(self, method, path, body):
         """(status, response dict) for one HTTP request."""
         if method == "GET" and path.split("?")[0] in ("/", "/index.html"):
             return self.page()
@@ -367,7 +367,7 @@ class DevServer:
                 self.inflight -= 1
 
     @contextlib.contextmanager
-    def _body_bytes(self, length):
+    def reading(self, length):
         """Reserves `length` bytes of the bodies being read at once; BUSY when they would
         exceed `max_inflight` full-size bodies."""
         with self._count_lock:
