@@ -105,6 +105,15 @@ class DataConfig:
     # is still trained on once per epoch. per_image keeps a GPU fed (`keras-saat bench
     # --part input`); a batch holds train.batch_size // (captions an image) images.
     batching: str = "per_caption"
+    # Hold the train split's cached features in the training device's memory, so each step
+    # receives only int32 image indices and tokens and gathers the rows on the device
+    # (the same batches, order and weights as streaming them from the cache). true, false
+    # (stream the cache through tf.data), or "auto": resident when the split fits
+    # resident_budget. Not with a training backbone (no cache).
+    resident_features: bool | str = "auto"
+    # The share of the device's memory (a GPU's, or the host's on a CPU) the resident
+    # features may take, in (0, 1].
+    resident_budget: float = 0.5
     # Vocabulary size including the 4 special tokens (the top words by count are kept).
     vocab_size: int = 10000
     # Words seen fewer times than this in the training captions become <unk>.
@@ -275,6 +284,7 @@ _CHOICES = {
     ("export", "quantize"): ("none", "float16", "int8"),
     ("data", "cache_dtype"): ("float16", "float32"),
     ("data", "batching"): ("per_caption", "per_image"),
+    ("data", "resident_features"): (True, False, "auto"),
     ("train", "optimizer"): ("adam", "rmsprop"),
     ("train", "lr_schedule"): ("constant", "cosine", "exponential"),
     ("train", "distribute"): ("default", "mirrored", "multi_worker"),

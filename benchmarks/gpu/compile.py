@@ -7,7 +7,8 @@ cache (a second run), and on a GPU under XLA flag sets.
 
 PRECISION defaults to bfloat16 on a GPU and float32 on a CPU. Each row holds the
 bench's train part (trace_s: Python tracing; compile_s: the rest of the first call)
-and process_s, the whole process. It runs on a CPU too (the Triton rows only on a GPU).
+first_step_s (the measurement's start, TensorFlow's import included, to the end of the
+first step) and process_s, the whole process. It runs on a CPU too (the Triton rows only on a GPU).
 """
 
 import json
@@ -53,6 +54,7 @@ with open(sys.argv[1], "a") as out:
         out.flush()
         print(
             f"{name:40s} trace {row['trace_s']:5.1f}s  compile {row['compile_s']:6.1f}s  "
-            f"step {row['step_ms']:7.1f} ms  process {row['process_s']:6.1f}s",
+            f"first step {row['first_step_s']:6.1f}s  step {row['step_ms']:7.1f} ms  "
+            f"process {row['process_s']:6.1f}s",
             flush=True,
         )

@@ -30,6 +30,11 @@ ROWS = {
         ("input", "paper", "per_image", 512),
         ("input", "paper", "per_caption", 64),
         ("input", "paper", "per_image", 64),
+        # the features resident on the device, gathered by index
+        ("input", "paper", "per_caption", 512, 1000, 2, True),
+        ("input", "paper", "per_image", 512, 1000, 2, True),
+        ("profile", "paper", "bfloat16", 3, 12, 512, True, True),
+        ("profile", "paper", "bfloat16", 3, 12, 512, True, False),
     ],
     "more": [
         ("train", "paper", "soft", True, 10, "bfloat16", 1024),

@@ -14,11 +14,15 @@ in `parts` (a new one is a function and one registration):
               (CPU: both sizes, soft and hard, XLA on and off, every precision; GPU:
               XLA in every precision at batch 64 and 512, one row without XLA)
     batches   the batch/throughput curve: paper size, soft, best precision
-    profile   the train step's op time by op type (TensorFlow's profiler), per size and
-              precision: which ops hold a precision back
-    input     captions/s the training input pipeline delivers from a feature cache on
-              disk at the paper size, per_caption and per_image batches, 64 and 512:
-              compare with the train rows to see which one limits a run
+    profile   where the train step's time goes (TensorFlow's profiler, `profiling`): on a
+              CPU op time by op type per size and precision (which ops hold a precision
+              back); on a GPU the paper size at batch 512 in the best precision with XLA,
+              unrolled and in a loop: kernel time by kind of work, device busy share of
+              the wall time, and launches a step
+    input     captions/s the training input path delivers from a feature cache on disk
+              at the paper size, per_caption and per_image batches, 64 and 512, with the
+              features streamed through tf.data and resident on the device (gathered by
+              index): compare with the train rows to see which one limits a run
     extract   feature extraction (read, decode, resize, backbone, write) against the
               bare backbone forward, EfficientNetB0 and VGG16, weights=None, per precision
     decode    greedy and beam-3 captions/s from features on the device (tutorial size),
@@ -40,8 +44,8 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_saat.bench.compute import op_times  # noqa: E402
 from keras_saat.bench.parts import PARTS, Part, add_part  # noqa: E402
+from keras_saat.bench.profiling import kind_of, op_times, step_profile  # noqa: E402
 from keras_saat.bench.report import run_all, write_report  # noqa: E402
 from keras_saat.bench.runner import run_in_subprocess  # noqa: E402
 from keras_saat.bench.sizes import SIZES, forward_flops, train_step_flops  # noqa: E402
@@ -52,9 +56,11 @@ __all__ = [
     "Part",
     "add_part",
     "forward_flops",
+    "kind_of",
     "op_times",
     "run_all",
     "run_in_subprocess",
+    "step_profile",
     "train_step_flops",
     "write_report",
 ]

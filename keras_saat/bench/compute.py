@@ -1,11 +1,8 @@
-"""The parts that time the model's compute: the matmul limit, the train step, its op
-profile, decoding, and the device they run on."""
+"""The parts that time the model's compute: the matmul limit, the train step, decoding,
+and the device they run on (the step's profile: `profiling`)."""
 
-import re
 import resource
-import tempfile
 import time
-from pathlib import Path
 
 from keras_saat.bench.runner import median, on_gpu
 from keras_saat.bench.sizes import SIZES, captioner, random_batch, train_step_flops
@@ -70,9 +67,11 @@ def measure_train(
     minutes. The best of those matmuls is the limit (their median is reported beside it).
 
     `trace_s` is Python tracing of the step and its gradient; `compile_s` is the rest of
-    the first call (XLA's compile, or graph optimisation without XLA). `unroll` is the
-    trainer's teacher-forcing form (`Trainer`).
+    the first call (XLA's compile, or graph optimisation without XLA); `first_step_s` is
+    this function's start (TensorFlow's import, when it is the process's first) to the
+    end of the first step. `unroll` is the trainer's teacher-forcing form (`Trainer`).
     """
+    entered = time.perf_counter()
     import keras
     import tensorflow as tf
 
@@ -93,6 +92,7 @@ def measure_train(
     start = time.perf_counter()
     trainer.train_step(batch)["loss"].numpy()  # compile
     compile_seconds = time.perf_counter() - start
+    first_step_seconds = time.perf_counter() - entered
     trainer.train_step(batch)["loss"].numpy()
     matmul = matmul_timer(precision=precision)
     times, limits, faults = [], [], []
@@ -121,6 +121,7 @@ def measure_train(
         "fraction_of_limit": gflops / limit,
         "trace_s": trace_seconds,
         "compile_s": compile_seconds,
+        "first_step_s": first_step_seconds,
         "page_faults_per_step": median(faults),
     }
 
@@ -160,68 +161,6 @@ def measure_decode(repeats=3, precision="float32", batch_size=None):
     result["precision"] = precision
     result["batch"] = size["batch"]
     return result
-
-
-def _op_key(name, by):
-    if by == "type":
-        return name.split(":")[-1]
-    return re.sub(r"_\d+(?=/|:|$)", "", name)  # "while/MatMul_13:MatMul" -> "while/MatMul:MatMul"
-
-
-def op_times(size_name, attention="soft", xla=False, steps=2, by="type", precision="float32"):
-    """Where a train step's time goes: `tf.profiler.experimental` around `steps` steps of
-    the train part, its `tf_Compute` thread events summed by op type (or by op name with
-    the unrolled loop's step numbers taken out: `by="name"`), in ms a step.
-
-    The events of the inter-op threads overlap, so the sums are op time, not wall time:
-    use them to rank ops and compare runs (`benchmarks/profile_train_step.py` prints them).
-    """
-    import collections
-    import glob
-
-    import keras
-    import tensorflow as tf
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-    from keras_saat.training.trainer import Trainer
-
-    size = SIZES[size_name]
-    model = captioner(size, attention, precision=precision)
-    trainer = Trainer(
-        model, keras.optimizers.Adam(1e-4), clipnorm=5.0, jit_compile=xla, log=lambda _: None
-    )
-    batch = {k: tf.constant(v) for k, v in random_batch(size).items()}
-    for _ in range(2):
-        trainer.train_step(batch)["loss"].numpy()
-    with tempfile.TemporaryDirectory() as logdir:
-        tf.profiler.experimental.start(logdir)
-        for _ in range(steps):
-            trainer.train_step(batch)["loss"].numpy()
-        tf.profiler.experimental.stop()
-        path = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))[-1]
-        space = xplane_pb2.XSpace()
-        space.ParseFromString(Path(path).read_bytes())
-    totals = collections.Counter()
-    for plane in space.planes:
-        for line in plane.lines:
-            if line.name.startswith("tf_Compute"):
-                for event in line.events:
-                    name = plane.event_metadata[event.metadata_id].name
-                    totals[_op_key(name, by)] += event.duration_ps / 1e9 / steps
-    return totals
-
-
-def measure_profile(size_name, precision, steps=3, top=12):
-    """The train step's op time by op type (soft attention, batch 64, no XLA), in one
-    precision: compare the op types' shares between precisions to see which ops hold
-    one back (the profiler slows the step; captions/s come from the train rows)."""
-    totals = op_times(size_name, steps=steps, precision=precision)
-    return {
-        "size": size_name,
-        "precision": precision,
-        "op_ms": {k: round(v, 2) for k, v in totals.most_common(top)},
-        "all_ops_ms": round(sum(totals.values()), 1),
-    }
 
 
 def measure_device():

@@ -9,7 +9,7 @@ as a list under the part's name.
 import dataclasses
 from collections.abc import Callable
 
-from keras_saat.bench import compute, pipelines
+from keras_saat.bench import compute, pipelines, profiling
 from keras_saat.bench.malloc import measure_malloc
 from keras_saat.bench.runner import peak_rss_mb
 from keras_saat.bench.sizes import SIZES
@@ -118,6 +118,22 @@ def _train_key(row):
     return f"train_{row['size']}_{row['attention']}_{xla}_{row['precision']}_{row['batch']}{form}"
 
 
+def _profile_line(row):
+    head = (
+        f"profile {row['size']:8s} {row['precision']:8s} batch {row['batch']}"
+        f"{' xla' if row['xla'] else ''}{'' if row['unroll'] else ' loop'}: "
+        f"step {row['wall_ms']:.1f} ms, "
+    )
+    if row["where"] == "gpu":
+        head += (
+            f"kernels {row['busy_ms']:.1f} ms ({100 * row['busy_fraction']:.0f} % busy, "
+            f"{row['kernels']:.0f} launches); "
+        )
+    else:
+        head += f"ops {row['all_ops_ms']:.0f} ms; "
+    return head + ", ".join(f"{k} {v:.1f}" for k, v in row["kinds_ms"].items())
+
+
 add_part(Part("device", compute.measure_device))
 add_part(
     Part(
@@ -160,28 +176,34 @@ add_part(
         "input",
         pipelines.measure_input,
         plan=lambda device, precisions: [
-            ("paper", batching, batch)
+            ("paper", batching, batch, 1000, 2, resident)
+            for resident in (False, True)
             for batching in ("per_caption", "per_image")
             for batch in (64, 512)
         ],
         line=lambda row: (
-            f"input paper {row['batching']:11s} batch {row['batch']:3d}: "
+            f"input paper {row['path']:8s} {row['batching']:11s} batch {row['batch']:3d}: "
             f"{row['captions_per_s']:9.0f} captions/s, "
-            f"{row['bytes_per_caption'] / 1024:.0f} KiB a caption to the step"
+            f"{row['bytes_per_caption'] / 1024:.1f} KiB a caption to the step"
+            + (f", loaded in {row['load_s']:.1f}s" if row["load_s"] is not None else "")
         ),
-        memory_key=lambda row: f"input_{row['batching']}_{row['batch']}",
+        memory_key=lambda row: f"input_{row['path']}_{row['batching']}_{row['batch']}",
     )
 )
 add_part(
     Part(
         "profile",
-        compute.measure_profile,
-        plan=lambda device, precisions: [(size, p) for size in SIZES for p in precisions],
-        line=lambda row: (
-            f"profile {row['size']:8s} {row['precision']:8s}: ops {row['all_ops_ms']:.0f} ms a "
-            f"step; {', '.join(f'{k} {v:.0f}' for k, v in list(row['op_ms'].items())[:6])}"
+        profiling.measure_profile,
+        plan=lambda device, precisions: (
+            [("paper", precisions[-1], 3, 12, 512, True, unroll) for unroll in (True, False)]
+            if device["gpu"]
+            else [(size, p) for size in SIZES for p in precisions]
         ),
-        memory_key=lambda row: f"profile_{row['size']}_{row['precision']}",
+        line=_profile_line,
+        memory_key=lambda row: (
+            f"profile_{row['size']}_{row['precision']}_{row['batch']}"
+            f"{'' if row['unroll'] else '_loop'}"
+        ),
     )
 )
 add_part(

@@ -106,9 +106,12 @@ def measure_extract(backbone, images=None, precision="float32"):
     )
 
 
-def write_synthetic_cache(folder, images, size, captions_per_image=5, seed=0):
-    """A feature cache of `images` random float16 (L, C) rows of `size`, in shards of 1,000
-    as extraction writes them, and records with Shapes captions: the input bench's data."""
+def write_synthetic_cache(
+    folder, images, size, captions_per_image=5, seed=0, shard_size=1000, skip=()
+):
+    """A feature cache of `images` random float16 (L, C) rows of `size`, in shards of
+    `shard_size` as extraction writes them (the positions in `skip` left out, as unreadable
+    images are), and records with Shapes captions: the input bench's data."""
     import numpy as np
     import tensorflow as tf
 
@@ -120,9 +123,10 @@ def write_synthetic_cache(folder, images, size, captions_per_image=5, seed=0):
     folder.mkdir(parents=True, exist_ok=True)
     side = int(round(size["locations"] ** 0.5))
     shards = []
-    for first in range(0, images, 1000):
+    for first in range(0, images, shard_size):
         name = f"train-{len(shards):05d}.tfrecord"
-        positions = range(first, min(first + 1000, images))
+        everything = range(first, min(first + shard_size, images))
+        positions = [p for p in everything if p not in skip]
         with tf.io.TFRecordWriter(str(folder / name)) as writer:
             for position in positions:
                 row = rng.standard_normal((size["locations"], size["channels"]), np.float32)
@@ -141,12 +145,13 @@ def write_synthetic_cache(folder, images, size, captions_per_image=5, seed=0):
                     )
                 )
                 writer.write(example.SerializeToString())
-        shards.append({"file": name, "done": True, "written": len(positions), "skipped": []})
+        skipped = [[p, "undecodable image"] for p in everything if p in skip]
+        shards.append({"file": name, "done": True, "written": len(positions), "skipped": skipped})
     index = {
         "grid": [side, side],
         "channels": size["channels"],
         "dtype": "float16",
-        "splits": {"train": {"shards": shards}},
+        "splits": {"train": {"count": images, "shards": shards}},
     }
     (folder / "index.json").write_text(json.dumps(index))
     records = []
@@ -156,10 +161,17 @@ def write_synthetic_cache(folder, images, size, captions_per_image=5, seed=0):
     return records
 
 
-def measure_input(size_name, batching, batch_size, images=1000, epochs=2):
-    """Captions/s that the training input pipeline delivers from a feature cache on disk
-    (read, parse, tokenise, shuffle, batch; `data.batching` per_caption or per_image), at
-    `size_name`'s features, with the trainer's settings (shuffle buffer 5000 captions)."""
+def measure_input(size_name, batching, batch_size, images=1000, epochs=2, resident=False):
+    """Captions/s that the training input path delivers from a feature cache on disk, at
+    `size_name`'s features, with the trainer's settings (shuffle buffer 5000 captions;
+    `data.batching` per_caption or per_image).
+
+    Streamed (`resident` False): the tf.data pipeline reads, parses, tokenises, shuffles
+    and batches the features on the host. Resident: the features are loaded onto the
+    device once (`load_s`), the pipeline batches image indices and tokens, and each batch's
+    rows are gathered on the device, as the train step gathers them: the time counts
+    the gather. `bytes_per_caption` is what crosses from the host to the step.
+    """
     import tensorflow as tf
 
     from keras_saat.data.feature_cache import FeatureCache
@@ -168,6 +180,7 @@ def measure_input(size_name, batching, batch_size, images=1000, epochs=2):
         captions_per_image,
         image_group_dataset,
     )
+    from keras_saat.data.resident_features import ResidentFeatures
     from keras_saat.text.vocabulary import Vocabulary
 
     size = SIZES[size_name]
@@ -176,22 +189,29 @@ def measure_input(size_name, batching, batch_size, images=1000, epochs=2):
         cache = FeatureCache(Path(tmp) / "cache")
         vocabulary = Vocabulary.build(c for r in records for c in r.references)
         per_image = captions_per_image(records)
+        start = time.perf_counter()
+        source = ResidentFeatures(cache) if resident else cache
+        load_seconds = time.perf_counter() - start
 
         def dataset(epoch):
             if batching == "per_image":
                 return image_group_dataset(
-                    cache, "train", records, vocabulary, size["length"],
+                    source, "train", records, vocabulary, size["length"],
                     max(batch_size // per_image, 1), per_image, shuffle_buffer=5000 // per_image,
                     seed=epoch,
                 )  # fmt: skip
             return caption_dataset(
-                cache, "train", records, vocabulary, size["length"], batch_size,
+                source, "train", records, vocabulary, size["length"], batch_size,
                 shuffle_buffer=5000, seed=epoch,
             )  # fmt: skip
 
         def captions_of(batch):
             tokens = batch["tokens"]
-            return int(tf.reduce_sum(tf.cast(tf.reduce_any(tokens != 0, axis=-1), tf.int32)))
+            count = tf.reduce_sum(tf.cast(tf.reduce_any(tokens != 0, axis=-1), tf.int32))
+            if resident:  # the rows the step reads, gathered where it runs
+                rows = source.gather(batch["image_index"])
+                count += tf.cast(rows[0, 0, 0] * 0, tf.int32)  # waits for the gather
+            return int(count)
 
         for batch in dataset(0).take(2):  # trace the pipeline and open the files
             captions_of(batch)
@@ -208,6 +228,8 @@ def measure_input(size_name, batching, batch_size, images=1000, epochs=2):
         "batching": batching,
         "batch": batch_size,
         "images": images,
+        "path": "resident" if resident else "streamed",
+        "load_s": load_seconds if resident else None,
         "captions_per_s": median([r for r, _ in rates]),
         "bytes_per_caption": rates[0][1],
     }

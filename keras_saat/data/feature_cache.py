@@ -111,9 +111,9 @@ class FeatureCache:
         """[(position, reason), ...] of images that could not be read."""
         return [tuple(x) for s in self.index["splits"][split]["shards"] for x in s["skipped"]]
 
-    def dataset(self, split, shuffle_files=False, seed=None, keep_dtype=False):
-        """tf.data of {"position": int32, "features": (L, C)} per image, float32 unless keep_dtype."""
-        files = self.files(split)
+    def parse_fn(self, keep_dtype=False):
+        """serialized tf.train.Example -> {"position": int32, "features": (L, C)}, float32
+        unless keep_dtype."""
         dtype = tf.as_dtype(self.index["dtype"])
         shape = (self.num_locations, self.channels)
         spec = {
@@ -128,16 +128,59 @@ class FeatureCache:
                 features = tf.cast(features, tf.float32)
             return {"position": tf.cast(example["position"], tf.int32), "features": features}
 
-        names = tf.data.Dataset.from_tensor_slices(files)
+        return parse
+
+    def _interleaved(self, split, shuffle_files, seed, open_shard):
+        """The split's shards, shuffled by `seed` when asked, read round-robin (four at a
+        time) in a fixed order: `open_shard(file name, shard number) -> tf.data.Dataset`.
+        `dataset` and `positions_dataset` share it, so both give one order for a seed."""
+        files = self.files(split)
+        names = tf.data.Dataset.from_tensor_slices((files, tf.range(len(files))))
         if shuffle_files:
             names = names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-        records = names.interleave(
-            tf.data.TFRecordDataset,
+        return names.interleave(
+            open_shard,
             cycle_length=min(4, len(files)),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,  # a seeded order: exact resume depends on it
         )
-        return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+
+    def dataset(self, split, shuffle_files=False, seed=None, keep_dtype=False):
+        """tf.data of {"position": int32, "features": (L, C)} per image, float32 unless keep_dtype."""
+        records = self._interleaved(
+            split, shuffle_files, seed, lambda name, _: tf.data.TFRecordDataset(name)
+        )
+        return records.map(self.parse_fn(keep_dtype), num_parallel_calls=tf.data.AUTOTUNE)
+
+    def shard_positions(self, split):
+        """[positions (int32 array) of each shard, in the order the shard holds them]."""
+        parse = self.parse_fn(keep_dtype=True)
+        return [
+            np.concatenate(
+                [
+                    batch.numpy()
+                    for batch in tf.data.TFRecordDataset(name)
+                    .map(lambda s: parse(s)["position"])
+                    .batch(4096)
+                ]
+                or [np.zeros(0, np.int32)]
+            )
+            for name in self.files(split)
+        ]
+
+    def positions_dataset(self, split, shard_positions, shuffle_files=False, seed=None):
+        """tf.data of {"position": int32} per image, in the order `dataset` gives for the
+        same `shuffle_files` and `seed`, without reading the shards: `shard_positions` is
+        what `shard_positions(split)` returns (the device-resident features keep it)."""
+        rows = tf.RaggedTensor.from_row_lengths(
+            np.concatenate([np.zeros(0, np.int32), *shard_positions]).astype(np.int32),
+            [len(p) for p in shard_positions],
+        )
+
+        def open_shard(_, number):
+            return tf.data.Dataset.from_tensor_slices({"position": rows[number]})
+
+        return self._interleaved(split, shuffle_files, seed, open_shard)
 
     def load(self, split):
         """The whole split in memory, in position order: (positions (N,), features (N, L, C) float32)."""

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from keras_saat.data.images import decode_image
 from keras_saat.data.pipeline_options import without_autotune
+from keras_saat.data.resident_features import ResidentFeatures
 from keras_saat.errors import KerasSaatError
 from keras_saat.text.tokenizer import tokenize_graph
 from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID, UNK_ID
@@ -81,8 +82,15 @@ def _batch(ds, batch_size, width, bucket_by_length, drop_remainder):
 
 
 def _image_source(cache_or_images, split, records, image_size, resize, shuffle, seed):
-    """("features", the cache's per-image rows in its dtype) or ("images", decoded uint8
-    pixels: a quarter of float32's memory in a shuffle buffer)."""
+    """("features", the cache's per-image rows in its dtype), ("image_index", rows of
+    device-resident features, in the cache's order) or ("images", decoded uint8 pixels: a
+    quarter of float32's memory in a shuffle buffer)."""
+    if isinstance(cache_or_images, ResidentFeatures):
+        if cache_or_images.split != split:
+            raise KerasSaatError(
+                f"the resident features hold the '{cache_or_images.split}' split, not '{split}'"
+            )
+        return "image_index", cache_or_images.dataset(shuffle_files=shuffle, seed=seed)
     if isinstance(cache_or_images, str):
         return "images", decoded_images(
             records, image_size, resize, tf.uint8, shuffle=shuffle, seed=seed
@@ -110,8 +118,10 @@ def caption_dataset(
     """Batches of every (image, caption) pair of a split.
 
     Args:
-        cache_or_images: FeatureCache (batches hold "features") or the string "images"
-            (batches hold decoded "images": the backbone trains or no cache is wanted).
+        cache_or_images: FeatureCache (batches hold "features"), ResidentFeatures (batches
+            hold "image_index", rows of its table: the same batches otherwise) or the
+            string "images" (batches hold decoded "images": the backbone trains or no
+            cache is wanted).
         split: str. The split to read.
         records: list of ImageRecord. The split's records (`dataset.split(split)`).
         vocabulary: Vocabulary.
@@ -142,6 +152,8 @@ def caption_dataset(
         return {key: example[key], "tokens": example["tokens"][:length]}
 
     def to_float(batch):
+        if key == "image_index":
+            return batch
         return {key: tf.cast(batch[key], tf.float32), "tokens": batch["tokens"]}
 
     if repeat:
@@ -198,7 +210,8 @@ def image_group_dataset(
     captions, so their order within it does not matter).
 
     Args:
-        cache_or_images: FeatureCache, or "images" (batches of decoded uint8 pixels).
+        cache_or_images: FeatureCache, ResidentFeatures (batches hold "image_index" (n,)
+            instead of "features") or "images" (batches of decoded uint8 pixels).
         split: str. The split to read.
         records: list of ImageRecord. The split's records.
         vocabulary: Vocabulary.

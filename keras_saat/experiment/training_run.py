@@ -22,6 +22,7 @@ from keras_saat.data.input_pipeline import (
     image_group_count,
     image_group_dataset,
 )
+from keras_saat.data.resident_features import ResidentFeatures, resident_bytes, resident_dtype
 from keras_saat.encoders.registry import get_backbone_spec
 from keras_saat.errors import KerasSaatError
 from keras_saat.experiment.preparation import (
@@ -33,6 +34,7 @@ from keras_saat.experiment.preparation import (
 from keras_saat.experiment.scoring import caption_split, evaluate
 from keras_saat.models.factories import build_captioner
 from keras_saat.runtime.cpu_kernels import onednn_enabled
+from keras_saat.runtime.memory import device_memory
 from keras_saat.runtime.precision import dtype_policy, resolve_precision
 from keras_saat.runtime.xla import enable_compilation_cache, set_xla_defaults
 from keras_saat.training.loop import train_loop
@@ -82,14 +84,17 @@ def _train(config, workdir, log, callbacks):
     model = build_model(config, dataset, vocabulary, runtime, workdir, log)
     source = feature_source(config, model, dataset, workdir, log)
     batches = batching(config, dataset.split("train"), source, runtime["replicas"])
-    trainer = build_trainer(config.train, model, batches["steps"], runtime, workdir, log)
+    resident = resident_features(config, source, model, runtime, log)
+    trainer = build_trainer(
+        config.train, model, batches["steps"], runtime, workdir, log, resident=resident
+    )
     metrics = validation_metrics(config, dataset, source, workdir, runtime["chief"])
     log(_plan_text(config.train, trainer, batches))
     if runtime["chief"]:
         callbacks = [TrainingSummaries(workdir / LOG_DIR, config.train.log_every), *callbacks]
     result = train_loop(
         trainer,
-        epoch_datasets(config, dataset, vocabulary, source, batches, model.image_size),
+        epoch_datasets(config, dataset, vocabulary, resident or source, batches, model.image_size),
         batches["steps"],
         config.train,
         workdir,
@@ -184,7 +189,50 @@ def feature_source(config, model, dataset, workdir, log=print):
     return extract(config, model.encoder, dataset, workdir, log)
 
 
-def build_trainer(train_config, model, steps, runtime, workdir, log=print):
+def resident_features(config, source, model, runtime, log=print):
+    """The train split's features in the device's memory (`data.resident_features`), or
+    None to stream them from the cache."""
+    data = config.data
+    setting, budget_share = data.resident_features, data.resident_budget
+    if not 0 < budget_share <= 1:
+        raise KerasSaatError(f"data.resident_budget {budget_share}: expected a share in (0, 1]")
+    if setting is False:
+        return None
+    if source == "images":
+        if setting is True:
+            raise KerasSaatError(
+                "data.resident_features true needs the feature cache, and the backbone trains "
+                "(model.trainable_backbone_layers), so batches are decoded images: set "
+                "data.resident_features auto or false"
+            )
+        return None
+    dtype = resident_dtype(source.index["dtype"], model.compute_dtype)
+    need = resident_bytes(source, "train", dtype)
+    device, memory = device_memory()
+    budget = budget_share * memory
+    sizes = (
+        f"{need / 2**30:.2f} GiB of the {budget / 2**30:.1f} GiB budget "
+        f"({budget_share} of the {memory / 2**30:.1f} GiB of {device})"
+    )
+    if need > budget:
+        if setting is True:
+            raise KerasSaatError(
+                f"data.resident_features true: the train split's features need {sizes}; "
+                "raise data.resident_budget, or set data.resident_features auto or false "
+                "(stream them from the cache)"
+            )
+        log(f"features streamed from the cache: the train split would take {sizes}")
+        return None
+    started = time.perf_counter()
+    resident = ResidentFeatures(source, "train", dtype, runtime["strategy"])
+    log(
+        f"features resident on {device}: {resident.count} images x {source.num_locations}x"
+        f"{source.channels} {dtype.name}, {sizes}; loaded in {time.perf_counter() - started:.1f}s"
+    )
+    return resident
+
+
+def build_trainer(train_config, model, steps, runtime, workdir, log=print, resident=None):
     """The optimizer (its schedule over `steps` a epoch) and the GradientTape Trainer."""
     with dtype_policy(runtime["precision"]), runtime["strategy"].scope():
         optimizer = build_optimizer(train_config, steps)
@@ -196,6 +244,7 @@ def build_trainer(train_config, model, steps, runtime, workdir, log=print):
         train_config.jit_compile,
         log,
         unroll=train_config.unroll,
+        resident=resident,
     )
     if trainer.jit_compile and train_config.compilation_cache:
         log(
@@ -337,29 +386,30 @@ def _check_resume_config(config, workdir):
     if not (workdir / CHECKPOINT_DIR).exists() or not saved.exists():
         return
     previous = load_config(saved)
+    # What a resumed run may change: how it computes (the same batches and weights
+    # either way) and how long it runs, not what it trains.
     keep = {
-        "jit_compile",  # how the step is compiled, not what it computes
-        "unroll",  # the same values, unrolled or in a loop
-        "epochs",
-        "patience",
-        "log_every",
-        "summary_images",
-        "checkpoint_every",
-        "max_checkpoints",
+        "train": {
+            "jit_compile",  # how the step is compiled
+            "unroll",  # the same values, unrolled or in a loop
+            "epochs",
+            "patience",
+            "log_every",
+            "summary_images",
+            "checkpoint_every",
+            "max_checkpoints",
+        },
+        "data": {"resident_features", "resident_budget"},  # where the features are held
     }
-    # Decoding and export settings do not touch the trained weights.
-    mine = {
-        **to_dict(config),
-        "train": {k: v for k, v in to_dict(config)["train"].items() if k not in keep},
-        "decode": None,
-        "export": None,
-    }
-    theirs = {
-        **to_dict(previous),
-        "train": {k: v for k, v in to_dict(previous)["train"].items() if k not in keep},
-        "decode": None,
-        "export": None,
-    }
+
+    def compared(values):
+        # Decoding and export settings do not touch the trained weights.
+        values = {**values, "decode": None, "export": None}
+        for section, keys in keep.items():
+            values[section] = {k: v for k, v in values[section].items() if k not in keys}
+        return values
+
+    mine, theirs = compared(to_dict(config)), compared(to_dict(previous))
     if mine != theirs:
         changed = [
             f"{section}.{key}"

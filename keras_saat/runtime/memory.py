@@ -60,3 +60,20 @@ def tune_malloc():
 def malloc_tuned():
     """Whether this process runs with the settings: by `tune_malloc()` or the environment."""
     return _state["tuned"] or all(os.environ.get(k) == v for k, v in ENVIRONMENT.items())
+
+
+def device_memory():
+    """(device, bytes): the memory of the device that trains.
+
+    The first GPU's memory as TensorFlow's allocator holds it (a virtual device's limit
+    included), or the host's physical memory where no GPU is visible.
+    """
+    import tensorflow as tf
+
+    if tf.config.list_logical_devices("GPU"):
+        from tensorflow.python.client import device_lib
+
+        for device in device_lib.list_local_devices():
+            if device.device_type == "GPU":
+                return device.name.replace("/device:", ""), int(device.memory_limit)
+    return "CPU", os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -104,6 +104,9 @@ class Trainer:
             `tf.while_loop` (False: tracing and the XLA compile do not grow with T, for
             runs whose compile outweighs their steps). The trainer sets the model's decoder
             to it when it builds the step (`LSTMDecoder`).
+        resident: ResidentFeatures or None. Features held on the device: batches then
+            carry "image_index" instead of "features", and each replica gathers its rows
+            inside the compiled step. Defaults to None.
     """
 
     def __init__(
@@ -115,8 +118,10 @@ class Trainer:
         jit_compile="auto",
         log=print,
         unroll=True,
+        resident=None,
     ):
         self.model = model
+        self.resident = resident
         self.optimizer = optimizer
         self.strategy = strategy or tf.distribute.get_strategy()
         self.clipnorm = float(clipnorm)
@@ -144,8 +149,19 @@ class Trainer:
         model, optimizer, strategy = self.model, self.optimizer, self.strategy
         model.decoder.unroll = self.unroll
         reinforce = model.reinforce
+        resident = self.resident
 
         def replica_step(batch):
+            if "image_index" in batch:  # rows of the device-resident features
+                if resident is None:
+                    raise KerasSaatError(
+                        "batches of image indices need the features they index: "
+                        "Trainer(resident=ResidentFeatures(...))"
+                    )
+                batch = {
+                    "features": resident.gather(batch["image_index"]),
+                    "tokens": batch["tokens"],
+                }
             # Per-image batches (n, k, T + 1) split over the replicas by image.
             local = tf.cast(tf.shape(batch["tokens"])[0], tf.float32)
             tokens = model.caption_tokens(batch["tokens"])

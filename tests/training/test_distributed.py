@@ -148,6 +148,8 @@ def test_multi_worker_mirrored_two_processes(tmp_path, shapes_dir):
     chief, other = (json.loads(o[0].split("RESULT ")[1]) for o in outputs)
     assert chief == {"chief": True, "steps": 12} and other == {"chief": False, "steps": 12}
     assert "distribute multi_worker: 2 replicas in sync" in outputs[0][0]
+    # data.resident_features auto: each worker holds the (small) train split and gathers.
+    assert all("features resident on CPU: 40 images" in o[0] for o in outputs)
     # Only the chief keeps checkpoints, the best model and the scores.
     assert tf.train.latest_checkpoint(str(tmp_path / "w0" / "checkpoints")).endswith("ckpt-12")
     assert (tmp_path / "w0" / "model.keras").exists()
@@ -164,20 +166,25 @@ def checkpoint_values(workdir):
 
 
 def test_killed_run_resumes_to_the_same_weights(tmp_path, shapes_dir):
-    """Hard attention with dropout: the random streams, the baseline and the data position resume."""
+    """Hard attention with dropout: the random streams, the baseline and the data position
+    resume. The uninterrupted run streams the features from the cache; the killed and
+    resumed one holds them on the device and gathers them by index: the same batches."""
     config = tiny_config(
         shapes_dir, epochs=2, checkpoint_every=4, deterministic=True, summary_images=0
     )
     config["model"].update(attention="hard", dropout=0.3)
-    config = json.dumps(config)
+    streamed = json.dumps({**config, "data": {**config["data"], "resident_features": False}})
+    resident = json.dumps({**config, "data": {**config["data"], "resident_features": True}})
 
-    straight = python(TRAIN, str(tmp_path / "straight"), config)
+    straight = python(TRAIN, str(tmp_path / "straight"), streamed)
     assert straight.returncode == 0, straight.stderr[-3000:]
+    assert "features resident" not in straight.stdout
 
-    killed = python(TRAIN, str(tmp_path / "resumed"), config, "6")  # mid-epoch, after ckpt-4
+    killed = python(TRAIN, str(tmp_path / "resumed"), resident, "6")  # mid-epoch, after ckpt-4
     assert killed.returncode == -9, killed.stderr[-3000:]
+    assert "features resident on CPU: 40 images" in killed.stdout
     assert tf.train.latest_checkpoint(str(tmp_path / "resumed" / "checkpoints")).endswith("ckpt-4")
-    resumed = python(TRAIN, str(tmp_path / "resumed"), config)
+    resumed = python(TRAIN, str(tmp_path / "resumed"), resident)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming from" in resumed.stdout and "step 4 of the epoch" in resumed.stdout
 

@@ -1,0 +1,163 @@
+"""Where a train step's time goes: TensorFlow's profiler around a few steps, its events
+summed by op (host threads) or by kernel (a GPU's streams), and grouped into kinds of
+work (matmuls, elementwise work, reductions and softmax, gathers and slices, copies,
+the optimiser).
+
+On a GPU the kernels of the streams are the step's device time: `busy_ms` against the
+step's wall time shows what the device waits for (launches, the host), `kernels` how
+many launches a step makes. On a CPU without XLA the inter-op threads' op events
+overlap, so their sums are op time, not wall time: use them to rank and compare.
+"""
+
+import collections
+import glob
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from keras_saat.bench.runner import median
+from keras_saat.bench.sizes import SIZES, captioner, random_batch
+
+# Kinds of work, tried in order on the lower-cased op type or kernel name.
+KINDS = (
+    ("matmul", ("matmul", "gemm", "cublas", "cutlass", "xmma", "nvjet", "einsum", "dot", "conv")),
+    ("optimizer", ("applyadam", "applyrmsprop", "adam", "assignadd", "assignsub")),
+    ("softmax and reductions", ("softmax", "reduce", "sum", "mean", "max", "logsumexp", "argm")),
+    ("gathers, scatters and slices", ("gather", "scatter", "segment", "dynamic", "slice")),
+    ("copies and transposes", ("memcpy", "memset", "copy", "transpose", "concat", "pad", "pack")),
+    ("elementwise", (
+        "fusion", "add", "mul", "sub", "tanh", "sigmoid", "relu", "exp", "log", "cast",
+        "select", "where", "div", "sqrt", "neg", "square", "maximum", "minimum", "greater",
+        "less", "equal", "logical", "bias", "fill", "zeros", "ones",
+    )),
+)  # fmt: skip
+
+
+def kind_of(name):
+    """The kind of work an op type ("BatchMatMulV2") or a GPU kernel name
+    ("sm90_xmma_gemm_bf16...", "loop_multiply_fusion") does; "other" if none matches."""
+    lowered = name.lower()
+    for kind, words in KINDS:
+        if any(word in lowered for word in words):
+            return kind
+    return "other"
+
+
+def _op_key(name, by):
+    if by == "type":
+        return name.split(":")[-1]
+    return re.sub(r"_\d+(?=/|:|$)", "", name)  # "while/MatMul_13:MatMul" -> "while/MatMul:MatMul"
+
+
+def _trainer(size, attention, xla, precision, unroll=True):
+    import keras
+    import tensorflow as tf
+
+    from keras_saat.training.trainer import Trainer
+
+    model = captioner(size, attention, precision=precision)
+    trainer = Trainer(
+        model,
+        keras.optimizers.Adam(1e-4),
+        clipnorm=5.0,
+        jit_compile=xla,
+        log=lambda _: None,
+        unroll=unroll,
+    )
+    batch = {k: tf.constant(v) for k, v in random_batch(size).items()}
+    for _ in range(2):  # trace, compile, warm up
+        trainer.train_step(batch)["loss"].numpy()
+    return trainer, batch
+
+
+def profiled_events(trainer, batch, steps):
+    """{"host": [(op name, ps)], "device": [(kernel name, ps)]} of `steps` train steps:
+    the host's `tf_Compute` thread events and the GPU streams' kernel events."""
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        for _ in range(steps):
+            trainer.train_step(batch)["loss"].numpy()
+        tf.profiler.experimental.stop()
+        path = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))[-1]
+        space = xplane_pb2.XSpace()
+        space.ParseFromString(Path(path).read_bytes())
+    events = {"host": [], "device": []}
+    for plane in space.planes:
+        gpu = plane.name.startswith("/device:GPU")
+        for line in plane.lines:
+            if gpu and line.name.startswith("Stream"):
+                kind = "device"
+            elif not gpu and line.name.startswith("tf_Compute"):
+                kind = "host"
+            else:
+                continue
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                events[kind].append((name, event.duration_ps))
+    return events
+
+
+def op_times(size_name, attention="soft", xla=False, steps=2, by="type", precision="float32"):
+    """The train step's op time in ms a step, by op type (or by op name with the unrolled
+    loop's step numbers taken out: `by="name"`), from the host's `tf_Compute` threads
+    (`benchmarks/profile_train_step.py` prints them)."""
+    trainer, batch = _trainer(SIZES[size_name], attention, xla, precision)
+    totals = collections.Counter()
+    for name, ps in profiled_events(trainer, batch, steps)["host"]:
+        totals[_op_key(name, by)] += ps / 1e9 / steps
+    return totals
+
+
+def step_profile(
+    size_name, precision="float32", batch=None, xla=False, unroll=True, steps=3, top=12
+):
+    """Where one train step's time goes (soft attention), on the device that runs it.
+
+    Returns a dict: wall_ms (median step without the profiler), where ("gpu" kernels or
+    "host" ops), busy_ms (their time a step), busy_fraction (busy_ms / wall_ms, GPU),
+    kernels (events a step: a GPU's launches), kinds_ms (`kind_of` sums) and top_ms
+    (the largest ops or kernels, by op type or kernel name).
+    """
+    size = dict(SIZES[size_name], batch=batch or SIZES[size_name]["batch"])
+    trainer, data = _trainer(size, "soft", xla, precision, unroll)
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        trainer.train_step(data)["loss"].numpy()
+        times.append(time.perf_counter() - start)
+    events = profiled_events(trainer, data, steps)
+    where = "gpu" if events["device"] else "host"
+    kinds, names = collections.Counter(), collections.Counter()
+    for name, ps in events["device"] or events["host"]:
+        key = name if where == "gpu" else _op_key(name, "type")
+        names[key] += ps / 1e9 / steps
+        kinds[kind_of(key)] += ps / 1e9 / steps
+    wall = 1000 * median(times)
+    busy = sum(kinds.values())
+    return {
+        "size": size_name,
+        "precision": precision,
+        "batch": size["batch"],
+        "xla": bool(trainer.jit_compile),
+        "unroll": trainer.unroll,
+        "wall_ms": wall,
+        "where": where,
+        "busy_ms": busy,
+        "busy_fraction": busy / wall if where == "gpu" else None,
+        "kernels": len(events["device"] or events["host"]) / steps,
+        "kinds_ms": {k: round(v, 3) for k, v in kinds.most_common()},
+        "top_ms": {k[:120]: round(v, 3) for k, v in names.most_common(top)},
+    }
+
+
+def measure_profile(size_name, precision, steps=3, top=12, batch=None, xla=False, unroll=True):
+    """The profile part's row: `step_profile`, with `op_ms` and `all_ops_ms` (the top
+    ops and the sum) as the CPU rows name them."""
+    row = step_profile(size_name, precision, batch, xla, unroll, steps, top)
+    row["op_ms"] = row["top_ms"]
+    row["all_ops_ms"] = round(row["busy_ms"], 1)
+    return row

@@ -1,0 +1,98 @@
+"""A split's cached features held in the device's memory, gathered by the train step.
+
+The tf.data path reads, parses and copies every caption's (L, C) features from the cache
+to the device on every step; at the paper's size that is 100-200 KB a caption, and on a
+GPU the host could feed about half of what the step eats. `ResidentFeatures` reads the
+cache once into one (N, L, C) variable on the device (each replica's device under a
+distribution strategy). Batches then carry an int32 "image_index" beside the tokens, and
+the trainer gathers the rows on the device (`Trainer(resident=...)`).
+
+The batches are those of the tf.data path for the same seed (`positions_dataset` replays
+the cache's shard order; the captions, shuffling and batching code is shared), so a run
+trains to the same weights either way and resumes exactly.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_saat.errors import KerasSaatError
+
+
+def resident_dtype(cache_dtype, compute_dtype):
+    """The dtype the rows are held in: the compute dtype under mixed precision (what the
+    model casts the features to anyway, so the values are the same), else the cache's."""
+    if tf.as_dtype(compute_dtype) != tf.float32:
+        return tf.as_dtype(compute_dtype)
+    return tf.as_dtype(cache_dtype)
+
+
+def resident_bytes(cache, split, dtype):
+    """The device memory a split's rows take in `dtype` (one row per image position)."""
+    count = cache.index["splits"][split]["count"]
+    return count * cache.num_locations * cache.channels * tf.as_dtype(dtype).size
+
+
+class ResidentFeatures:
+    """One split of a FeatureCache in device memory, as a (N, L, C) variable.
+
+    Row i is the image at position i of the split; images the cache skipped (unreadable)
+    keep a zero row and never appear in a batch.
+
+    Args:
+        cache: FeatureCache.
+        split: str. Defaults to "train".
+        dtype: str or tf.DType. Defaults to the cache's dtype (`resident_dtype` picks one
+            for a compute precision).
+        strategy: tf.distribute.Strategy whose replicas each hold a copy. Defaults to the
+            current one.
+        chunk: int. Images copied to the device at a time. Defaults to 1024.
+    """
+
+    def __init__(self, cache, split="train", dtype=None, strategy=None, chunk=1024):
+        self.cache, self.split = cache, split
+        self.dtype = tf.as_dtype(dtype or cache.index["dtype"])
+        self.count = cache.index["splits"][split]["count"]
+        shape = (self.count, cache.num_locations, cache.channels)
+        strategy = strategy or tf.distribute.get_strategy()
+        with strategy.scope():
+            self.table = tf.Variable(
+                lambda: tf.zeros(shape, self.dtype),
+                trainable=False,
+                name="resident_features",
+            )
+        parse = cache.parse_fn(keep_dtype=True)
+        self.shard_positions = []
+        for name in cache.files(split):
+            positions = []
+            for batch in tf.data.TFRecordDataset(name).map(parse).batch(chunk):
+                rows = batch["features"]
+                if rows.dtype != self.dtype:
+                    rows = tf.cast(tf.cast(rows, tf.float32), self.dtype)  # as the model casts
+                self.table.scatter_update(tf.IndexedSlices(rows, batch["position"]))
+                positions.append(batch["position"].numpy())
+            self.shard_positions.append(np.concatenate([np.zeros(0, np.int32), *positions]))
+        if sum(len(p) for p in self.shard_positions) != cache.count(split):
+            raise KerasSaatError(
+                f"the feature cache in {cache.directory} holds another number of '{split}' "
+                "images than its index.json says; delete the folder to extract again"
+            )
+
+    @property
+    def nbytes(self):
+        return self.count * self.cache.num_locations * self.cache.channels * self.dtype.size
+
+    @property
+    def device(self):
+        return self.table.device
+
+    def dataset(self, shuffle_files=False, seed=None):
+        """tf.data of {"position", "image_index"} in the order the cache's `dataset` gives
+        for the same `shuffle_files` and `seed` (the index is the table's row)."""
+        positions = self.cache.positions_dataset(
+            self.split, self.shard_positions, shuffle_files, seed
+        )
+        return positions.map(lambda e: {"position": e["position"], "image_index": e["position"]})
+
+    def gather(self, image_index):
+        """(...) int32 indices -> (..., L, C) rows, on the device that reads the table."""
+        return tf.gather(self.table, image_index)

@@ -1,0 +1,138 @@
+"""Device-resident features: the tf.data path's batches as image indices, gathered on the device."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_saat import Captioner
+from keras_saat.bench.pipelines import write_synthetic_cache
+from keras_saat.data.feature_cache import FeatureCache
+from keras_saat.data.input_pipeline import caption_dataset, image_group_dataset
+from keras_saat.data.resident_features import ResidentFeatures, resident_bytes, resident_dtype
+from keras_saat.errors import KerasSaatError
+from keras_saat.text import Vocabulary
+from keras_saat.training.trainer import Trainer
+
+SIZE = {"locations": 64, "channels": 128}  # the default backbone's grid (shapes_cnn)
+SKIPPED = (4, 11)  # unreadable images: no row in any batch
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """30 images in five shards of 7 (two of them with an unreadable image) and their cache."""
+    folder = tmp_path_factory.mktemp("resident") / "cache"
+    records = write_synthetic_cache(folder, 30, SIZE, shard_size=7, skip=SKIPPED)
+    cache = FeatureCache(folder)
+    vocabulary = Vocabulary.build(c for r in records for c in r.references)
+    return records, cache, vocabulary
+
+
+def test_the_table_holds_each_image_at_its_position(world):
+    _, cache, _ = world
+    resident = ResidentFeatures(cache)
+    positions, features = cache.load("train")
+    table = resident.table.numpy()
+    assert table.shape == (30, 64, 128) and table.dtype == np.float16
+    np.testing.assert_array_equal(table[positions], features.astype(np.float16))
+    assert not table[list(SKIPPED)].any()
+    assert resident.nbytes == resident_bytes(cache, "train", "float16") == 30 * 64 * 128 * 2
+    assert [len(p) for p in resident.shard_positions] == [6, 6, 7, 7, 2]
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_caption_batches_are_the_streamed_ones_as_indices(world, seed):
+    records, cache, vocabulary = world
+    resident = ResidentFeatures(cache)
+    streamed = list(caption_dataset(cache, "train", records, vocabulary, 20, 8, 40, seed))
+    indexed = list(caption_dataset(resident, "train", records, vocabulary, 20, 8, 40, seed))
+    readable = sum(len(r.captions) for p, r in enumerate(records) if p not in SKIPPED)
+    assert len(streamed) == len(indexed) == readable // 8
+    for a, b in zip(streamed, indexed, strict=True):
+        assert sorted(b) == ["image_index", "tokens"] and b["image_index"].dtype == tf.int32
+        np.testing.assert_array_equal(a["tokens"], b["tokens"])
+        rows = tf.cast(resident.gather(b["image_index"]), tf.float32)
+        np.testing.assert_array_equal(a["features"], rows)
+
+
+def test_per_image_batches_are_the_streamed_ones_as_indices(world):
+    records, cache, vocabulary = world
+    resident = ResidentFeatures(cache)
+    streamed = list(image_group_dataset(cache, "train", records, vocabulary, 20, 3, seed=2))
+    indexed = list(image_group_dataset(resident, "train", records, vocabulary, 20, 3, seed=2))
+    assert len(streamed) == len(indexed) > 5
+    for a, b in zip(streamed, indexed, strict=True):
+        np.testing.assert_array_equal(a["tokens"], b["tokens"])
+        np.testing.assert_array_equal(a["features"], resident.gather(b["image_index"]))
+    # Another seed gives another order, as the streamed path does.
+    other = next(iter(image_group_dataset(resident, "train", records, vocabulary, 20, 3, seed=3)))
+    assert not np.array_equal(other["image_index"], indexed[0]["image_index"])
+
+
+@pytest.mark.parametrize(
+    "cache, compute, held",
+    [
+        ("float16", "float32", "float16"),
+        ("float32", "float32", "float32"),
+        ("float16", "bfloat16", "bfloat16"),
+        ("float32", "bfloat16", "bfloat16"),
+        ("float32", "float16", "float16"),
+    ],
+)
+def test_rows_are_held_in_the_dtype_the_model_computes_them_in(cache, compute, held):
+    assert resident_dtype(cache, compute) == tf.as_dtype(held)
+
+
+def test_bfloat16_rows_equal_the_models_own_cast(world):
+    _, cache, _ = world
+    resident = ResidentFeatures(cache, dtype="bfloat16")
+    positions, features = cache.load("train")  # float32, as the streamed batches carry them
+    expected = tf.cast(tf.constant(features), tf.bfloat16)  # what the model's cast makes
+    np.testing.assert_array_equal(
+        tf.cast(tf.gather(resident.table, positions), tf.float32),
+        tf.cast(expected, tf.float32),
+    )
+
+
+def _trainer(resident=None):
+    vocabulary = Vocabulary.build([["a", "red", "circle"]])
+    keras.utils.set_random_seed(1)
+    model = Captioner(
+        vocabulary.words, feature_dim=8, embedding_dim=8, lstm_units=12, attention_units=8, seed=1
+    )
+    return Trainer(
+        model, keras.optimizers.SGD(0.5), jit_compile=False, log=lambda _: None, resident=resident
+    )
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_step_on_indices_equals_the_step_on_their_features(world, jit):
+    _, cache, _ = world
+    resident = ResidentFeatures(cache)
+    index = tf.constant([0, 3, 3, 29], tf.int32)
+    tokens = tf.constant([[1, 4, 5, 2], [1, 6, 2, 0], [1, 4, 2, 0], [1, 5, 6, 2]], tf.int32)
+    features = tf.cast(resident.gather(index), tf.float32)
+    results = []
+    for trainer, batch in (
+        (_trainer(), {"features": features, "tokens": tokens}),
+        (_trainer(resident), {"image_index": index, "tokens": tokens}),
+    ):
+        trainer.jit_compile = jit
+        values = trainer.train_step(batch)
+        results.append((float(values["loss"]), [v.numpy() for v in trainer.model.weights]))
+    assert results[0][0] == pytest.approx(results[1][0], rel=1e-6)
+    for a, b in zip(results[0][1], results[1][1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_indices_without_the_resident_features_are_refused():
+    trainer = _trainer()
+    batch = {"image_index": tf.constant([0]), "tokens": tf.constant([[1, 4, 2]])}
+    with pytest.raises(KerasSaatError, match="resident"):
+        trainer.train_step(batch)
+
+
+def test_another_split_is_refused(world):
+    records, cache, vocabulary = world
+    with pytest.raises(KerasSaatError, match="'train' split, not 'val'"):
+        caption_dataset(ResidentFeatures(cache), "val", records, vocabulary, 20, 8)

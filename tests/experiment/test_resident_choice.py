@@ -1,0 +1,66 @@
+"""`data.resident_features`: the features on the device when they fit the budget, else streamed."""
+
+import keras
+import pytest
+import tensorflow as tf
+
+from keras_saat import Captioner
+from keras_saat.bench.pipelines import write_synthetic_cache
+from keras_saat.config import from_dict
+from keras_saat.data.feature_cache import FeatureCache
+from keras_saat.errors import KerasSaatError
+from keras_saat.experiment.training_run import resident_features
+from keras_saat.runtime.precision import dtype_policy
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("choice") / "cache"
+    write_synthetic_cache(folder, 10, {"locations": 16, "channels": 8})
+    return FeatureCache(folder)
+
+
+def choose(source, precision="float32", **data):
+    with dtype_policy(precision):
+        keras.utils.set_random_seed(0)
+        model = Captioner(["<pad>", "<unk>", "<start>", "<end>", "a"], feature_dim=8,
+                          embedding_dim=4, lstm_units=8, attention_units=4)  # fmt: skip
+    lines = []
+    runtime = {"strategy": tf.distribute.get_strategy()}
+    chosen = resident_features(from_dict({"data": data}), source, model, runtime, lines.append)
+    return chosen, lines
+
+
+def test_auto_holds_the_features_when_they_fit(cache):
+    chosen, lines = choose(cache)
+    assert chosen is not None and chosen.table.shape == (10, 16, 8)
+    assert chosen.table.dtype == tf.float16  # the cache's dtype: float32 compute casts it
+    assert lines[0].startswith("features resident on ") and "10 images x 16x8 float16" in lines[0]
+
+
+def test_bfloat16_training_holds_bfloat16_rows(cache):
+    chosen, _ = choose(cache, "bfloat16")
+    assert chosen.table.dtype == tf.bfloat16
+
+
+def test_auto_streams_what_does_not_fit_and_true_refuses_it(cache):
+    chosen, lines = choose(cache, resident_budget=1e-12)
+    assert chosen is None and lines[0].startswith("features streamed from the cache")
+    with pytest.raises(KerasSaatError, match="raise data.resident_budget"):
+        choose(cache, resident_features=True, resident_budget=1e-12)
+
+
+def test_false_streams(cache):
+    assert choose(cache, resident_features=False) == (None, [])
+
+
+def test_a_training_backbone_has_no_cache_to_hold(cache):
+    assert choose("images") == (None, [])
+    with pytest.raises(KerasSaatError, match="the backbone trains"):
+        choose("images", resident_features=True)
+
+
+@pytest.mark.parametrize("budget", [0.0, 1.5])
+def test_the_budget_is_a_share(cache, budget):
+    with pytest.raises(KerasSaatError, match=r"resident_budget .*\(0, 1\]"):
+        choose(cache, resident_budget=budget)
