@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from keras_saat.bench import forward_flops, train_step_flops
+from keras_saat.bench import forward_flops, kind_of, step_profile, train_step_flops
 
 
 def test_the_flop_count_matches_the_model_weights():
@@ -64,3 +64,39 @@ def test_bench_json_prints_one_object():
     assert report["device"]["auto_precision"] in ("float32", "bfloat16", "float16")
     assert report["machine"]["cpus"] >= 1
     assert report["onednn"] is True
+
+
+@pytest.mark.parametrize(
+    "name, kind",
+    [
+        ("BatchMatMulV2", "matmul"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "matmul"),
+        ("nvjet_tst_128x64_64x6_1x2_h_bz_TNN", "matmul"),
+        ("Conv2DBackpropFilter", "matmul"),
+        ("ResourceApplyAdam", "optimizer"),
+        ("UnsortedSegmentSum", "gathers, scatters and slices"),
+        ("ResourceGather", "gathers, scatters and slices"),
+        ("dynamic_update_slice_fusion", "gathers, scatters and slices"),
+        ("Softmax", "softmax and reductions"),
+        ("input_reduce_fusion_3", "softmax and reductions"),
+        ("Sum", "softmax and reductions"),
+        ("Maximum", "elementwise"),
+        ("loop_multiply_fusion_12", "elementwise"),
+        ("Tanh", "elementwise"),
+        ("Transpose", "copies and transposes"),
+        ("Memcpy HtoD", "copies and transposes"),
+        ("NoOp", "other"),
+    ],
+)
+def test_ops_and_kernels_are_grouped_by_kind_of_work(name, kind):
+    assert kind_of(name) == kind
+
+
+@pytest.mark.slow
+def test_the_step_profile_accounts_for_the_host_ops():
+    row = step_profile("tutorial", steps=1, batch=8)
+    assert row["where"] == "host" and row["batch"] == 8 and row["wall_ms"] > 0
+    assert row["kernels"] > 10  # op events a step
+    assert set(row["kinds_ms"]) >= {"matmul", "elementwise"}
+    assert sum(row["kinds_ms"].values()) == pytest.approx(row["busy_ms"], rel=1e-3)
+    assert max(row["top_ms"].values()) <= row["busy_ms"]
