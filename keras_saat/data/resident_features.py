@@ -60,16 +60,24 @@ class ResidentFeatures:
                 trainable=False,
                 name="resident_features",
             )
-        parse = cache.parse_fn(keep_dtype=True)
+        spec = {
+            "position": tf.io.FixedLenFeature([], tf.int64),
+            "features": tf.io.FixedLenFeature([], tf.string),
+        }
+        cache_dtype = tf.as_dtype(cache.index["dtype"])
         self.shard_positions = []
         for name in cache.files(split):
             positions = []
-            for batch in tf.data.TFRecordDataset(name).map(parse).batch(chunk):
-                rows = batch["features"]
+            for serialized in tf.data.TFRecordDataset(name).batch(chunk).prefetch(1):
+                examples = tf.io.parse_example(serialized, spec)  # a chunk at once
+                rows = tf.reshape(
+                    tf.io.decode_raw(examples["features"], cache_dtype), (-1, *shape[1:])
+                )
                 if rows.dtype != self.dtype:
                     rows = tf.cast(tf.cast(rows, tf.float32), self.dtype)  # as the model casts
-                self.table.scatter_update(tf.IndexedSlices(rows, batch["position"]))
-                positions.append(batch["position"].numpy())
+                index = tf.cast(examples["position"], tf.int32)
+                self.table.scatter_update(tf.IndexedSlices(rows, index))
+                positions.append(index.numpy())
             self.shard_positions.append(np.concatenate([np.zeros(0, np.int32), *positions]))
         if sum(len(p) for p in self.shard_positions) != cache.count(split):
             raise KerasSaatError(
