@@ -191,6 +191,12 @@ class Captioner(CaptionGeneration, keras.Model):
             return ops.cast(inputs["features"], self.compute_dtype)
         if "images" in inputs:
             return self.encode(inputs["images"])
+        if "image_index" in inputs:
+            raise KerasSaatError(
+                "batches of image indices (from ResidentFeatures) train with "
+                "keras_saat.training.Trainer(resident=...), which gathers their features; "
+                "for fit(), build the batches from the FeatureCache itself"
+            )
         raise KerasSaatError("Captioner inputs need 'images' or 'features' beside 'tokens'")
 
     @staticmethod

@@ -132,6 +132,14 @@ def test_indices_without_the_resident_features_are_refused():
         trainer.train_step(batch)
 
 
+def test_fit_on_indices_says_what_to_use():
+    model = _trainer().model
+    model.compile(optimizer="sgd")
+    batch = {"image_index": tf.constant([0]), "tokens": tf.constant([[1, 4, 2]])}
+    with pytest.raises(KerasSaatError, match=r"Trainer\(resident=...\)"):
+        model.fit(tf.data.Dataset.from_tensors(batch), verbose=0)
+
+
 def test_another_split_is_refused(world):
     records, cache, vocabulary = world
     with pytest.raises(KerasSaatError, match="'train' split, not 'val'"):
