@@ -5,7 +5,7 @@ import resource
 import time
 
 from keras_saat.bench.runner import median, on_gpu
-from keras_saat.bench.sizes import SIZES, captioner, random_batch, train_step_flops
+from keras_saat.bench.sizes import SIZES, captioner, train_setup, train_step_flops
 
 
 def matmul_timer(n=None, precision="float32"):
@@ -72,20 +72,8 @@ def measure_train(
     end of the first step. `unroll` is the trainer's teacher-forcing form (`Trainer`).
     """
     entered = time.perf_counter()
-    import keras
-    import tensorflow as tf
-
-    from keras_saat.training.trainer import Trainer
-
     size = dict(SIZES[size_name], batch=batch_size or SIZES[size_name]["batch"])
-    model = captioner(size, attention, precision=precision)
-    optimizer = keras.optimizers.Adam(1e-4)
-    if precision == "float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    trainer = Trainer(
-        model, optimizer, clipnorm=5.0, jit_compile=xla, log=lambda _: None, unroll=unroll
-    )
-    batch = {k: tf.constant(v) for k, v in random_batch(size).items()}
+    trainer, batch = train_setup(size, attention, xla, precision, unroll)
     start = time.perf_counter()
     trainer.trace(batch)
     trace_seconds = time.perf_counter() - start

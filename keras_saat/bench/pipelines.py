@@ -116,6 +116,7 @@ def write_synthetic_cache(
     import tensorflow as tf
 
     from keras_saat.data.dataset import ImageRecord
+    from keras_saat.data.feature_cache import feature_example
     from keras_saat.data.shapes import reference_captions, sample_objects
 
     rng = np.random.default_rng(seed)
@@ -130,21 +131,7 @@ def write_synthetic_cache(
         with tf.io.TFRecordWriter(str(folder / name)) as writer:
             for position in positions:
                 row = rng.standard_normal((size["locations"], size["channels"]), np.float32)
-                example = tf.train.Example(
-                    features=tf.train.Features(
-                        feature={
-                            "position": tf.train.Feature(
-                                int64_list=tf.train.Int64List(value=[position])
-                            ),
-                            "features": tf.train.Feature(
-                                bytes_list=tf.train.BytesList(
-                                    value=[row.astype(np.float16).tobytes()]
-                                )
-                            ),
-                        }
-                    )
-                )
-                writer.write(example.SerializeToString())
+                writer.write(feature_example(position, row.astype(np.float16)))
         skipped = [[p, "undecodable image"] for p in everything if p in skip]
         shards.append({"file": name, "done": True, "written": len(positions), "skipped": skipped})
     index = {

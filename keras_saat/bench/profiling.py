@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from keras_saat.bench.runner import median
-from keras_saat.bench.sizes import SIZES, captioner, random_batch
+from keras_saat.bench.sizes import SIZES, train_setup
 
 # Kinds of work: patterns tried in order on the lower-cased op type or kernel name (XLA's
 # GPU kernels are named after their fusion: "loop_multiply_fusion", "input_reduce_fusion").
@@ -51,22 +51,9 @@ def _op_key(name, by):
 
 
 def _trainer(size, attention, xla, precision, unroll=True):
-    import keras
-    import tensorflow as tf
-
-    from keras_saat.training.trainer import Trainer
-
-    model = captioner(size, attention, precision=precision)
-    trainer = Trainer(
-        model,
-        keras.optimizers.Adam(1e-4),
-        clipnorm=5.0,
-        jit_compile=xla,
-        log=lambda _: None,
-        unroll=unroll,
-    )
-    batch = {k: tf.constant(v) for k, v in random_batch(size).items()}
-    for _ in range(2):  # trace, compile, warm up
+    """`train_setup`'s trainer and batch, traced, compiled and warmed up."""
+    trainer, batch = train_setup(size, attention, xla, precision, unroll)
+    for _ in range(2):
         trainer.train_step(batch)["loss"].numpy()
     return trainer, batch
 

@@ -75,3 +75,21 @@ def random_batch(size, seed=0):
     tokens[:, -1] = 3  # <end>: every caption is T tokens long, no padding
     features = rng.normal(size=(B, size["locations"], size["channels"])).astype("float32")
     return {"features": features, "tokens": tokens}
+
+
+def train_setup(size, attention, xla, precision="float32", unroll=True):
+    """The train and profile parts' Trainer (Adam, global-norm clip 5, loss scaling in
+    float16) on a `captioner` of `size`, untraced, and a `random_batch` as tensors."""
+    import keras
+    import tensorflow as tf
+
+    from keras_saat.training.trainer import Trainer
+
+    model = captioner(size, attention, precision=precision)
+    optimizer = keras.optimizers.Adam(1e-4)
+    if precision == "float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    trainer = Trainer(
+        model, optimizer, clipnorm=5.0, jit_compile=xla, log=lambda _: None, unroll=unroll
+    )
+    return trainer, {k: tf.constant(v) for k, v in random_batch(size).items()}

@@ -33,6 +33,23 @@ from keras_saat.io_utils import write_json_atomic
 INDEX = "index.json"
 VERSION = 1
 DTYPES = {"float16": np.float16, "float32": np.float32}
+# One tf.train.Example per image.
+RECORD_SPEC = {
+    "position": tf.io.FixedLenFeature([], tf.int64),
+    "features": tf.io.FixedLenFeature([], tf.string),
+}
+
+
+def feature_example(position, row):
+    """The serialized tf.train.Example of one image: its position and its (L, C) row."""
+    return tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "position": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(position)])),
+                "features": tf.train.Feature(bytes_list=tf.train.BytesList(value=[row.tobytes()])),
+            }
+        )
+    ).SerializeToString()
 
 
 def encoder_fingerprint(encoder, resize, dtype):
@@ -116,13 +133,9 @@ class FeatureCache:
         unless keep_dtype."""
         dtype = tf.as_dtype(self.index["dtype"])
         shape = (self.num_locations, self.channels)
-        spec = {
-            "position": tf.io.FixedLenFeature([], tf.int64),
-            "features": tf.io.FixedLenFeature([], tf.string),
-        }
 
         def parse(serialized):
-            example = tf.io.parse_single_example(serialized, spec)
+            example = tf.io.parse_single_example(serialized, RECORD_SPEC)
             features = tf.reshape(tf.io.decode_raw(example["features"], dtype), shape)
             if not keep_dtype:
                 features = tf.cast(features, tf.float32)
@@ -152,26 +165,23 @@ class FeatureCache:
         )
         return records.map(self.parse_fn(keep_dtype), num_parallel_calls=tf.data.AUTOTUNE)
 
-    def shard_positions(self, split):
-        """[positions (int32 array) of each shard, in the order the shard holds them]."""
-        parse = self.parse_fn(keep_dtype=True)
-        return [
-            np.concatenate(
-                [
-                    batch.numpy()
-                    for batch in tf.data.TFRecordDataset(name)
-                    .map(lambda s: parse(s)["position"])
-                    .batch(4096)
-                ]
-                or [np.zeros(0, np.int32)]
+    def read_shard(self, name, chunk=1024):
+        """(positions int32 (n,), features (n, L, C) in the cache dtype) chunks of one shard
+        file, in the order it holds them, parsed a chunk at a time."""
+        dtype = tf.as_dtype(self.index["dtype"])
+        for serialized in tf.data.TFRecordDataset(name).batch(chunk).prefetch(1):
+            examples = tf.io.parse_example(serialized, RECORD_SPEC)
+            features = tf.io.decode_raw(examples["features"], dtype)
+            yield (
+                tf.cast(examples["position"], tf.int32),
+                tf.reshape(features, (-1, self.num_locations, self.channels)),
             )
-            for name in self.files(split)
-        ]
 
     def positions_dataset(self, split, shard_positions, shuffle_files=False, seed=None):
         """tf.data of {"position": int32} per image, in the order `dataset` gives for the
-        same `shuffle_files` and `seed`, without reading the shards: `shard_positions` is
-        what `shard_positions(split)` returns (the device-resident features keep it)."""
+        same `shuffle_files` and `seed`, without reading the shards: `shard_positions` holds
+        each shard's positions in its order (`read_shard`; the device-resident features
+        keep them)."""
         rows = tf.RaggedTensor.from_row_lengths(
             np.concatenate([np.zeros(0, np.int32), *shard_positions]).astype(np.int32),
             [len(p) for p in shard_positions],
@@ -242,19 +252,7 @@ class _ShardWriter(threading.Thread):
                 while (item := self.queue.get()) is not None:
                     positions, features = item
                     for position, row in zip(positions, features, strict=True):
-                        example = tf.train.Example(
-                            features=tf.train.Features(
-                                feature={
-                                    "position": tf.train.Feature(
-                                        int64_list=tf.train.Int64List(value=[int(position)])
-                                    ),
-                                    "features": tf.train.Feature(
-                                        bytes_list=tf.train.BytesList(value=[row.tobytes()])
-                                    ),
-                                }
-                            )
-                        )
-                        writer.write(example.SerializeToString())
+                        writer.write(feature_example(position, row))
                         self.written.append(int(position))
         except Exception as err:  # surfaced by the main thread
             self.error = err

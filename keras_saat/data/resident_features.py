@@ -60,25 +60,15 @@ class ResidentFeatures:
                 trainable=False,
                 name="resident_features",
             )
-        spec = {
-            "position": tf.io.FixedLenFeature([], tf.int64),
-            "features": tf.io.FixedLenFeature([], tf.string),
-        }
-        cache_dtype = tf.as_dtype(cache.index["dtype"])
         self.shard_positions = []
         for name in cache.files(split):
-            positions = []
-            for serialized in tf.data.TFRecordDataset(name).batch(chunk).prefetch(1):
-                examples = tf.io.parse_example(serialized, spec)  # a chunk at once
-                rows = tf.reshape(
-                    tf.io.decode_raw(examples["features"], cache_dtype), (-1, *shape[1:])
-                )
+            positions = [np.zeros(0, np.int32)]
+            for index, rows in cache.read_shard(name, chunk):
                 if rows.dtype != self.dtype:
                     rows = tf.cast(tf.cast(rows, tf.float32), self.dtype)  # as the model casts
-                index = tf.cast(examples["position"], tf.int32)
                 self.table.scatter_update(tf.IndexedSlices(rows, index))
                 positions.append(index.numpy())
-            self.shard_positions.append(np.concatenate([np.zeros(0, np.int32), *positions]))
+            self.shard_positions.append(np.concatenate(positions))
         if sum(len(p) for p in self.shard_positions) != cache.count(split):
             raise KerasSaatError(
                 f"the feature cache in {cache.directory} holds another number of '{split}' "
@@ -87,7 +77,7 @@ class ResidentFeatures:
 
     @property
     def nbytes(self):
-        return self.count * self.cache.num_locations * self.cache.channels * self.dtype.size
+        return resident_bytes(self.cache, self.split, self.dtype)
 
     @property
     def device(self):
