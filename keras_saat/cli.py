@@ -217,7 +217,7 @@ def build_parser():
         "--part",
         action="append",
         default=[],
-        help="matmul, train, batches, input, profile, extract, decode, serving or malloc "
+        help="matmul, train, batches, input, profile, extract, decode, serving, malloc or hostile "
         "(repeatable; default all)",
     )
     p.add_argument("--out", metavar="FILE.json", help="also write the report here")

@@ -32,6 +32,9 @@ in `parts` (a new one is a function and one registration):
               Session, as TF Serving runs it: one-JPEG latency and batch-32
               throughput; "serving" is the float32 export, "serving_bfloat16" the
               `--precision bfloat16` one
+    hostile   each crafted input of docs/guides/hostile-input.md (`hostile`): its peak
+              memory and time in a fresh process, and the answer it gets, beside a
+              baseline process that imports TensorFlow and does nothing
     malloc    the soft train step at both sizes with glibc's malloc tuned and with its
               defaults (KERAS_SAAT_MALLOC=system), alternating fresh processes: step
               time, page faults a step and peak memory (keras_saat/runtime/memory.py)

@@ -9,7 +9,7 @@ as a list under the part's name.
 import dataclasses
 from collections.abc import Callable
 
-from keras_saat.bench import compute, pipelines, profiling
+from keras_saat.bench import compute, hostile, pipelines, profiling
 from keras_saat.bench.malloc import measure_malloc
 from keras_saat.bench.runner import peak_rss_mb
 from keras_saat.bench.sizes import SIZES
@@ -256,3 +256,15 @@ add_part(
     )
 )
 add_part(Part("malloc", compute.measure_train, run=measure_malloc))
+add_part(
+    Part(
+        "hostile",
+        hostile.measure_hostile,
+        plan=lambda device, precisions: [(name,) for name in hostile.case_names()],
+        line=lambda row: (
+            f"hostile {row['area']:15s} {row['case']:28s} {row['peak_mb']:7.0f} MB peak, "
+            f"{row['seconds']:6.2f}s: {row['answer'][:90]}"
+        ),
+        memory_key=lambda row: f"hostile_{row['case']}",
+    )
+)
