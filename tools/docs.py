@@ -8,7 +8,10 @@ executed with the current code (small settings unless KERAS_SAAT_FULL=1) into
 build/executed/, stamped with the SHA-256 of its source; a build reuses an executed copy
 only when that stamp matches, so the figures on the pages always come from the current
 notebooks (the notebook test leaves its executed copies there, and `make test` builds
-the site after it).
+the site after it). Each tutorial is served with its notebook and its code as a script
+(the page's "Download the notebook" and "View source"). The maths renders with KaTeX,
+installed from npm into build/npm/ and copied into the site: the pages load nothing
+from another host.
 """
 
 import argparse
@@ -25,6 +28,8 @@ NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = ROOT / "build" / "executed"
 TUTORIALS = ROOT / "docs" / "tutorials"
 STAMP = "keras_saat_source_sha256"
+KATEX = "katex@0.16.22"  # npm's package: the script, auto-render, the stylesheet, the fonts
+KATEX_DIR = ROOT / "docs" / "assets" / "katex"
 
 
 def source_hash(path):
@@ -96,9 +101,50 @@ def prepare_tutorials(log=print):
             save_executed(execute_notebook(path, runs), path.name)
             copy = EXECUTED / path.name
         shutil.copyfile(copy, TUTORIALS / path.name)
+        write_script(TUTORIALS / path.name)
+
+
+def write_script(notebook):
+    """Writes a notebook's cells as a Python script beside it (the page's "View source"):
+    code as it is, the prose as comments."""
+    import nbformat
+
+    lines = [f"# {notebook.name}: the keras-saat tutorial as a script.\n"]
+    for cell in nbformat.read(str(notebook), as_version=4).cells:
+        if cell.cell_type == "code":
+            lines.append(f"\n{cell.source}\n")
+        elif cell.cell_type == "markdown":
+            lines.append("\n" + "".join(f"# {line}".rstrip() + "\n" for line in cell.source.splitlines()))
+    notebook.with_suffix(".py").write_text("".join(lines))
+
+
+def install_katex(log=print):
+    """Copies KaTeX (npm's katex package) into docs/assets/katex/ unless that version is
+    there: katex.min.js, auto-render.min.js, katex.min.css and the woff2 fonts."""
+    stamp = KATEX_DIR / "VERSION"
+    if stamp.is_file() and stamp.read_text() == KATEX:
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        raise SystemExit(
+            "the docs' maths needs npm, to install KaTeX: apt-get install npm (or Node.js)"
+        )
+    log(f"installing {KATEX} (npm)")
+    prefix = ROOT / "build" / "npm"
+    flags = ["--no-save", "--no-audit", "--no-fund", "--silent"]
+    subprocess.run([npm, "install", "--prefix", str(prefix), *flags, KATEX], check=True)
+    dist = prefix / "node_modules" / "katex" / "dist"
+    shutil.rmtree(KATEX_DIR, ignore_errors=True)
+    (KATEX_DIR / "fonts").mkdir(parents=True)
+    for name in ("katex.min.js", "katex.min.css", "contrib/auto-render.min.js"):
+        shutil.copyfile(dist / name, KATEX_DIR / Path(name).name)
+    for font in (dist / "fonts").glob("*.woff2"):  # every browser the theme supports reads woff2
+        shutil.copyfile(font, KATEX_DIR / "fonts" / font.name)
+    stamp.write_text(KATEX)
 
 
 def prepare(log=print):
+    install_katex(log)
     prepare_tutorials(log)
     sys.path.insert(0, str(ROOT / "tools"))
     from performance_plots import main as draw_plots
