@@ -114,7 +114,9 @@ def write_script(notebook):
         if cell.cell_type == "code":
             lines.append(f"\n{cell.source}\n")
         elif cell.cell_type == "markdown":
-            lines.append("\n" + "".join(f"# {line}".rstrip() + "\n" for line in cell.source.splitlines()))
+            lines.append(
+                "\n" + "".join(f"# {line}".rstrip() + "\n" for line in cell.source.splitlines())
+            )
     notebook.with_suffix(".py").write_text("".join(lines))
 
 

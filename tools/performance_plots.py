@@ -3,8 +3,9 @@
     python tools/performance_plots.py [--out docs/performance]
 
 Writes batch_curve.png (training captions/s against the batch, paper size, soft
-attention, CPU and GPU) and cpu_gpu.png (the train rows of a CPU and a GPU run side by
-side). `tools/docs.py` runs it before every build, so the page's plots are the files'.
+attention, CPU and GPU) and cpu_gpu.png (the batch-64 train rows of a CPU and a GPU run
+side by side, one bar each). A chart whose bars, labels and values do not match one to
+one raises instead of being drawn. `tools/docs.py` runs it before every build, so the page's plots are the files'.
 """
 
 import argparse
@@ -46,10 +47,14 @@ def batch_curve(cpu, gpu, out):
             if row.get("unroll") is False:
                 continue
             key = f"{where}, {row['precision']}"
+            # The batch sweep's rows come last: its point replaces the train part's.
             series.setdefault(key, {})[row["batch"]] = row["captions_per_s"]
     for key, points in sorted(series.items()):
         batches = sorted(points)
         axis.plot(batches, [points[b] for b in batches], marker="o", label=key)
+    drawn = [line.get_label() for line in axis.get_lines()]
+    if drawn != sorted(series):
+        raise ValueError(f"lines {drawn} for the series {sorted(series)}")
     axis.set_xscale("log", base=2)
     axis.set_yscale("log")
     axis.set_xlabel("batch (captions)")
@@ -62,23 +67,55 @@ def batch_curve(cpu, gpu, out):
     plt.close(figure)
 
 
-def cpu_gpu(cpu, gpu, out):
-    figure, axis = plt.subplots(figsize=(6.4, 3.6))
+def cpu_gpu_rows(cpu, gpu):
+    """The bars of cpu_gpu.png: one per precision and device, from each run's train part
+    (its batch sweep repeats the batch-64 configuration, which would be a second bar of
+    the same name). Returns (labels, values)."""
     labels, values = [], []
-    for where, report, xla in (("CPU", cpu, False), ("H100", gpu, True)):
-        for row in train_rows(report):
+    for where, report, xla in (("CPU, 2 cores", cpu, False), ("H100", gpu, True)):
+        for row in report["train"]:
             if (
-                row["batch"] == 64
+                row.get("size", "paper") == "paper"
+                and row.get("attention", "soft") == "soft"
+                and row["batch"] == 64
                 and bool(row.get("xla")) == xla
                 and row.get("unroll") is not False
             ):
-                labels.append(f"{where} {row['precision']}")
+                labels.append(f"{where}, {row['precision']}")
                 values.append(row["captions_per_s"])
-    axis.barh(labels, values, color="#3f51b5")
+    return labels, values
+
+
+def bar_chart(axis, labels, values):
+    """Horizontal bars, each with its value at its end. Raises ValueError unless every
+    label is distinct and has exactly one value, one bar and one value label: matplotlib
+    draws repeated labels as one bar with several values written over it."""
+    if len(labels) != len(values):
+        raise ValueError(f"{len(labels)} labels for {len(values)} values")
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ValueError(f"repeated bar labels {repeated}: each bar needs its own label")
+    bars = axis.barh(labels, values, color="#3f51b5")
+    texts = [axis.text(value, y, f" {value:,.0f}", va="center") for y, value in enumerate(values)]
+    ticks = [tick.get_text() for tick in axis.get_yticklabels()]
+    if not len(bars) == len(texts) == len(ticks) == len(labels):
+        raise ValueError(
+            f"{len(bars)} bars, {len(ticks)} axis labels and {len(texts)} values drawn "
+            f"for {len(labels)} rows"
+        )
+    return bars
+
+
+def cpu_gpu(cpu, gpu, out):
+    figure, axis = plt.subplots(figsize=(6.4, 3.6))
+    bar_chart(axis, *cpu_gpu_rows(cpu, gpu))
+    axis.set_title(
+        f"CPU {cpu['machine']['date']}, H100 {gpu['machine']['date']} (benchmarks/results/)",
+        fontsize=9,
+    )
     axis.set_xscale("log")
-    axis.set_xlabel("training captions/s, batch 64 (log scale)")
-    for y, value in enumerate(values):
-        axis.text(value, y, f" {value:,.0f}", va="center")
+    axis.margins(x=0.15)  # room for the longest bar's value
+    axis.set_xlabel("training captions/s, batch 64, paper size, soft (log scale)")
     figure.tight_layout()
     figure.savefig(out / "cpu_gpu.png", dpi=110)
     plt.close(figure)

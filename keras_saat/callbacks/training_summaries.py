@@ -18,6 +18,13 @@ class TrainingSummaries(keras.callbacks.Callback):
 
     The step count starts at `params["initial_step"]` (a resumed run's steps so far) and the
     throughput uses `params["batch_size"]`, when the loop passes them.
+
+    Example:
+        ```python
+        from keras_saat.callbacks import TrainingSummaries
+
+        model.fit(data, epochs=5, callbacks=[TrainingSummaries("runs/logs", every=20)])
+        ```
     """
 
     def __init__(self, log_dir, every=50):

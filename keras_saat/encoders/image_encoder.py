@@ -41,6 +41,15 @@ class ImageEncoder(keras.layers.Layer):
             (0 = frozen, the paper's setting). Defaults to 0.
         feature_model: keras.Model or None. Use this backbone (cut at its feature layer)
             instead of building one; `folded` passes it. Defaults to None.
+
+    Example:
+        ```python
+        import numpy as np
+        from keras_saat.encoders import ImageEncoder
+
+        encoder = ImageEncoder("shapes_cnn")
+        encoder(np.zeros((1, 128, 128, 3), "float32")).shape  # (1, 64, 128): L = 8 x 8, C = 128
+        ```
     """
 
     def __init__(

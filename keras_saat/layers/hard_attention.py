@@ -24,6 +24,14 @@ class HardAttention(SoftAttention):
         seed: int or None. Sampler seed (the per-caption draw uses seed + 1). Defaults to None.
         hard_soft_probability: float. Probability that a caption uses the expected context
             instead of samples. Defaults to 0.5.
+
+    Example:
+        ```python
+        from keras_saat import Captioner
+
+        model = Captioner(vocabulary.words, attention="hard", reinforce_weight=0.1)
+        # fit() adds REINFORCE against the moving-average baseline (Eq. 12)
+        ```
     """
 
     options = ("hard_soft_probability",)

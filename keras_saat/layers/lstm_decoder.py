@@ -48,6 +48,18 @@ class LSTMDecoder(keras.layers.Layer):
         unroll: bool. Teacher forcing unrolled (True) or as a `tf.while_loop` (False). A
             setting of the computation, not of the model: it can be changed on a built
             layer (the trainer sets it from `train.unroll`). Defaults to True.
+
+    Example:
+        ```python
+        import numpy as np
+        from keras_saat.layers import LSTMDecoder
+
+        decoder = LSTMDecoder(vocab_size=100, lstm_units=64, attention="soft")
+        decoder.build(16)  # D, the annotation size
+        annotations = np.random.rand(2, 64, 16).astype("float32")
+        tokens = np.ones((2, 12), "int32")  # <start> and the words, teacher-forced
+        outputs = decoder(annotations, tokens)  # outputs["logits"]: (2, 12, 100)
+        ```
     """
 
     def __init__(

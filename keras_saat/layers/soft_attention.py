@@ -45,6 +45,19 @@ class SoftAttention(keras.layers.Layer):
         units: int. Width of the attention MLP. Defaults to 128.
         gating: bool. Use the gating scalar beta (else beta = 1). Defaults to True.
         seed: int or None. Seed of the attention's random draws (none here). Defaults to None.
+
+    Example:
+        ```python
+        import numpy as np
+        from keras_saat.layers import SoftAttention
+
+        attention = SoftAttention(units=32)
+        attention.build(16, 48)  # D, the annotation size; n, the LSTM's
+        annotations = np.random.rand(2, 64, 16).astype("float32")  # (batch, L, D)
+        hidden = np.zeros((2, 48), "float32")  # h_{t-1}
+        projected = attention.project(annotations)  # W_a a, once per image
+        out = attention(annotations, projected, hidden)  # z (2, 16), alpha (2, 64), beta (2, 1)
+        ```
     """
 
     # Captioner arguments (ModelConfig fields) this type's constructor also takes.

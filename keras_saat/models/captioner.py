@@ -67,6 +67,17 @@ class Captioner(CaptionGeneration, keras.Model):
             "stretch"): the rule training used (`data.resize`), kept with the model so
             `generate` and the export see images as training did. Defaults to "crop".
         seed: int or None. Dropout and sampling seed. Defaults to None.
+
+    Example:
+        ```python
+        from keras_saat import Captioner, Vocabulary
+
+        vocabulary = Vocabulary.build([["a", "red", "circle"], ["a", "blue", "square"]])
+        model = Captioner(vocabulary.words, lstm_units=64, seed=0)  # the Shapes CNN, 128 px
+        model.generate(["scene.png"], beam_size=1)  # paths, encoded bytes or pixels
+        model.save_to_preset("my_captioner")
+        model = Captioner.from_preset("my_captioner")
+        ```
     """
 
     def __init__(

@@ -9,6 +9,12 @@ class CaptionPostprocessor:
     Args:
         vocabulary: keras_saat.text.Vocabulary.
         grid_shape: (grid_h, grid_w). The backbone's feature grid, L = grid_h * grid_w.
+
+    Example:
+        ```python
+        results = model.postprocessor(model.decode(features))  # model: a Captioner
+        results[0]["caption"], results[0]["attention"].shape  # words; (steps, grid_h, grid_w)
+        ```
     """
 
     def __init__(self, vocabulary, grid_shape):

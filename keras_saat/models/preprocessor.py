@@ -25,6 +25,13 @@ class ImagePreprocessor:
         image_size: int. S, the model's input side.
         resize: str. "crop", "pad" or "stretch" (`keras_saat.data.images.resize_image`).
             Defaults to "crop".
+
+    Example:
+        ```python
+        from keras_saat.models.preprocessor import ImagePreprocessor
+
+        pixels = ImagePreprocessor(128, "pad")(["scene.png"])  # (1, 128, 128, 3) float32
+        ```
     """
 
     def __init__(self, image_size, resize="crop"):

@@ -96,6 +96,15 @@ class DevServer:
         max_batch: int. Images (instances) in one request. Defaults to MAX_BATCH.
         max_connections: int. REST connections served at once. Defaults to 32.
         read_timeout: float. Seconds a REST request has to arrive whole. Defaults to 30.
+
+    Example:
+        ```python
+        from keras_saat.serving import DevServer
+
+        server = DevServer("runs/demo/export", port=8501).start()  # BASE/<version>/saved_model.pb
+        print(server.url)  # POST {url}/v1/models/keras_saat:predict, or open it in a browser
+        server.stop()
+        ```
     """
 
     def __init__(

@@ -16,6 +16,13 @@ class GrpcClient:
         timeout: float. Seconds per request. Defaults to 60.
         max_message_mb: int. Largest request and reply (gRPC's default of 4 MB is small
             for a batch of photos). Defaults to 256.
+
+    Example:
+        ```python
+        from keras_saat.serving import GrpcClient
+
+        GrpcClient("localhost:8500", "keras_saat").caption(["photo.jpg"])
+        ```
     """
 
     def __init__(

@@ -21,6 +21,14 @@ class RestClient:
         model: str. The served model's name. Defaults to "keras_saat".
         version: int or None. A version to pin; None = the server's latest. Defaults to None.
         timeout: float. Seconds per request. Defaults to 60.
+
+    Example:
+        ```python
+        from keras_saat.serving import RestClient
+
+        client = RestClient("http://localhost:8501", "keras_saat")
+        client.caption(["photo.jpg"])  # one dict per image: caption, words, attention
+        ```
     """
 
     def __init__(self, url="http://localhost:8501", model="keras_saat", version=None, timeout=60.0):

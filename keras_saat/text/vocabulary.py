@@ -23,6 +23,15 @@ class Vocabulary:
 
     Args:
         words: list of str. Every token in id order, starting with the special tokens.
+
+    Example:
+        ```python
+        from keras_saat import Vocabulary
+
+        vocabulary = Vocabulary.build([["a", "red", "circle"], ["a", "blue", "square"]])
+        ids = vocabulary.encode(["a", "red", "square"])  # <start> a red square <end>
+        vocabulary.decode(ids)  # ["a", "red", "square"]
+        ```
     """
 
     def __init__(self, words):
