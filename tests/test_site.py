@@ -1,19 +1,45 @@
 """The documentation site: `tools/docs.py build` (mkdocs --strict, executed tutorials,
-plots from the benchmark results) succeeds, and the built site works in a browser.
+plots from the benchmark results) succeeds, and the built site works in a browser:
+maths rendered from the bundled KaTeX, nothing loaded from another host, tables that fit,
+the API reference under the public names.
 
-Runs after tests/test_notebooks.py, whose executed notebooks the build reuses.
+Runs after tests/test_notebooks.py, whose executed notebooks the build reuses. Every test
+that builds the site is slow; the plots' check is not.
 """
 
 import functools
 import http.server
+import json
 import threading
+import urllib.request
 
 import pytest
 
 from tests.helpers import CHROMEDRIVER, CHROMIUM, ROOT, TUTORIAL_FIGURES, headless_chrome
 
-pytestmark = pytest.mark.slow
+slow = pytest.mark.slow
 DOCS = ROOT / "docs"
+
+
+def test_every_chart_draws_one_bar_per_label_and_value(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from tools import performance_plots as plots
+
+    cpu, gpu = plots.load(plots.CPU_RUN), plots.load(plots.GPU_RUN)
+    labels, values = plots.cpu_gpu_rows(cpu, gpu)
+    assert len(labels) == len(set(labels)) == len(values) >= 4, labels
+    figure, axis = plt.subplots()
+    bars = plots.bar_chart(axis, labels, values)
+    assert len(bars) == len(axis.get_yticklabels()) == len(axis.texts) == len(labels)
+    # Two rows of one name were drawn as one bar carrying both values.
+    with pytest.raises(ValueError, match="repeated bar labels"):
+        plots.bar_chart(plt.subplots()[1], ["CPU bfloat16", "CPU bfloat16"], [63.7, 66.3])
+    with pytest.raises(ValueError, match="2 labels for 3 values"):
+        plots.bar_chart(plt.subplots()[1], ["a", "b"], [1.0, 2.0, 3.0])
+    plt.close("all")
+    out = plots.main(["--out", str(tmp_path)])
+    assert (out / "cpu_gpu.png").stat().st_size > 0 and (out / "batch_curve.png").is_file()
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +52,7 @@ def site(tmp_path_factory):
     return site
 
 
+@slow
 def test_the_site_builds_with_every_page(site):
     for page in DOCS.rglob("*.md"):
         built = site / page.relative_to(DOCS).with_suffix("") / "index.html"
@@ -63,6 +90,7 @@ def browser():
     driver.quit()
 
 
+@slow
 def test_tutorial_pages_show_their_figures_and_search_finds_beam(served, browser):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -91,3 +119,108 @@ def test_tutorial_pages_show_their_figures_and_search_finds_beam(served, browser
     out = ROOT / "build"
     out.mkdir(exist_ok=True)
     browser.save_screenshot(str(out / "site.png"))
+
+
+def site_pages(site):
+    """Each page's path under the site's root ("" for the home page)."""
+    pages = []
+    for page in sorted(site.rglob("index.html")):
+        path = page.parent.relative_to(site).as_posix()
+        if not path.startswith(("assets", "search")):
+            pages.append("" if path == "." else f"{path}/")
+    return pages
+
+
+def open_page(browser, url):
+    """Loads a page and waits until its scripts, the maths included, have run."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(url)
+    WebDriverWait(browser, 20).until(
+        lambda d: d.execute_script(
+            "return document.readyState === 'complete' && !!window.renderMathInElement"
+        )
+    )
+    browser.execute_script("return new Promise(r => requestAnimationFrame(() => r()))")
+
+
+@slow
+def test_maths_renders_offline_with_no_raw_tex_and_tables_fit(site, served, browser):
+    """Every page: no TeX left as text (a notebook's $...$, arithmatex's \\( \\)), no
+    KaTeX error, no request to another host, and no table, signature or output wider
+    than its box."""
+    rendered = {}
+    # A desktop's width and a tablet's, where a table of four columns ran off the page.
+    for width, path in [(w, p) for w in (1200, 760) for p in site_pages(site)]:
+        browser.set_window_size(width, 1000)
+        open_page(browser, f"{served}/{path}")
+        page = browser.execute_script(
+            """
+            const text = document.querySelector('.md-container').cloneNode(true);
+            text.querySelectorAll('pre, code, .katex, script, style').forEach(e => e.remove());
+            const boxes = '.md-typeset__scrollwrap, .md-typeset table, .doc-signature';
+            return {
+              raw: text.textContent.match(/\\\\[([]|\\$[^$\\n]+\\$/g) || [],
+              maths: document.querySelectorAll('.katex').length,
+              errors: document.querySelectorAll('.katex-error').length,
+              requests: performance.getEntriesByType('resource').map(e => e.name)
+                .filter(n => !n.startsWith(location.origin) && !n.startsWith('data:')),
+              wide: [...document.querySelectorAll(boxes)]
+                .filter(e => e.scrollWidth > e.clientWidth + 1)
+                .map(e => `${e.className} ${e.scrollWidth}>${e.clientWidth}`),
+            }"""
+        )
+        assert page["raw"] == [], (path, page["raw"][:3])
+        assert page["errors"] == 0, path
+        assert page["requests"] == [], (path, page["requests"])
+        assert page["wide"] == [], (width, path, page["wide"])
+        rendered[path] = page["maths"]
+    browser.set_window_size(1200, 1000)
+    for path in ("paper/", "tutorials/02_attention_decoder/"):
+        assert rendered[path] > 5, (path, rendered[path])
+    assert (site / "assets" / "katex" / "katex.min.js").is_file()
+
+
+@slow
+def test_tutorial_pages_link_their_notebook_and_its_source(served, browser):
+    from selenium.webdriver.common.by import By
+
+    open_page(browser, f"{served}/tutorials/02_attention_decoder/")
+    links = {
+        a.text: a.get_attribute("href")
+        for a in browser.find_elements(By.CSS_SELECTOR, ".notebook-header a")
+    }
+    assert set(links) == {"Download the notebook", "View source"}, links
+    with urllib.request.urlopen(links["Download the notebook"]) as reply:
+        notebook = json.load(reply)
+    assert notebook["nbformat"] == 4 and notebook["cells"]
+    with urllib.request.urlopen(links["View source"]) as reply:
+        script = reply.read().decode()
+    assert "from keras_saat import" in script and "# # 2. Soft attention" in script
+
+
+@slow
+def test_api_reference_shows_public_names_signatures_and_examples(served, browser):
+    from selenium.webdriver.common.by import By
+
+    open_page(browser, f"{served}/api/captioner/")
+    heading = browser.find_element(By.CSS_SELECTOR, "h2.doc-heading")
+    assert "keras_saat.Captioner" in heading.text, heading.text
+    section = browser.execute_script(
+        """const h = document.querySelector('h2.doc-heading');
+        const contents = h.nextElementSibling.matches('.doc-signature')
+          ? h.nextElementSibling : h.parentElement.querySelector('.doc-signature');
+        const extenders = document.getElementById('for-extenders-what-training-calls');
+        const before = [...document.querySelectorAll('.md-content h2, .md-content h3')]
+          .filter(e => !extenders || (e.compareDocumentPosition(extenders) & 4))
+          .map(e => e.textContent);
+        return {signature: contents ? contents.textContent : '',
+                example: document.querySelector('.doc-class details.example code')?.textContent,
+                before};"""
+    )
+    assert "vocabulary" in section["signature"] and 'backbone="shapes_cnn"' in section["signature"]
+    assert "Captioner(" in (section["example"] or ""), section["example"]
+    public = " ".join(section["before"])
+    assert "generate" in public and "save_to_preset" in public, public
+    for internal in ("update_baseline", "weight_gradients", "train_step"):
+        assert internal not in public, internal
