@@ -183,9 +183,107 @@ def pickle_counted_bytes(scratch):
     return write_legacy_pth(scratch / "bytes.pth", pickled, {"0": (4, _floats(4))})
 
 
-def _case(name, build, bound):
+# ---- preset folders: a real small preset, one of its files swapped for a crafted one ----
+
+PRESET_WORDS = "a red blue circle square at the top left on right".split()
+
+
+def small_preset(folder, **settings):
+    """A real preset of a small shapes Captioner (`settings` override its sizes in
+    config.json afterwards, so the weights stay the small model's)."""
+    import json
+
+    from keras_saat.models.captioner import Captioner
+    from keras_saat.text.vocabulary import Vocabulary
+
+    words = Vocabulary.build([PRESET_WORDS]).words
+    sizes = dict(feature_dim=16, embedding_dim=8, lstm_units=12, attention_units=8, seed=1)
+    Captioner(words, **sizes).save_to_preset(folder)
+    if settings:
+        config_path = folder / "config.json"
+        config = json.loads(config_path.read_text())
+        config["config"].update(settings)
+        config_path.write_text(json.dumps(config))
+    return folder
+
+
+def _sparse(path, size):
+    """A file of `size` zero bytes that takes no room on disk."""
+    with open(path, "r+b" if path.exists() else "wb") as out:
+        out.truncate(size)
+
+
+def _vocabulary(folder, lines):
+    (folder / "assets" / "vocabulary.txt").write_text("\n".join(lines) + "\n")
+
+
+def preset_lstm_units(scratch):
+    """config.json says lstm_units 30000: a 14 GB LSTM kernel before the weights are read."""
+    return small_preset(scratch / "p", lstm_units=30000)
+
+
+def preset_units_under_cap(scratch):
+    """lstm_units and embedding_dim of 8000 (under the caps) beside a 2 MB weights file."""
+    return small_preset(scratch / "p", lstm_units=8000, embedding_dim=8000)
+
+
+def preset_config_sparse(scratch):
+    """A 1 GB config.json (sparse: zeros)."""
+    folder = small_preset(scratch / "p")
+    _sparse(folder / "config.json", 1 << 30)
+    return folder
+
+
+def preset_vocabulary_sparse(scratch):
+    """A 1 GB vocabulary.txt (sparse: zeros, one line)."""
+    folder = small_preset(scratch / "p")
+    _sparse(folder / "assets" / "vocabulary.txt", 1 << 30)
+    return folder
+
+
+def preset_vocabulary_lines(scratch):
+    """200k words (1.4 MB) with embedding_dim 4096: 6.5 GB of embedding and output layer."""
+    folder = small_preset(scratch / "p", embedding_dim=4096)
+    _vocabulary(folder, ["<pad>", "<unk>", "<start>", "<end>", *map(str, range(200_000))])
+    return folder
+
+
+def preset_vocabulary_duplicates(scratch):
+    """90k copies of one word (180 kB): a duplicate report that counts each copy in the
+    list is 8 * 10^9 comparisons."""
+    folder = small_preset(scratch / "p")
+    _vocabulary(folder, ["<pad>", "<unk>", "<start>", "<end>", *["a"] * 90_000])
+    return folder
+
+
+def _swap_dataset(folder, **options):
+    """The weights file's `vars/0` (the REINFORCE baseline, a scalar) redeclared as 10^9
+    floats (3.7 GiB, under Keras's 4 GiB floor), never written: the file stays small."""
+    import h5py
+
+    with h5py.File(folder / "model.weights.h5", "r+") as weights:
+        del weights["vars/0"]
+        weights.create_dataset("vars/0", shape=(1_000_000_000,), dtype="f4", **options)
+    return folder
+
+
+def preset_weights_dataset(scratch):
+    return _swap_dataset(small_preset(scratch / "p"))
+
+
+def preset_weights_compressed(scratch):
+    return _swap_dataset(small_preset(scratch / "p"), chunks=(1 << 20,), compression="gzip")
+
+
+def _load_preset(folder):
+    from keras_saat.models.captioner import Captioner
+
+    return Captioner.from_preset(folder)
+
+
+def _case(name, build, bound, load=_read):
     return HostileCase(
-        name, "untrusted files", bound, lambda scratch: _answer(_read, build(scratch))
+        name, "untrusted files", bound, lambda scratch: _answer(load, build(scratch))
     )
 
 
@@ -199,4 +297,18 @@ PTH_CASES = [
     _case("pth_pickle_bytes_2e40", pickle_counted_bytes, "counted string <= bytes left"),
 ]
 
-CASES = PTH_CASES  # HostileCase rows (keras_saat.bench.hostile)
+PRESET_CASES = [
+    _case(name, build, bound, _load_preset)
+    for name, build, bound in [
+        ("preset_lstm_units_30000", preset_lstm_units, "model sizes <= 8192"),
+        ("preset_units_8000_small_weights", preset_units_under_cap, "config vs the weights' size"),
+        ("preset_config_json_1gb", preset_config_sparse, "config.json <= 1 MiB"),
+        ("preset_vocabulary_1gb", preset_vocabulary_sparse, "vocabulary.txt <= 8 MiB"),
+        ("preset_vocabulary_200k_words", preset_vocabulary_lines, "vocabulary <= 100k words"),
+        ("preset_vocabulary_duplicates", preset_vocabulary_duplicates, "duplicates counted once"),
+        ("preset_weights_3_7gib_dataset", preset_weights_dataset, "datasets <= the file's size"),
+        ("preset_weights_3_7gib_gzip", preset_weights_compressed, "compressed <= 2 GiB in all"),
+    ]
+]
+
+CASES = PTH_CASES + PRESET_CASES  # HostileCase rows (keras_saat.bench.hostile)

@@ -80,6 +80,27 @@ def preset_metadata(preset_dir):
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def _checked_config(preset_dir):
+    """config.json and the vocabulary, their sizes and the model's checked against the
+    weights file (keras_saat/models/preset_checks.py) before anything is built."""
+    from keras_saat.models import preset_checks as checks
+    from keras_saat.text.vocabulary import Vocabulary
+
+    config_path = preset_dir / CONFIG_FILE
+    checks.check_file_size(config_path, checks.MAX_CONFIG_BYTES, CONFIG_FILE)
+    config = json.loads(config_path.read_text())
+    if not isinstance(config, dict) or not isinstance(config.get("config"), dict):
+        raise KerasSaatError(f'{config_path} holds no Keras config (no "config" object)')
+    vocabulary = Vocabulary.load(
+        preset_dir / ASSET_DIR / VOCABULARY_FILE,
+        max_words=checks.MAX_VOCABULARY_WORDS,
+        max_bytes=checks.MAX_VOCABULARY_BYTES,
+    )
+    checks.check_model_sizes(config["config"], len(vocabulary), config_path)
+    checks.check_weights_file(preset_dir / WEIGHTS_FILE, config["config"], len(vocabulary))
+    return config, vocabulary
+
+
 def load_preset(preset_dir, cls):
     """The model saved in `preset_dir`, its weights loaded (`Captioner.from_preset`).
 
@@ -88,8 +109,6 @@ def load_preset(preset_dir, cls):
         cls: the class expected (Captioner or a subclass).
     """
     import keras
-
-    from keras_saat.text.vocabulary import Vocabulary
 
     text = str(preset_dir)
     if "://" in text:
@@ -104,8 +123,7 @@ def load_preset(preset_dir, cls):
             "write one with `Captioner.save_to_preset` or `keras-saat export --format preset`"
         )
     try:
-        config = json.loads((preset_dir / CONFIG_FILE).read_text())
-        vocabulary = Vocabulary.load(preset_dir / ASSET_DIR / VOCABULARY_FILE)
+        config, vocabulary = _checked_config(preset_dir)
         config["config"]["vocabulary"] = list(vocabulary.words)
         model = keras.saving.deserialize_keras_object(config)
     except KerasSaatError as err:
