@@ -249,10 +249,10 @@ def preset_vocabulary_lines(scratch):
 
 
 def preset_vocabulary_duplicates(scratch):
-    """90k copies of one word (180 kB): a duplicate report that counts each copy in the
-    list is 8 * 10^9 comparisons."""
+    """A million copies of one word (2 MB): a duplicate report that counts each copy in
+    the list is 10^12 comparisons."""
     folder = small_preset(scratch / "p")
-    _vocabulary(folder, ["<pad>", "<unk>", "<start>", "<end>", *["a"] * 90_000])
+    _vocabulary(folder, ["<pad>", "<unk>", "<start>", "<end>", *["a"] * 1_000_000])
     return folder
 
 
@@ -273,6 +273,60 @@ def preset_weights_dataset(scratch):
 
 def preset_weights_compressed(scratch):
     return _swap_dataset(small_preset(scratch / "p"), chunks=(1 << 20,), compression="gzip")
+
+
+def _keras_file(scratch, config=None, swap=False):
+    """The small preset's model as a `.keras` file, its config.json updated with `config`
+    or its weights' `vars/0` swapped as `_swap_dataset` does."""
+    import json
+
+    folder = small_preset(scratch / "p")
+    if swap:
+        _swap_dataset(folder)
+    path = scratch / "model.keras"
+    source = crafted_preset_model(folder)
+    source.save(path)
+    with zipfile.ZipFile(path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    if config:
+        loaded = json.loads(members["config.json"])
+        loaded["config"].update(config)
+        members["config.json"] = json.dumps(loaded).encode()
+    if swap:
+        members["model.weights.h5"] = (folder / "model.weights.h5").read_bytes()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+def crafted_preset_model(folder):
+    """The preset's model built from its config.json alone (its weights left as built)."""
+    import json
+
+    import keras
+
+    from keras_saat.text.vocabulary import Vocabulary
+
+    config = json.loads((folder / "config.json").read_text())
+    config["config"]["vocabulary"] = Vocabulary.load(folder / "assets" / "vocabulary.txt").words
+    return keras.saving.deserialize_keras_object(config)
+
+
+def keras_lstm_units(scratch):
+    """A .keras file whose config.json says lstm_units 30000."""
+    return _keras_file(scratch, config={"lstm_units": 30000})
+
+
+def keras_weights_dataset(scratch):
+    """A .keras file whose weights declare a 3.7 GiB dataset they never hold."""
+    return _keras_file(scratch, swap=True)
+
+
+def _load_captioner(path):
+    from keras_saat.models.factories import load_captioner
+
+    return load_captioner(path)
 
 
 def _load_preset(folder):
@@ -305,10 +359,24 @@ PRESET_CASES = [
         ("preset_config_json_1gb", preset_config_sparse, "config.json <= 1 MiB"),
         ("preset_vocabulary_1gb", preset_vocabulary_sparse, "vocabulary.txt <= 8 MiB"),
         ("preset_vocabulary_200k_words", preset_vocabulary_lines, "vocabulary <= 100k words"),
-        ("preset_vocabulary_duplicates", preset_vocabulary_duplicates, "duplicates counted once"),
+        (
+            "preset_vocabulary_1m_duplicates",
+            preset_vocabulary_duplicates,
+            "vocabulary <= 100k words",
+        ),
         ("preset_weights_3_7gib_dataset", preset_weights_dataset, "datasets <= the file's size"),
         ("preset_weights_3_7gib_gzip", preset_weights_compressed, "compressed <= 2 GiB in all"),
     ]
 ]
 
-CASES = PTH_CASES + PRESET_CASES  # HostileCase rows (keras_saat.bench.hostile)
+KERAS_FILE_CASES = [
+    _case("keras_file_lstm_units_30000", keras_lstm_units, "model sizes <= 8192", _load_captioner),
+    _case(
+        "keras_file_3_7gib_dataset",
+        keras_weights_dataset,
+        "datasets <= the file's size",
+        _load_captioner,
+    ),
+]
+
+CASES = PTH_CASES + PRESET_CASES + KERAS_FILE_CASES  # HostileCase rows (keras_saat.bench.hostile)

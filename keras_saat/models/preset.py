@@ -81,8 +81,8 @@ def preset_metadata(preset_dir):
 
 
 def _checked_config(preset_dir):
-    """config.json and the vocabulary, their sizes and the model's checked against the
-    weights file (keras_saat/models/preset_checks.py) before anything is built."""
+    """config.json and the vocabulary, their sizes and the model's checked
+    (keras_saat/models/preset_checks.py) before anything is built."""
     from keras_saat.models import preset_checks as checks
     from keras_saat.text.vocabulary import Vocabulary
 
@@ -97,7 +97,6 @@ def _checked_config(preset_dir):
         max_bytes=checks.MAX_VOCABULARY_BYTES,
     )
     checks.check_model_sizes(config["config"], len(vocabulary), config_path)
-    checks.check_weights_file(preset_dir / WEIGHTS_FILE, config["config"], len(vocabulary))
     return config, vocabulary
 
 
@@ -109,6 +108,8 @@ def load_preset(preset_dir, cls):
         cls: the class expected (Captioner or a subclass).
     """
     import keras
+
+    from keras_saat.models.preset_checks import check_weights_file
 
     text = str(preset_dir)
     if "://" in text:
@@ -124,6 +125,17 @@ def load_preset(preset_dir, cls):
         )
     try:
         config, vocabulary = _checked_config(preset_dir)
+    except KerasSaatError as err:
+        raise KerasSaatError(f"cannot read the preset {preset_dir}: {err}") from None
+    except Exception as err:  # a malformed config.json
+        raise KerasSaatError(
+            f"cannot read the preset {preset_dir}: {type(err).__name__}: {err}"
+        ) from None
+    try:  # the weights' headers against the config, before Keras allocates the model
+        check_weights_file(preset_dir / WEIGHTS_FILE, config["config"], len(vocabulary))
+    except KerasSaatError as err:
+        raise KerasSaatError(f"cannot load the weights of the preset {preset_dir}: {err}") from None
+    try:
         config["config"]["vocabulary"] = list(vocabulary.words)
         model = keras.saving.deserialize_keras_object(config)
     except KerasSaatError as err:

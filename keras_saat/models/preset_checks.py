@@ -61,7 +61,8 @@ def check_model_sizes(settings, vocabulary_size, path):
             continue
         if type(value) is not int or not 0 <= value <= limit:
             raise KerasSaatError(
-                f"{path}: {key} is {value!r:.40}; a preset's must be an integer from 0 to {limit}"
+                f"{path}: {key} is {value!r:.40}; a saved Captioner's must be an integer "
+                f"from 0 to {limit}"
             )
     if vocabulary_size > MAX_VOCABULARY_WORDS:
         raise KerasSaatError(
@@ -86,7 +87,7 @@ def implied_weights(settings, vocabulary_size):
     )
 
 
-def check_weights_file(path, settings, vocabulary_size):
+def check_weights_file(path, settings, vocabulary_size, label=None):
     """Opens the weights file with h5py (nothing read but its headers) and refuses it when
     a dataset declares more than the file holds or the config implies more weights
     than the file declares.
@@ -99,9 +100,11 @@ def check_weights_file(path, settings, vocabulary_size):
         path: Path. model.weights.h5.
         settings: dict. The config's Captioner arguments, already checked.
         vocabulary_size: int.
+        label: str or None. What errors call the file. Defaults to None (`path`).
     """
     import h5py
 
+    label = label or path
     check_file_size(path, MAX_WEIGHTS_BYTES, "weights file")
     on_disk = os.path.getsize(path)
     datasets = []
@@ -110,7 +113,7 @@ def check_weights_file(path, settings, vocabulary_size):
         if isinstance(item, h5py.Dataset):
             datasets.append((name, item))
             if len(datasets) > MAX_WEIGHTS_DATASETS:
-                raise KerasSaatError(f"{path} holds over {MAX_WEIGHTS_DATASETS} datasets")
+                raise KerasSaatError(f"{label} holds over {MAX_WEIGHTS_DATASETS} datasets")
 
     try:
         with h5py.File(path, "r") as weights:
@@ -119,7 +122,7 @@ def check_weights_file(path, settings, vocabulary_size):
             for name, dataset in datasets:
                 if dataset.dtype.kind not in "biuf":
                     raise KerasSaatError(
-                        f"{path}: dataset {name} holds {dataset.dtype}, not numbers"
+                        f"{label}: dataset {name} holds {dataset.dtype}, not numbers"
                     )
                 count = math.prod(dataset.shape)
                 declared = count * dataset.dtype.itemsize
@@ -132,7 +135,7 @@ def check_weights_file(path, settings, vocabulary_size):
                     limit, total = MAX_WEIGHTS_BYTES, compressed
                 if total > limit:
                     raise KerasSaatError(
-                        f"{path}: dataset {name} declares {dataset.shape} ({declared} bytes), "
+                        f"{label}: dataset {name} declares {dataset.shape} ({declared} bytes), "
                         f"taking the datasets past {limit} bytes "
                         + ("(the file's size)" if limit == on_disk else "(compressed, in all)")
                         + "; the file is damaged or crafted"
@@ -140,11 +143,60 @@ def check_weights_file(path, settings, vocabulary_size):
     except KerasSaatError:
         raise
     except Exception as err:  # h5py raises OSError, KeyError and others for a damaged file
-        raise KerasSaatError(f"cannot read the weights file {path}: {err}") from None
+        raise KerasSaatError(f"{label}: {type(err).__name__}: {err}") from None
     implied = implied_weights(settings, vocabulary_size)
     if implied > elements:
         raise KerasSaatError(
-            f"{path} holds {elements} weights; the preset's config.json implies at least "
+            f"{label} holds {elements} weights; the preset's config.json implies at least "
             f"{implied} (lstm_units {settings.get('lstm_units')}, embedding_dim "
             f"{settings.get('embedding_dim')}, {vocabulary_size} words): they do not belong together"
         )
+
+
+# A `.keras` archive's config.json carries the vocabulary inline (JSON-escaped words).
+MAX_ARCHIVE_CONFIG_BYTES = MAX_CONFIG_BYTES + 2 * MAX_VOCABULARY_BYTES
+
+
+def check_keras_archive(path):
+    """The checks of a preset folder for a `.keras` file (`load_captioner`): the sizes its
+    members and config.json declare, and its weights file against them, before Keras
+    unpacks or builds anything.
+
+    Args:
+        path: Path. A `.keras` zip archive.
+    """
+    import json
+    import tempfile
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        return  # a legacy .h5 model or no model: Keras reports it
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError) as err:
+        raise KerasSaatError(f"{path} is not a .keras archive: {err}") from None
+    with archive:
+        members = {info.filename: info for info in archive.infolist()}
+        config_info, weights_info = members.get("config.json"), members.get("model.weights.h5")
+        if config_info is None or weights_info is None:
+            return  # not the layout this checks; Keras reports what is missing
+        limits = ((config_info, MAX_ARCHIVE_CONFIG_BYTES), (weights_info, MAX_WEIGHTS_BYTES))
+        for info, limit in limits:
+            if info.file_size > limit:
+                raise KerasSaatError(
+                    f"{path}: {info.filename} declares {info.file_size} bytes, over the {limit} "
+                    "a saved Captioner's may be; the file is damaged or crafted"
+                )
+        with archive.open(config_info) as member:
+            text = member.read(MAX_ARCHIVE_CONFIG_BYTES + 1)
+        try:
+            settings = json.loads(text)["config"]
+            vocabulary = settings["vocabulary"]
+        except (ValueError, KeyError, TypeError) as err:
+            raise KerasSaatError(f"{path}: config.json holds no Captioner config: {err}") from None
+        if not isinstance(vocabulary, list):
+            raise KerasSaatError(f"{path}: config.json holds no vocabulary list")
+        check_model_sizes(settings, len(vocabulary), f"{path}: config.json")
+        with tempfile.TemporaryDirectory() as scratch:
+            weights = archive.extract(weights_info, scratch)
+            check_weights_file(weights, settings, len(vocabulary), f"{path}: model.weights.h5")
