@@ -14,6 +14,8 @@ import zlib
 
 from keras_saat.bench.hostile import HostileCase
 from keras_saat.errors import KerasSaatError
+from keras_saat.models.preset import ASSET_DIR, CONFIG_FILE, VOCABULARY_FILE, WEIGHTS_FILE
+from keras_saat.workdir import MODEL_FILE
 
 # ---- a pickle written opcode by opcode, so it can say what torch.save never would ----
 
@@ -200,7 +202,7 @@ def small_preset(folder, **settings):
     sizes = dict(feature_dim=16, embedding_dim=8, lstm_units=12, attention_units=8, seed=1)
     Captioner(words, **sizes).save_to_preset(folder)
     if settings:
-        config_path = folder / "config.json"
+        config_path = folder / CONFIG_FILE
         config = json.loads(config_path.read_text())
         config["config"].update(settings)
         config_path.write_text(json.dumps(config))
@@ -214,7 +216,7 @@ def _sparse(path, size):
 
 
 def _vocabulary(folder, lines):
-    (folder / "assets" / "vocabulary.txt").write_text("\n".join(lines) + "\n")
+    (folder / ASSET_DIR / VOCABULARY_FILE).write_text("\n".join(lines) + "\n")
 
 
 def preset_lstm_units(scratch):
@@ -230,14 +232,14 @@ def preset_units_under_cap(scratch):
 def preset_config_sparse(scratch):
     """A 1 GB config.json (sparse: zeros)."""
     folder = small_preset(scratch / "p")
-    _sparse(folder / "config.json", 1 << 30)
+    _sparse(folder / CONFIG_FILE, 1 << 30)
     return folder
 
 
 def preset_vocabulary_sparse(scratch):
     """A 1 GB vocabulary.txt (sparse: zeros, one line)."""
     folder = small_preset(scratch / "p")
-    _sparse(folder / "assets" / "vocabulary.txt", 1 << 30)
+    _sparse(folder / ASSET_DIR / VOCABULARY_FILE, 1 << 30)
     return folder
 
 
@@ -261,7 +263,7 @@ def _swap_dataset(folder, **options):
     floats (3.7 GiB, under Keras's 4 GiB floor), never written: the file stays small."""
     import h5py
 
-    with h5py.File(folder / "model.weights.h5", "r+") as weights:
+    with h5py.File(folder / WEIGHTS_FILE, "r+") as weights:
         del weights["vars/0"]
         weights.create_dataset("vars/0", shape=(1_000_000_000,), dtype="f4", **options)
     return folder
@@ -283,17 +285,17 @@ def _keras_file(scratch, config=None, swap=False):
     folder = small_preset(scratch / "p")
     if swap:
         _swap_dataset(folder)
-    path = scratch / "model.keras"
+    path = scratch / MODEL_FILE
     source = crafted_preset_model(folder)
     source.save(path)
     with zipfile.ZipFile(path) as archive:
         members = {name: archive.read(name) for name in archive.namelist()}
     if config:
-        loaded = json.loads(members["config.json"])
+        loaded = json.loads(members[CONFIG_FILE])
         loaded["config"].update(config)
-        members["config.json"] = json.dumps(loaded).encode()
+        members[CONFIG_FILE] = json.dumps(loaded).encode()
     if swap:
-        members["model.weights.h5"] = (folder / "model.weights.h5").read_bytes()
+        members[WEIGHTS_FILE] = (folder / WEIGHTS_FILE).read_bytes()
     with zipfile.ZipFile(path, "w") as archive:
         for name, data in members.items():
             archive.writestr(name, data)
@@ -308,8 +310,8 @@ def crafted_preset_model(folder):
 
     from keras_saat.text.vocabulary import Vocabulary
 
-    config = json.loads((folder / "config.json").read_text())
-    config["config"]["vocabulary"] = Vocabulary.load(folder / "assets" / "vocabulary.txt").words
+    config = json.loads((folder / CONFIG_FILE).read_text())
+    config["config"]["vocabulary"] = Vocabulary.load(folder / ASSET_DIR / VOCABULARY_FILE).words
     return keras.saving.deserialize_keras_object(config)
 
 

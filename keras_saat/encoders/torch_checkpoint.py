@@ -96,7 +96,9 @@ class _Unpickler(pickle.Unpickler):
     def persistent_load(self, saved_id):
         if not isinstance(saved_id, tuple) or len(saved_id) < 3 or saved_id[0] != "storage":
             raise pickle.UnpicklingError(f"unknown persistent id {saved_id!r:.80}")
-        storage_type, key = saved_id[1], str(saved_id[2])[:80]
+        storage_type, key = saved_id[1], str(saved_id[2])
+        if len(key) > 80:
+            raise pickle.UnpicklingError(f"a storage key of {len(key)} characters")
         numel = saved_id[4] if len(saved_id) > 4 else None
         if not isinstance(storage_type, _StorageType):
             raise pickle.UnpicklingError(f"storage {key} has no known element type")
@@ -239,7 +241,7 @@ def _read_legacy(path, size):
             raise KerasSaatError(f"{path}: not a PyTorch state_dict file (no storage list)")
         total = 0
         for key in keys:
-            storage = storages.get(str(key)[:80])
+            storage = storages.get(str(key))
             head = file.read(8)
             if storage is None or storage.array is not None or len(head) < 8:
                 raise KerasSaatError(f"{path} is truncated or lists storage {key!r:.80} wrongly")

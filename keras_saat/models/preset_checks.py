@@ -153,7 +153,9 @@ def check_weights_file(path, settings, vocabulary_size, label=None):
         )
 
 
-# A `.keras` archive's config.json carries the vocabulary inline (JSON-escaped words).
+# A `.keras` archive's members (Keras's names), and its config.json's limit: it carries
+# the vocabulary inline (JSON-escaped words).
+ARCHIVE_CONFIG, ARCHIVE_WEIGHTS = "config.json", "model.weights.h5"
 MAX_ARCHIVE_CONFIG_BYTES = MAX_CONFIG_BYTES + 2 * MAX_VOCABULARY_BYTES
 
 
@@ -177,7 +179,7 @@ def check_keras_archive(path):
         raise KerasSaatError(f"{path} is not a .keras archive: {err}") from None
     with archive:
         members = {info.filename: info for info in archive.infolist()}
-        config_info, weights_info = members.get("config.json"), members.get("model.weights.h5")
+        config_info, weights_info = members.get(ARCHIVE_CONFIG), members.get(ARCHIVE_WEIGHTS)
         if config_info is None or weights_info is None:
             return  # not the layout this checks; Keras reports what is missing
         limits = ((config_info, MAX_ARCHIVE_CONFIG_BYTES), (weights_info, MAX_WEIGHTS_BYTES))
@@ -193,10 +195,12 @@ def check_keras_archive(path):
             settings = json.loads(text)["config"]
             vocabulary = settings["vocabulary"]
         except (ValueError, KeyError, TypeError) as err:
-            raise KerasSaatError(f"{path}: config.json holds no Captioner config: {err}") from None
+            raise KerasSaatError(
+                f"{path}: {ARCHIVE_CONFIG} holds no Captioner config: {err}"
+            ) from None
         if not isinstance(vocabulary, list):
-            raise KerasSaatError(f"{path}: config.json holds no vocabulary list")
-        check_model_sizes(settings, len(vocabulary), f"{path}: config.json")
+            raise KerasSaatError(f"{path}: {ARCHIVE_CONFIG} holds no vocabulary list")
+        check_model_sizes(settings, len(vocabulary), f"{path}: {ARCHIVE_CONFIG}")
         with tempfile.TemporaryDirectory() as scratch:
             weights = archive.extract(weights_info, scratch)
-            check_weights_file(weights, settings, len(vocabulary), f"{path}: model.weights.h5")
+            check_weights_file(weights, settings, len(vocabulary), f"{path}: {ARCHIVE_WEIGHTS}")
