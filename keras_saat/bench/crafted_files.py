@@ -357,24 +357,24 @@ PRESET_CASES = [
     _case(name, build, bound, _load_preset)
     for name, build, bound in [
         ("preset_lstm_units_30000", preset_lstm_units, "model sizes <= 8192"),
-        ("preset_units_8000_small_weights", preset_units_under_cap, "config vs the weights' size"),
+        ("preset_units_8000_tiny_h5", preset_units_under_cap, "config vs the weights' size"),
         ("preset_config_json_1gb", preset_config_sparse, "config.json <= 1 MiB"),
-        ("preset_vocabulary_1gb", preset_vocabulary_sparse, "vocabulary.txt <= 8 MiB"),
-        ("preset_vocabulary_200k_words", preset_vocabulary_lines, "vocabulary <= 100k words"),
+        ("preset_vocab_1gb", preset_vocabulary_sparse, "vocabulary.txt <= 8 MiB"),
+        ("preset_vocab_200k_words", preset_vocabulary_lines, "vocabulary <= 100k words"),
         (
-            "preset_vocabulary_1m_duplicates",
+            "preset_vocab_1m_duplicates",
             preset_vocabulary_duplicates,
             "vocabulary <= 100k words",
         ),
-        ("preset_weights_3_7gib_dataset", preset_weights_dataset, "datasets <= the file's size"),
-        ("preset_weights_3_7gib_gzip", preset_weights_compressed, "compressed <= 2 GiB in all"),
+        ("preset_h5_3_7gib_dataset", preset_weights_dataset, "datasets <= the file's size"),
+        ("preset_h5_3_7gib_gzip", preset_weights_compressed, "compressed <= 2 GiB in all"),
     ]
 ]
 
 KERAS_FILE_CASES = [
-    _case("keras_file_lstm_units_30000", keras_lstm_units, "model sizes <= 8192", _load_captioner),
+    _case("keras_file_units_30000", keras_lstm_units, "model sizes <= 8192", _load_captioner),
     _case(
-        "keras_file_3_7gib_dataset",
+        "keras_file_h5_3_7gib",
         keras_weights_dataset,
         "datasets <= the file's size",
         _load_captioner,

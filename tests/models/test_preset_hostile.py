@@ -28,15 +28,15 @@ WARM = (
 # case -> what its one-line answer names (the file, the item and the limit it broke)
 EXPECTED = {
     "preset_lstm_units_30000": r"config.json: lstm_units is 30000; .* from 0 to 8192",
-    "keras_file_lstm_units_30000": r"model.keras: config.json: lstm_units is 30000; .* from 0 to 8192",
-    "keras_file_3_7gib_dataset": r"model.keras: model.weights.h5: dataset vars/0 declares \(1000000000,\) .*the file's size",
-    "preset_units_8000_small_weights": r"model.weights.h5 holds \d+ weights; .* implies at least 576752128",
+    "keras_file_units_30000": r"model.keras: config.json: lstm_units is 30000; .* from 0 to 8192",
+    "keras_file_h5_3_7gib": r"model.keras: model.weights.h5: dataset vars/0 declares \(1000000000,\) .*the file's size",
+    "preset_units_8000_tiny_h5": r"model.weights.h5 holds \d+ weights; .* implies at least 576752128",
     "preset_config_json_1gb": r"config.json is 1073741824 bytes, over the 1048576",
-    "preset_vocabulary_1gb": r"vocabulary.txt is 1073741824 bytes, over the 8388608",
-    "preset_vocabulary_200k_words": r"vocabulary.txt has over 100000 lines",
-    "preset_vocabulary_1m_duplicates": r"vocabulary.txt has over 100000 lines",
-    "preset_weights_3_7gib_dataset": r"model.weights.h5: dataset vars/0 declares \(1000000000,\) .*the file's size",
-    "preset_weights_3_7gib_gzip": r"model.weights.h5: dataset vars/0 declares \(1000000000,\) .*2147483648 bytes \(compressed",
+    "preset_vocab_1gb": r"vocabulary.txt is 1073741824 bytes, over the 8388608",
+    "preset_vocab_200k_words": r"vocabulary.txt has over 100000 lines",
+    "preset_vocab_1m_duplicates": r"vocabulary.txt has over 100000 lines",
+    "preset_h5_3_7gib_dataset": r"model.weights.h5: dataset vars/0 declares \(1000000000,\) .*the file's size",
+    "preset_h5_3_7gib_gzip": r"model.weights.h5: dataset vars/0 declares \(1000000000,\) .*2147483648 bytes \(compressed",
 }
 
 
