@@ -14,7 +14,14 @@ import zlib
 
 from keras_saat.bench.hostile import HostileCase
 from keras_saat.errors import KerasSaatError
-from keras_saat.models.preset import ASSET_DIR, CONFIG_FILE, VOCABULARY_FILE, WEIGHTS_FILE
+from keras_saat.models.preset import (
+    ASSET_DIR,
+    CONFIG_FILE,
+    METADATA_FILE,
+    VOCABULARY_FILE,
+    WEIGHTS_FILE,
+    preset_metadata,
+)
 from keras_saat.workdir import MODEL_FILE
 
 # ---- a pickle written opcode by opcode, so it can say what torch.save never would ----
@@ -258,6 +265,13 @@ def preset_vocabulary_duplicates(scratch):
     return folder
 
 
+def preset_metadata_sparse(scratch):
+    """A 1 GB metadata.json (sparse: zeros), read for the training config it may carry."""
+    folder = small_preset(scratch / "p")
+    _sparse(folder / METADATA_FILE, 1 << 30)
+    return folder
+
+
 def _swap_dataset(folder, **options):
     """The weights file's `vars/0` (the REINFORCE baseline, a scalar) redeclared as 10^9
     floats (3.7 GiB, under Keras's 4 GiB floor), never written: the file stays small."""
@@ -370,6 +384,10 @@ PRESET_CASES = [
         ("preset_h5_3_7gib_gzip", preset_weights_compressed, "compressed <= 2 GiB in all"),
     ]
 ]
+
+PRESET_CASES.append(
+    _case("preset_metadata_1gb", preset_metadata_sparse, "metadata.json <= 1 MiB", preset_metadata)
+)
 
 KERAS_FILE_CASES = [
     _case("keras_file_units_30000", keras_lstm_units, "model sizes <= 8192", _load_captioner),

@@ -76,8 +76,17 @@ def save_preset(model, preset_dir, metadata=None):
 
 def preset_metadata(preset_dir):
     """metadata.json of a preset folder as a dict ({} when it has none)."""
+    from keras_saat.models.preset_checks import MAX_CONFIG_BYTES, check_file_size
+
     path = Path(preset_dir) / METADATA_FILE
-    return json.loads(path.read_text()) if path.is_file() else {}
+    if not path.is_file():
+        return {}
+    check_file_size(path, MAX_CONFIG_BYTES, METADATA_FILE)
+    try:
+        metadata = json.loads(path.read_text())
+    except ValueError as err:  # not JSON, or not UTF-8
+        raise KerasSaatError(f"{path} is not JSON: {err}") from None
+    return metadata if isinstance(metadata, dict) else {}
 
 
 def _checked_config(preset_dir):
