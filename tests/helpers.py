@@ -5,6 +5,7 @@ paper's equations), never from each other.
 """
 
 import io
+import json
 import shutil
 import struct
 import zlib
@@ -240,3 +241,47 @@ BAD = {
     "bmp bomb": (lambda: forged_bmp(60000, 60000), "declares 60000x60000 pixels"),
     "zero-size png": (lambda: forged_png(0, 10), "zero width or height"),
 }
+
+
+def run_capped_cases(names, warm="", headroom_mb=1024, timeout=120):
+    """Runs the hostile cases `names` (keras_saat.bench.hostile), one after the other, in a
+    child process whose address space is capped at what it holds after `warm` (code run
+    first: the imports the loaders need) plus `headroom_mb`, within `timeout` seconds.
+
+    Returns (exit status or "timeout", {name: the answer it gave}, the end of stderr): a
+    case that crashed the child or ran it out of time is missing from the answers.
+    """
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        f"""
+        import json, resource, sys, tempfile
+        from pathlib import Path
+        from keras_saat.bench.hostile import hostile_cases
+        {warm}
+        cases = {{c.name: c for c in hostile_cases()}}
+        peak = int(open("/proc/self/status").read().split("VmPeak:")[1].split()[0]) * 1024
+        cap = peak + {headroom_mb} * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        for name in {list(names)!r}:
+            with tempfile.TemporaryDirectory() as scratch:
+                answer = cases[name].run(Path(scratch))
+            print("ANSWER " + json.dumps([name, answer]), flush=True)
+        """
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+        )
+    except subprocess.TimeoutExpired as expired:
+        done = subprocess.CompletedProcess(
+            [], "timeout", expired.stdout or "", expired.stderr or ""
+        )
+        done.stdout = done.stdout.decode() if isinstance(done.stdout, bytes) else done.stdout
+        done.stderr = done.stderr.decode() if isinstance(done.stderr, bytes) else done.stderr
+    answers = dict(
+        json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("ANSWER ")
+    )
+    return done.returncode, answers, done.stderr[-2000:]

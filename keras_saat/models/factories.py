@@ -12,6 +12,7 @@ import keras
 from keras_saat.errors import KerasSaatError
 from keras_saat.models.captioner import Captioner
 from keras_saat.models.preset import is_preset
+from keras_saat.models.preset_checks import check_keras_archive
 from keras_saat.workdir import MODEL_FILE
 
 
@@ -47,6 +48,10 @@ def load_captioner(path):
         raise KerasSaatError(
             f"no saved model at {path}; train one with `keras-saat train` or `keras-saat demo`"
         )
+    try:  # the sizes it declares, before Keras unpacks or builds anything
+        check_keras_archive(path)
+    except KerasSaatError as err:
+        raise KerasSaatError(f"cannot load the model {path}: {err}") from None
     try:
         model = keras.saving.load_model(str(path))
     except Exception as err:  # a damaged archive raises zipfile, h5py or Keras errors

@@ -76,8 +76,37 @@ def save_preset(model, preset_dir, metadata=None):
 
 def preset_metadata(preset_dir):
     """metadata.json of a preset folder as a dict ({} when it has none)."""
+    from keras_saat.models.preset_checks import MAX_CONFIG_BYTES, check_file_size
+
     path = Path(preset_dir) / METADATA_FILE
-    return json.loads(path.read_text()) if path.is_file() else {}
+    if not path.is_file():
+        return {}
+    check_file_size(path, MAX_CONFIG_BYTES, METADATA_FILE)
+    try:
+        metadata = json.loads(path.read_text())
+    except ValueError as err:  # not JSON, or not UTF-8
+        raise KerasSaatError(f"{path} is not JSON: {err}") from None
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def _checked_config(preset_dir):
+    """config.json and the vocabulary, their sizes and the model's checked
+    (keras_saat/models/preset_checks.py) before anything is built."""
+    from keras_saat.models import preset_checks as checks
+    from keras_saat.text.vocabulary import Vocabulary
+
+    config_path = preset_dir / CONFIG_FILE
+    checks.check_file_size(config_path, checks.MAX_CONFIG_BYTES, CONFIG_FILE)
+    config = json.loads(config_path.read_text())
+    if not isinstance(config, dict) or not isinstance(config.get("config"), dict):
+        raise KerasSaatError(f'{config_path} holds no Keras config (no "config" object)')
+    vocabulary = Vocabulary.load(
+        preset_dir / ASSET_DIR / VOCABULARY_FILE,
+        max_words=checks.MAX_VOCABULARY_WORDS,
+        max_bytes=checks.MAX_VOCABULARY_BYTES,
+    )
+    checks.check_model_sizes(config["config"], len(vocabulary), config_path)
+    return config, vocabulary
 
 
 def load_preset(preset_dir, cls):
@@ -89,7 +118,7 @@ def load_preset(preset_dir, cls):
     """
     import keras
 
-    from keras_saat.text.vocabulary import Vocabulary
+    from keras_saat.models.preset_checks import check_weights_file
 
     text = str(preset_dir)
     if "://" in text:
@@ -104,8 +133,18 @@ def load_preset(preset_dir, cls):
             "write one with `Captioner.save_to_preset` or `keras-saat export --format preset`"
         )
     try:
-        config = json.loads((preset_dir / CONFIG_FILE).read_text())
-        vocabulary = Vocabulary.load(preset_dir / ASSET_DIR / VOCABULARY_FILE)
+        config, vocabulary = _checked_config(preset_dir)
+    except KerasSaatError as err:
+        raise KerasSaatError(f"cannot read the preset {preset_dir}: {err}") from None
+    except Exception as err:  # a malformed config.json
+        raise KerasSaatError(
+            f"cannot read the preset {preset_dir}: {type(err).__name__}: {err}"
+        ) from None
+    try:  # the weights' headers against the config, before Keras allocates the model
+        check_weights_file(preset_dir / WEIGHTS_FILE, config["config"], len(vocabulary))
+    except KerasSaatError as err:
+        raise KerasSaatError(f"cannot load the weights of the preset {preset_dir}: {err}") from None
+    try:
         config["config"]["vocabulary"] = list(vocabulary.words)
         model = keras.saving.deserialize_keras_object(config)
     except KerasSaatError as err:

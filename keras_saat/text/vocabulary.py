@@ -41,7 +41,7 @@ class Vocabulary:
                 f"a vocabulary must start with {', '.join(SPECIAL_TOKENS)}; got {words[:4]}"
             )
         if len(set(words)) != len(words):
-            dupes = sorted({w for w in words if words.count(w) > 1})
+            dupes = sorted(w for w, n in collections.Counter(words).items() if n > 1)
             raise KerasSaatError(f"vocabulary has duplicate tokens: {dupes[:5]}")
         self.words = words
         self._ids = {w: i for i, w in enumerate(words)}
@@ -70,13 +70,32 @@ class Vocabulary:
         return cls([*SPECIAL_TOKENS, *ranked])
 
     @classmethod
-    def load(cls, path):
-        """Reads a vocabulary file: one token per line, in id order."""
+    def load(cls, path, max_words=None, max_bytes=None):
+        """Reads a vocabulary file: one token per line, in id order.
+
+        Args:
+            path: str or Path.
+            max_words: int or None. More lines than this is an error. Defaults to None.
+            max_bytes: int or None. A larger file is an error, before it is read.
+                Defaults to None.
+        """
         path = Path(path)
         if not path.is_file():
             raise KerasSaatError(f"vocabulary file not found: {path}")
+        size = path.stat().st_size
+        if max_bytes is not None and size > max_bytes:
+            raise KerasSaatError(
+                f"vocabulary file {path} is {size} bytes, over the {max_bytes} allowed here"
+            )
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            with path.open(encoding="utf-8") as file:
+                lines = []
+                for line in file:
+                    lines.append(line.rstrip("\r\n"))
+                    if max_words is not None and len(lines) > max_words:
+                        raise KerasSaatError(
+                            f"vocabulary file {path} has over {max_words} lines, the most allowed here"
+                        )
         except UnicodeDecodeError as err:
             raise KerasSaatError(f"vocabulary file {path} is not UTF-8 text: {err}") from None
         try:
