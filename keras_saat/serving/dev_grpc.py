@@ -1,6 +1,6 @@
 """The development server's gRPC side: TF Serving's PredictionService."""
 
-from keras_saat.serving.request_checks import MAX_BODY_BYTES, BadRequest, tensor_from_proto
+from keras_saat.serving.request_checks import MAX_BODY_BYTES, BadRequest
 
 
 def grpc_server(server):
@@ -31,8 +31,10 @@ def grpc_server(server):
             self._check(request.model_spec, context)
             signature = request.model_spec.signature_name or "serving_default"
             try:
-                inputs = {k: tensor_from_proto(v, k) for k, v in request.inputs.items()}
-                outputs = server.run(signature, inputs)
+                # Shapes, dtypes and value counts read off the wire before any conversion.
+                outputs = server.run(
+                    signature, server.arrays_from_protos(signature, request.inputs)
+                )
             except BadRequest as err:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
             response = predict_pb2.PredictResponse()
