@@ -59,19 +59,40 @@ def rest_answer(body, max_batch=64):
     return ""
 
 
-def string_tensor_request(shape, values):
-    """A serialized PredictRequest whose image_bytes declares `shape` and sends `values`."""
+def _varint(value):
+    out = bytearray()
+    while True:
+        out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def _field(number, payload):
+    """A length-delimited protobuf field: tag, length, payload."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def string_tensor_request(shape, values=(), empty_strings=0):
+    """A serialized PredictRequest whose image_bytes declares `shape` and sends `values`
+    and then `empty_strings` more empty string_val entries, written on the wire directly
+    (two bytes each) so that building it holds no parsed message.
+
+    Args:
+        shape: list of int. The declared dims.
+        values: list of bytes. string_val entries.
+        empty_strings: int. Empty string_val entries appended after `values`.
+    """
     from tensorflow.core.framework import tensor_pb2, types_pb2
-    from tensorflow_serving.apis import predict_pb2
 
     tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING)
     for size in shape:
         tensor.tensor_shape.dim.add(size=size)
     tensor.string_val.extend(values)
-    request = predict_pb2.PredictRequest()
-    request.model_spec.name = "cap"
-    request.inputs["image_bytes"].CopyFrom(tensor)
-    return request.SerializeToString()
+    # string_val is field 8: tag 0x42, then a zero length.
+    wire = tensor.SerializeToString() + b"\x42\x00" * empty_strings
+    entry = _field(1, b"image_bytes") + _field(2, wire)  # inputs is a map<string, TensorProto>
+    return _field(1, _field(1, b"cap")) + _field(2, entry)  # model_spec {name}, inputs
 
 
 def grpc_answer(message, max_batch=64):
@@ -79,10 +100,12 @@ def grpc_answer(message, max_batch=64):
     server parses it: "INVALID_ARGUMENT: ..." or "" (accepted)."""
     from tensorflow_serving.apis import predict_pb2
 
+    from keras_saat.serving.grpc_wire import check_predict_wire
     from keras_saat.serving.request_checks import BadRequest, proto_arrays
 
-    request = predict_pb2.PredictRequest.FromString(message)
     try:
+        check_predict_wire(message, export_specs, max_batch)  # on the bytes, before parsing
+        request = predict_pb2.PredictRequest.FromString(message)
         proto_arrays("serving_default", request.inputs, export_specs, max_batch)
     except BadRequest as err:
         return f"INVALID_ARGUMENT: {err}"
@@ -155,7 +178,7 @@ def _rest_empty_lists(scratch):
 
 
 def _grpc_wide_strings(scratch):
-    return grpc_answer(string_tensor_request([64, 262144], [b""] * (64 * 262144)))  # 34 MB
+    return grpc_answer(string_tensor_request([64, 262144], empty_strings=64 * 262144))  # 34 MB
 
 
 def _grpc_declared_2e40(scratch):

@@ -1,5 +1,6 @@
 """The development server's gRPC side: TF Serving's PredictionService."""
 
+from keras_saat.serving.grpc_wire import check_predict_wire, model_spec
 from keras_saat.serving.request_checks import MAX_BODY_BYTES, BadRequest
 
 
@@ -26,6 +27,16 @@ def grpc_server(server):
                     grpc.StatusCode.NOT_FOUND,
                     f"Servable not found: Specific({spec.name}, {spec.version.value})",
                 )
+
+        def predict_bytes(self, data, context):
+            """Predict on the request's bytes: its fields are checked before they are
+            parsed (grpc_wire), since parsing is where a small message grows."""
+            self._check(model_spec(data), context)
+            try:
+                check_predict_wire(data, server.input_specs, server.max_batch)
+            except BadRequest as err:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+            return self.Predict(predict_pb2.PredictRequest.FromString(data), context)
 
         def Predict(self, request, context):
             self._check(request.model_spec, context)
@@ -67,6 +78,21 @@ def grpc_server(server):
             ("grpc.max_receive_message_length", limit),
         ],
     )
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Servicer(), grpc_server)
+    servicer = Servicer()
+    handlers = {
+        # No request_deserializer: the method gets the bytes as received.
+        "Predict": grpc.unary_unary_rpc_method_handler(
+            servicer.predict_bytes,
+            response_serializer=predict_pb2.PredictResponse.SerializeToString,
+        ),
+        "GetModelMetadata": grpc.unary_unary_rpc_method_handler(
+            servicer.GetModelMetadata,
+            request_deserializer=get_model_metadata_pb2.GetModelMetadataRequest.FromString,
+            response_serializer=get_model_metadata_pb2.GetModelMetadataResponse.SerializeToString,
+        ),
+    }
+    grpc_server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("tensorflow.serving.PredictionService", handlers),)
+    )
     server.grpc_port = grpc_server.add_insecure_port(f"{server.host}:{server.grpc_port}")
     return grpc_server
