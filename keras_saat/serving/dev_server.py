@@ -22,6 +22,13 @@ Slow or hostile clients cannot stall it:
   thread; one more is answered 503 and closed;
 - a request must arrive whole within `read_timeout` seconds of the connection
   asking for it (a client that declares a body and never sends it is cut off);
+- request bodies held at once are budgeted at `max_inflight` full-size bodies,
+  counted on the bytes received, not on a Content-Length (dev_http.RequestGate);
+- a REST body's JSON values and objects are counted on its bytes before it is
+  parsed, and each input is checked at every depth against the signature before
+  anything is decoded (request_checks); a gRPC request's fields are counted on its
+  bytes before it is parsed (grpc_wire), and each tensor's shape, dtype and values
+  checked before it is materialised;
 - a request takes one of `max_inflight` model slots only once its body is read,
   and REST and gRPC share those slots;
 - served on a loopback address, it answers only requests whose Host names

@@ -66,6 +66,12 @@ def _counted(fields, limit, what):
         yield field
 
 
+def check_field_count(data, what):
+    """BadRequest when a message's top level has over MAX_FIELDS fields (or is malformed)."""
+    for _ in _counted(_fields(data, 0, len(data)), MAX_FIELDS, what):
+        pass
+
+
 def model_spec(data):
     """The ModelSpec of a serialized PredictRequest, read without parsing its inputs."""
     from tensorflow_serving.apis import model_pb2

@@ -288,3 +288,18 @@ def test_a_live_server_serves_while_slow_uploads_announce_its_whole_budget(
     finally:
         for sock in slow:
             sock.close()
+
+
+def test_grpc_requests_have_a_bounded_number_of_fields():
+    from tensorflow_serving.apis import get_model_metadata_pb2
+
+    from keras_saat.serving.grpc_wire import check_field_count
+    from keras_saat.serving.request_checks import BadRequest
+
+    request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+    request.model_spec.name = "cap"
+    check_field_count(request.SerializeToString(), "the request")
+    with pytest.raises(BadRequest, match="over 256 fields"):
+        check_field_count(b"\x12\x00" * 100_000, "the request")  # 100,000 metadata_field ""
+    answer = grpc_answer(string_tensor_request([1], [b"x"]) + b"\x1a\x00" * 100_000)
+    assert answer.startswith("INVALID_ARGUMENT") and "over 256 fields" in answer  # output_filter
