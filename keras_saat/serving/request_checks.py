@@ -91,8 +91,6 @@ def check_proto(proto, name, spec=None, max_batch=MAX_BATCH):
     dims = [d.size for d in proto.tensor_shape.dim]
     if proto.tensor_shape.unknown_rank:
         raise BadRequest(f"input {name}: its tensor_shape has an unknown rank")
-    if spec is not None:
-        check_shape(dims, spec, name, max_batch)
     count = 1
     for size in dims:
         if size < 0:
@@ -130,6 +128,8 @@ def check_proto(proto, name, spec=None, max_batch=MAX_BATCH):
         raise BadRequest(
             f"input {name}: its shape {dims} holds {count} values but the request sends {sent}"
         )
+    if spec is not None:
+        check_shape(dims, spec, name, max_batch)
 
 
 def tensor_from_proto(proto, name, spec=None, max_batch=MAX_BATCH):

@@ -94,9 +94,9 @@ def test_well_formed_rest_inputs_pass_the_checks():
 @pytest.mark.parametrize(
     "shape, values, empty, message",
     [
-        ([64, 4096], [], 64 * 4096, "over 64 string values"),
-        ([1 << 20, 1 << 20], [b"x"], 0, "has shape [1048576, 1048576]"),
-        ([1 << 40], [b"x"], 0, "1099511627776 instances in one request"),
+        ([64, 4096], [], 64 * 4096, "over 4096 string values; the signature takes at most 64"),
+        ([1 << 20, 1 << 20], [b"x"], 0, "[1048576, 1048576] declares over 16777216 elements"),
+        ([1 << 40], [b"x"], 0, "[1099511627776] declares over 16777216 elements"),
         ([3], [b"x"], 0, "holds 3 values but the request sends 1"),
         ([2, 1], [b"x", b"y"], 0, "has shape [2, 1]"),
     ],
