@@ -243,18 +243,31 @@ def capped_server(export_base):
         process.wait(timeout=30)
 
 
-@pytest.mark.slow
-def test_a_live_server_refuses_nested_bodies_and_wide_tensors_within_its_cap(
-    capped_server, test_images
-):
+def _serves_an_image(rest, test_images):
     import base64
 
+    image = base64.b64encode(test_images[0].read_bytes()).decode()
+    status, body = post(rest, json.dumps({"instances": [{"b64": image}]}).encode(), timeout=120)
+    return status.split()[1] == "200" and json.loads(body)["predictions"][0]["valid"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "body", [nested_b64_body(6_000_000), nested_text_body(100, MB)], ids=["b64", "text"]
+)
+def test_a_live_server_refuses_nested_rest_bodies_within_its_cap(capped_server, test_images, body):
+    rest, _, process = capped_server
+    status, answer = post(rest, body, timeout=120)  # about 100 MB, one instance
+    assert status.split()[1] == "400", (status, answer[:300])
+    assert _serves_an_image(rest, test_images) and process.poll() is None
+
+
+@pytest.mark.slow
+def test_a_live_server_refuses_wide_grpc_tensors_within_its_cap(capped_server, test_images):
     import grpc
     from tensorflow_serving.apis import predict_pb2
 
     rest, target, process = capped_server
-    status, body = post(rest, nested_text_body(100, MB), timeout=120)  # 100 MB, one instance
-    assert status.split()[1] == "400" and "has shape [1, 100]" in body, (status, body[:300])
     message = string_tensor_request([64, 262144], empty_strings=64 * 262144)  # 34 MB
     options = [("grpc.max_send_message_length", 64 * MB)]
     with grpc.insecure_channel(target, options=options) as channel:
@@ -265,11 +278,7 @@ def test_a_live_server_refuses_nested_bodies_and_wide_tensors_within_its_cap(
         with pytest.raises(grpc.RpcError) as err:
             predict(message, timeout=120)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
-    # The server is alive and serves a real image within the same cap.
-    image = base64.b64encode(test_images[0].read_bytes()).decode()
-    status, body = post(rest, json.dumps({"instances": [{"b64": image}]}).encode(), timeout=120)
-    assert status.split()[1] == "200" and json.loads(body)["predictions"][0]["valid"]
-    assert process.poll() is None
+    assert _serves_an_image(rest, test_images) and process.poll() is None
 
 
 @pytest.mark.slow
