@@ -1,11 +1,17 @@
 """The development server's gRPC side: TF Serving's PredictionService."""
 
-from keras_saat.serving.request_checks import MAX_BODY_BYTES, BadRequest, tensor_from_proto
+from keras_saat.serving.grpc_wire import check_field_count, check_predict_wire, model_spec
+from keras_saat.serving.request_checks import MAX_BODY_BYTES, BadRequest, Busy
 
 
 def grpc_server(server):
     """A gRPC server of `server`'s (a DevServer) model: PredictionService's Predict and
-    GetModelMetadata, on `server.host`:`server.grpc_port` (started by the caller)."""
+    GetModelMetadata, on `server.host`:`server.grpc_port` (started by the caller).
+
+    A request's message is received by the worker thread that answers it, so
+    `max_inflight` workers hold at most `max_inflight` messages of at most
+    MAX_BODY_BYTES, and each one is also reserved in the body budget REST shares.
+    """
     from concurrent import futures
 
     import grpc
@@ -27,12 +33,38 @@ def grpc_server(server):
                     f"Servable not found: Specific({spec.name}, {spec.version.value})",
                 )
 
+        def predict_bytes(self, data, context):
+            """Predict on the request's bytes: its fields are checked before they are
+            parsed (grpc_wire), since parsing is where a small message grows."""
+            with server.reading() as reserve:
+                try:
+                    reserve(len(data))
+                    self._check(model_spec(data), context)
+                    check_predict_wire(data, server.input_specs, server.max_batch)
+                except BadRequest as err:
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+                except Busy as err:
+                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(err))
+                return self.Predict(predict_pb2.PredictRequest.FromString(data), context)
+
+        def metadata_bytes(self, data, context):
+            """GetModelMetadata on the request's bytes: a bounded number of fields
+            (its metadata_field strings would otherwise each grow in parsing)."""
+            try:
+                check_field_count(data, "the request")
+            except BadRequest as err:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+            request = get_model_metadata_pb2.GetModelMetadataRequest.FromString(data)
+            return self.GetModelMetadata(request, context)
+
         def Predict(self, request, context):
             self._check(request.model_spec, context)
             signature = request.model_spec.signature_name or "serving_default"
             try:
-                inputs = {k: tensor_from_proto(v, k) for k, v in request.inputs.items()}
-                outputs = server.run(signature, inputs)
+                # Shapes, dtypes and value counts read off the wire before any conversion.
+                outputs = server.run(
+                    signature, server.arrays_from_protos(signature, request.inputs)
+                )
             except BadRequest as err:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
             response = predict_pb2.PredictResponse()
@@ -58,13 +90,27 @@ def grpc_server(server):
 
     limit = MAX_BODY_BYTES
     grpc_server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=8),
+        futures.ThreadPoolExecutor(max_workers=server.max_inflight),
         maximum_concurrent_rpcs=server.max_connections,
         options=[
             ("grpc.max_send_message_length", limit),
             ("grpc.max_receive_message_length", limit),
         ],
     )
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Servicer(), grpc_server)
+    servicer = Servicer()
+    handlers = {
+        # No request_deserializer: the methods get the bytes as received.
+        "Predict": grpc.unary_unary_rpc_method_handler(
+            servicer.predict_bytes,
+            response_serializer=predict_pb2.PredictResponse.SerializeToString,
+        ),
+        "GetModelMetadata": grpc.unary_unary_rpc_method_handler(
+            servicer.metadata_bytes,
+            response_serializer=get_model_metadata_pb2.GetModelMetadataResponse.SerializeToString,
+        ),
+    }
+    grpc_server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("tensorflow.serving.PredictionService", handlers),)
+    )
     server.grpc_port = grpc_server.add_insecure_port(f"{server.host}:{server.grpc_port}")
     return grpc_server

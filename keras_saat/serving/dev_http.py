@@ -8,6 +8,7 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from keras_saat.errors import KerasSaatError
 from keras_saat.serving.request_checks import (
     MAX_BODY_BYTES,
     BadRequest,
@@ -16,6 +17,9 @@ from keras_saat.serving.request_checks import (
     NotFound,
     Page,
 )
+
+READ_CHUNK = 1 << 20  # bytes read (and reserved) at a time from a request body
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def http_handler(server):
@@ -60,9 +64,29 @@ def http_handler(server):
             except (ConnectionError, TimeoutError, OSError):
                 self.close_connection = True  # the client hung up: nobody to answer
 
+        def _body(self, length, reserve):
+            """The body's `length` bytes, read a chunk at a time and reserved (`reserve`,
+            DevServer.reading) as each chunk arrives; None when the client stops first.
+
+            The declared length only caps the reading: nothing is allocated or reserved
+            for bytes that have not arrived, so a slow or lying client holds only what
+            it has sent.
+            """
+            body = bytearray()
+            while len(body) < length:
+                chunk = self.rfile.read1(min(READ_CHUNK, length - len(body)))
+                if not chunk:
+                    return None
+                reserve(len(chunk))  # Busy closes the connection: the rest cannot be skipped
+                body += chunk
+            return body
+
         def _length(self):
             """The body's declared length; a bad one closes the connection (its body
             cannot be skipped) and answers 400."""
+            if self.headers.get("Transfer-Encoding") is not None:
+                self.close_connection = True  # the body's end cannot be found
+                raise BadRequest("Transfer-Encoding is not supported; send a Content-Length")
             text = self.headers.get("Content-Length")
             if text is None:
                 return 0
@@ -79,9 +103,9 @@ def http_handler(server):
             try:
                 server.check_origin(self.headers.get("Host"), self.headers.get("Origin"))
                 length = self._length()
-                with server.reading(length):
-                    body = self.rfile.read(length) if length else b""
-                    if len(body) < length:
+                with server.reading() as reserve:
+                    body = self._body(length, reserve)
+                    if body is None:
                         self.close_connection = True
                         return  # cut off, or the client closed: nothing to answer
                     self._deadline.cancel()  # read whole: the model may take its time
@@ -146,3 +170,95 @@ class BoundedHTTPServer(ThreadingHTTPServer):
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
             super().handle_error(request, client_address)  # a client hanging up is no error
+
+
+class RequestGate:
+    """What an HTTP request meets before any route: the connection limit, the
+    whole-request deadline, the budget of body bytes held at once, and the Host and
+    Origin check. DevServer adds the model; a bare gate answers every path 404.
+
+    Args:
+        host: str. Address to bind. Defaults to "127.0.0.1".
+        port: int. REST port (0 = any free port). Defaults to 0.
+        max_inflight: int. Requests run at once; the body budget is this many
+            full-size bodies. Defaults to 4.
+        max_connections: int. Connections served at once. Defaults to 32.
+        read_timeout: float. Seconds a request has to arrive whole. Defaults to 30.
+    """
+
+    def __init__(
+        self, host="127.0.0.1", port=0, max_inflight=4, max_connections=32, read_timeout=30.0
+    ):
+        self.host, self.port = host, int(port)
+        self.max_inflight = max(int(max_inflight), 1)
+        self.max_connections = max(int(max_connections), 1)
+        self.read_timeout = float(read_timeout)
+        self.connection_slots = threading.BoundedSemaphore(self.max_connections)
+        self._count_lock = threading.Lock()
+        self._reading = 0  # bytes of request bodies held
+        self._http = None
+
+    def route(self, method, path, body):
+        raise NotFound(f"malformed request: {method} {path}")
+
+    def check_origin(self, host, origin):
+        """Raises Forbidden for a Host that is not this loopback server's, or a foreign Origin.
+
+        Served on a loopback address, the server answers only to loopback host names
+        (DNS rebinding gives a page another name for 127.0.0.1). A browser sends Origin
+        with a cross-site POST; the page's own requests come from this server's origin.
+        """
+        name = (host or "").strip().lower()
+        name = name.rsplit(":", 1)[0] if name.count(":") == 1 or name.startswith("[") else name
+        if self.host in LOOPBACK_HOSTS and name not in LOOPBACK_HOSTS:
+            raise Forbidden(
+                f"Host {host!r} is not a loopback name; this server answers 127.0.0.1 and localhost"
+            )
+        if origin and origin.strip().lower() not in {f"http://{(host or '').strip().lower()}"}:
+            raise Forbidden(f"requests from the page at {origin} are not accepted here")
+
+    @contextlib.contextmanager
+    def reading(self):
+        """A reservation of request-body bytes, grown as they arrive: yields `reserve(n)`,
+        which raises Busy when the bodies held at once would exceed `max_inflight`
+        full-size bodies. All of it is released on leaving, however the request ends.
+
+        Reserving on bytes received, not on a Content-Length, keeps a client that
+        announces a large body and sends it slowly from holding budget it never fills.
+        """
+        held = 0
+
+        def reserve(count):
+            nonlocal held
+            with self._count_lock:
+                if self._reading + count > self.max_inflight * MAX_BODY_BYTES:
+                    raise Busy("the server is reading other large requests; retry shortly")
+                self._reading += count
+                held += count
+
+        try:
+            yield reserve
+        finally:
+            with self._count_lock:
+                self._reading -= held
+
+    def start_http(self):
+        """Starts the HTTP side in a background thread; returns self (the port is then known)."""
+        try:
+            self._http = BoundedHTTPServer((self.host, self.port), http_handler(self), self)
+        except OSError as err:
+            raise KerasSaatError(
+                f"cannot listen on {self.host}:{self.port}: {err.strerror}"
+            ) from None
+        self.port = self._http.server_address[1]
+        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+        return self
+
+    def stop_http(self):
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+
+    @property
+    def url(self):
+        return f"http://{self.host}:{self.port}"

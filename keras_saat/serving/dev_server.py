@@ -22,6 +22,13 @@ Slow or hostile clients cannot stall it:
   thread; one more is answered 503 and closed;
 - a request must arrive whole within `read_timeout` seconds of the connection
   asking for it (a client that declares a body and never sends it is cut off);
+- request bodies held at once are budgeted at `max_inflight` full-size bodies,
+  counted on the bytes received, not on a Content-Length (dev_http.RequestGate);
+- a REST body's JSON values and objects are counted on its bytes before it is
+  parsed, and each input is checked at every depth against the signature before
+  anything is decoded (request_checks); a gRPC request's fields are counted on its
+  bytes before it is parsed (grpc_wire), and each tensor's shape, dtype and values
+  checked before it is materialised;
 - a request takes one of `max_inflight` model slots only once its body is read,
   and REST and gRPC share those slots;
 - served on a loopback address, it answers only requests whose Host names
@@ -39,21 +46,21 @@ import numpy as np
 
 from keras_saat.errors import KerasSaatError
 from keras_saat.serving.dev_grpc import grpc_server
-from keras_saat.serving.dev_http import BoundedHTTPServer, http_handler
+from keras_saat.serving.dev_http import RequestGate
 from keras_saat.serving.request_checks import (
     MAX_BATCH,
-    MAX_BODY_BYTES,
     BadRequest,
-    Busy,
-    Forbidden,
     NotFound,
     Page,
+    check_batch,
+    check_json_size,
+    check_names,
     json_value,
-    strings,
+    proto_arrays,
+    rest_arrays,
 )
 
 PAGE = Path(__file__).with_name("page.html")
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 _PATH = re.compile(
     r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d{1,18})|/labels/(?P<label>[^/:]+))?"
     r"(?:(?P<verb>:predict|:classify|:regress)|(?P<metadata>/metadata))?/?$"
@@ -75,12 +82,7 @@ def latest_version(model_base):
     return max(versions)
 
 
-def _named(value):
-    """A JSON object of named inputs (not a {"b64": ...} value)."""
-    return isinstance(value, dict) and set(value) != {"b64"}
-
-
-class DevServer:
+class DevServer(RequestGate):
     """Serves the latest version under a TF Serving model base over REST (and gRPC).
 
     Args:
@@ -138,17 +140,11 @@ class DevServer:
             "resize": saved.get("resize", "crop"),
             "image_size": str(saved.get("image_size", "")),
         }
-        self.host, self.port, self.grpc_port = host, int(port), grpc_port
-        self.max_inflight = max(int(max_inflight), 1)
+        super().__init__(host, port, max_inflight, max_connections, read_timeout)
+        self.grpc_port = grpc_port
         self.max_batch = max(int(max_batch), 1)
-        self.max_connections = max(int(max_connections), 1)
-        self.read_timeout = float(read_timeout)
         self._slots = threading.BoundedSemaphore(self.max_inflight)
-        self.connection_slots = threading.BoundedSemaphore(self.max_connections)
-        self._count_lock = threading.Lock()
         self.inflight = self.peak_inflight = 0  # requests run by the model; the most at once
-        self._reading = 0  # bytes of request bodies being read
-        self._http = None
         self._grpc = None
         self.warmup()
 
@@ -163,26 +159,22 @@ class DevServer:
 
     def check_batch(self, count):
         """BadRequest when a request holds more than `max_batch` instances."""
-        if count > self.max_batch:
-            raise BadRequest(
-                f"{count} instances in one request, over this server's limit of "
-                f"{self.max_batch} (serve --max-batch); send them in smaller requests"
-            )
+        check_batch(count, self.max_batch)
+
+    def arrays_from_protos(self, signature, protos):
+        """A PredictRequest's inputs as NumPy arrays, checked on the wire (`proto_arrays`)."""
+        return proto_arrays(signature, protos, self.input_specs, self.max_batch)
 
     def run(self, signature, inputs):
-        """Runs a signature on a dict of NumPy arrays; returns a dict of NumPy arrays."""
+        """Runs a signature on a dict of NumPy arrays (or JSON lists already checked by
+        `json_shape`); returns a dict of NumPy arrays."""
         import tensorflow as tf
 
-        specs = self.input_specs(signature)
-        missing = sorted(set(specs) - set(inputs))
-        extra = sorted(set(inputs) - set(specs))
-        if missing or extra:
-            raise BadRequest(
-                f"signature {signature} takes inputs {', '.join(sorted(specs))}; "
-                + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(extra)}")
-            )
+        specs = check_names(signature, self.input_specs(signature), inputs)
         for key in specs:
-            self.check_batch(np.shape(inputs[key])[0] if np.ndim(inputs[key]) else 1)
+            value = inputs[key]
+            # len() of a list: np.shape would build an array of the whole of it.
+            self.check_batch(len(value) if isinstance(value, list) else (np.shape(value) or [1])[0])
         tensors = {}
         for key, spec in specs.items():
             value = inputs[key]
@@ -218,8 +210,8 @@ class DevServer:
         for record in tf.data.TFRecordDataset(str(path)):
             log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
             request = log.predict_log.request
-            inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
-            self.run(request.model_spec.signature_name or "serving_default", inputs)
+            signature = request.model_spec.signature_name or "serving_default"
+            self.run(signature, self.arrays_from_protos(signature, request.inputs))
             count += 1
         return count
 
@@ -253,50 +245,7 @@ class DevServer:
 
     def rest_predict(self, body):
         """A `:predict` request body (dict) -> the response body (dict)."""
-        if not isinstance(body, dict):
-            raise BadRequest("the request body must be a JSON object")
-        signature = body.get("signature_name") or "serving_default"
-        if not isinstance(signature, str):
-            raise BadRequest('"signature_name" must be a string')
-        specs = self.input_specs(signature)
-        names = sorted(specs)
-        if ("instances" in body) == ("inputs" in body):
-            raise BadRequest(
-                'the request needs exactly one of "instances" (row format) or "inputs" (columnar format)'
-            )
-        if "instances" in body:
-            instances = body["instances"]
-            if not isinstance(instances, list):
-                raise BadRequest('"instances" must be a list, one entry per example')
-            self.check_batch(len(instances))  # before the rows are converted
-            columns = {name: [] for name in names}
-            for i, instance in enumerate(instances):
-                named = _named(instance)
-                if (len(names) > 1 or named) and (not named or set(instance) != set(names)):
-                    raise BadRequest(f"instance {i} must be an object with keys {', '.join(names)}")
-                for name in names:
-                    columns[name].append(instance[name] if named else instance)
-        else:
-            inputs = body["inputs"]
-            named = _named(inputs)
-            if len(names) > 1 and not named:
-                raise BadRequest(f'"inputs" must be an object with keys {", ".join(names)}')
-            columns = inputs if named else {names[0]: inputs}
-        arrays = {}
-        for name, value in columns.items():
-            spec = specs.get(name)
-            if spec is not None and "instances" in body and not instances:
-                # An empty batch keeps the signature's rank.
-                shape = [0, *[d or 0 for d in spec.shape.as_list()[1:]]]
-                dtype = object if spec.dtype.name == "string" else spec.dtype.as_numpy_dtype
-                arrays[name] = np.empty(shape, dtype)
-            elif spec is not None and spec.dtype.name == "string":
-                try:
-                    arrays[name] = np.array(strings(value, f"input {name}"), dtype=object)
-                except (ValueError, RecursionError) as err:
-                    raise BadRequest(f"input {name}: not a batch of strings ({err})") from None
-            else:
-                arrays[name] = value
+        signature, arrays = rest_arrays(body, self.input_specs, self.max_batch)
         outputs = self.run(signature, arrays)
         if "inputs" in body:
             return {"outputs": {key: json_value(value) for key, value in outputs.items()}}
@@ -325,6 +274,7 @@ class DevServer:
         if method == "GET" and match["verb"] is None:
             return self.metadata() if match["metadata"] else self.status()
         if method == "POST" and match["verb"] == ":predict":
+            check_json_size(body, self.max_batch)
             try:
                 request = json.loads(body)
             except RecursionError:
@@ -348,22 +298,6 @@ class DevServer:
             )
         return Page(html)
 
-    def check_origin(self, host, origin):
-        """Raises Forbidden for a Host that is not this loopback server's, or a foreign Origin.
-
-        Served on a loopback address, the server answers only to loopback host names
-        (DNS rebinding gives a page another name for 127.0.0.1). A browser sends Origin
-        with a cross-site POST; the page's own requests come from this server's origin.
-        """
-        name = (host or "").strip().lower()
-        name = name.rsplit(":", 1)[0] if name.count(":") == 1 or name.startswith("[") else name
-        if self.host in LOOPBACK_HOSTS and name not in LOOPBACK_HOSTS:
-            raise Forbidden(
-                f"Host {host!r} is not a loopback name; this server answers 127.0.0.1 and localhost"
-            )
-        if origin and origin.strip().lower() not in {f"http://{(host or '').strip().lower()}"}:
-            raise Forbidden(f"requests from the page at {origin} are not accepted here")
-
     @contextlib.contextmanager
     def _counted(self):
         with self._count_lock:
@@ -375,43 +309,16 @@ class DevServer:
             with self._count_lock:
                 self.inflight -= 1
 
-    @contextlib.contextmanager
-    def reading(self, length):
-        """Reserves `length` bytes of the bodies being read at once; BUSY when they would
-        exceed `max_inflight` full-size bodies."""
-        with self._count_lock:
-            if self._reading + length > self.max_inflight * MAX_BODY_BYTES:
-                raise Busy("the server is reading other large requests; retry shortly")
-            self._reading += length
-        try:
-            yield
-        finally:
-            with self._count_lock:
-                self._reading -= length
-
     # --------------------------------------------------------------- lifetime
     def start(self):
         """Starts serving in background threads; returns self (ports are then known)."""
-        try:
-            self._http = BoundedHTTPServer((self.host, self.port), http_handler(self), self)
-        except OSError as err:
-            raise KerasSaatError(
-                f"cannot listen on {self.host}:{self.port}: {err.strerror}"
-            ) from None
-        self.port = self._http.server_address[1]
-        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+        self.start_http()
         if self.grpc_port is not None:
             self._grpc = grpc_server(self)
             self._grpc.start()
         return self
 
     def stop(self):
-        if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
+        self.stop_http()
         if self._grpc is not None:
             self._grpc.stop(grace=1)
-
-    @property
-    def url(self):
-        return f"http://{self.host}:{self.port}"

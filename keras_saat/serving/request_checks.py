@@ -26,15 +26,71 @@ class Forbidden(PermissionError):
     """A request from another site, or for a host name this server does not answer; HTTP 403."""
 
 
-def tensor_from_proto(proto, name):
-    """A TensorProto as a NumPy array, once its values are checked to fill its shape.
+def _expected(spec):
+    return [d if d is not None else -1 for d in spec.shape.as_list()]
 
-    `tf.make_ndarray` repeats the last value to fill a declared shape, so a few bytes
-    could otherwise declare millions of elements.
+
+def check_batch(count, max_batch):
+    """BadRequest when a request holds more than `max_batch` instances."""
+    if count > max_batch:
+        raise BadRequest(
+            f"{count} instances in one request, over this server's limit of "
+            f"{max_batch} (serve --max-batch); send them in smaller requests"
+        )
+
+
+def check_shape(shape, spec, name, max_batch):
+    """BadRequest unless `shape` (a list of ints) fits `spec` (a tf.TensorSpec): its rank,
+    its fixed dimensions, at most `max_batch` rows and MAX_ELEMENTS elements.
+
+    Args:
+        shape: list of int. The shape a request declares or holds.
+        spec: tf.TensorSpec. The signature's input.
+        name: str. The input's name, for the error.
+        max_batch: int. Rows (dimension 0) one request may hold.
+    """
+    dims = spec.shape.as_list()
+    if len(shape) != len(dims) or any(
+        d is not None and d != s for s, d in zip(shape, dims, strict=False)
+    ):
+        raise BadRequest(
+            f"input {name} has shape {shape}; the signature expects {_expected(spec)} (-1 = any)"
+        )
+    if shape:
+        check_batch(shape[0], max_batch)
+    count = 1
+    for size in shape:
+        if size < 0:
+            raise BadRequest(f"input {name}: a negative dimension {size} in its shape")
+        count *= size
+    if count > MAX_ELEMENTS:
+        raise BadRequest(
+            f"input {name}: its shape {shape} holds over {MAX_ELEMENTS} elements; "
+            "send fewer or smaller images in each request"
+        )
+
+
+def check_proto(proto, name, spec=None, max_batch=MAX_BATCH):
+    """BadRequest unless a TensorProto's wire form fits: its declared shape against
+    `spec`, its dtype, and its values filling that shape.
+
+    Everything is read from the message's fields (dims, the count of string_val, the
+    byte length of tensor_content), so nothing is materialised before the request is
+    known to fit. `tf.make_ndarray` repeats the last value to fill a declared shape, so
+    a few bytes could otherwise declare millions of elements.
+
+    Args:
+        proto: TensorProto. One input of a PredictRequest.
+        name: str. The input's name, for the error.
+        spec: tf.TensorSpec or None. The signature's input; None checks only the
+            element count and the values.
+        max_batch: int. Rows (dimension 0) one request may hold.
     """
     import tensorflow as tf
 
     dims = [d.size for d in proto.tensor_shape.dim]
+    if proto.tensor_shape.unknown_rank:
+        raise BadRequest(f"input {name}: its tensor_shape has an unknown rank")
     count = 1
     for size in dims:
         if size < 0:
@@ -44,13 +100,25 @@ def tensor_from_proto(proto, name):
             raise BadRequest(
                 f"input {name}: its shape {dims} declares over {MAX_ELEMENTS} elements"
             )
-    dtype = tf.dtypes.as_dtype(proto.dtype) if proto.dtype else None
+    try:
+        dtype = tf.dtypes.as_dtype(proto.dtype) if proto.dtype else None
+    except TypeError:
+        dtype = None
     if dtype is None or dtype == tf.resource or dtype == tf.variant:
         raise BadRequest(f"input {name}: unsupported dtype {proto.dtype}")
-    if proto.tensor_content:
-        sent = len(proto.tensor_content) // max(dtype.size, 1)
-    elif dtype == tf.string:
+    if spec is not None and (dtype == tf.string) != (spec.dtype == tf.string):
+        raise BadRequest(f"input {name}: dtype {dtype.name}; the signature takes {spec.dtype.name}")
+    if dtype == tf.string:
+        if proto.tensor_content:
+            raise BadRequest(f"input {name}: a string tensor sends its values in string_val")
         sent = len(proto.string_val)
+    elif proto.tensor_content:
+        if len(proto.tensor_content) != count * dtype.size:
+            raise BadRequest(
+                f"input {name}: its shape {dims} holds {count * dtype.size} bytes of "
+                f"{dtype.name} but tensor_content has {len(proto.tensor_content)}"
+            )
+        sent = count
     else:
         fields = [f for f, _ in proto.ListFields() if f.name.endswith("_val")]
         sent = sum(len(getattr(proto, f.name)) for f in fields)
@@ -60,6 +128,22 @@ def tensor_from_proto(proto, name):
         raise BadRequest(
             f"input {name}: its shape {dims} holds {count} values but the request sends {sent}"
         )
+    if spec is not None:
+        check_shape(dims, spec, name, max_batch)
+
+
+def tensor_from_proto(proto, name, spec=None, max_batch=MAX_BATCH):
+    """A TensorProto as a NumPy array, once `check_proto` passes it.
+
+    Args:
+        proto: TensorProto. One input of a PredictRequest.
+        name: str. The input's name, for the error.
+        spec: tf.TensorSpec or None. The signature's input.
+        max_batch: int. Rows (dimension 0) one request may hold.
+    """
+    import tensorflow as tf
+
+    check_proto(proto, name, spec, max_batch)
     try:
         return tf.make_ndarray(proto)
     except (TypeError, ValueError) as err:
@@ -97,3 +181,204 @@ def strings(value, where):
     if isinstance(value, str):
         return value.encode("utf-8")
     raise BadRequest(f'{where}: expected text or {{"b64": ...}}, got {type(value).__name__}')
+
+
+MAX_JSON_VALUES = 1 << 22  # JSON values (lists, numbers, strings) in one REST body
+
+
+def check_json_size(body, max_batch):
+    """BadRequest when a JSON body holds more values, or more objects, than any request
+    needs, counted on its bytes before it is parsed: a parsed `[]` costs some 60 bytes
+    of memory for its 3 bytes of text, a `{"b64": "AAAA"}` some 250 for its 16.
+
+    Every value but the outermost follows a `[`, `,` or `:`, so their count bounds the
+    values; an object starts with `{`, and a request needs at most two per instance
+    (`{"image_bytes": {"b64": ...}}`). Characters inside strings count too: an
+    overestimate base64 never makes.
+
+    Args:
+        body: bytes. The request body.
+        max_batch: int. Instances one request may hold.
+    """
+    values = 1 + sum(body.count(mark) for mark in (b"[", b",", b":"))
+    if values > MAX_JSON_VALUES:
+        raise BadRequest(
+            f"the request body holds over {MAX_JSON_VALUES} JSON values; send fewer or "
+            "smaller images in each request (or pixels over gRPC, as tensor_content)"
+        )
+    objects, most = body.count(b"{"), 4 * max_batch + 64
+    if objects > most:
+        raise BadRequest(
+            f"the request body holds {objects} JSON objects; a request of at most {max_batch} "
+            f'instances needs at most {most} (one {{"b64": ...}} per image)'
+        )
+
+
+def _json_leaf(spec, name):
+    """The check of one element of `spec`'s dtype in JSON: text or {"b64": ...}, or a number."""
+    if spec.dtype.name == "string":
+
+        def leaf(value):
+            if isinstance(value, str):
+                return
+            if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
+                return
+            raise BadRequest(
+                f'input {name}: expected text or {{"b64": ...}}, got {type(value).__name__}'
+            )
+    else:
+
+        def leaf(value):
+            if type(value) not in (int, float, bool):
+                raise BadRequest(f"input {name}: expected a number, got {type(value).__name__}")
+
+    return leaf
+
+
+def json_shape(value, spec, name, max_batch):
+    """The shape of a parsed JSON input, once every element at every depth is checked
+    against `spec`, before any array or tensor is made of it.
+
+    The shape is read down the first element at each depth and checked (`check_shape`);
+    then every list at every depth must hold as many values as that shape says, and
+    every element must be one leaf of the signature's dtype, never a deeper list.
+
+    Args:
+        value: a parsed JSON value: nested lists of leaves.
+        spec: tf.TensorSpec. The signature's input.
+        name: str. The input's name, for the error.
+        max_batch: int. Rows (dimension 0) one request may hold.
+    """
+    rank = len(spec.shape)
+    shape, item = [], value
+    while isinstance(item, list) and len(shape) <= rank:  # one past the rank shows deeper nesting
+        shape.append(len(item))
+        if not item:
+            break
+        item = item[0]
+    if 0 in shape[:rank] and len(shape) < rank:
+        shape += [0] * (rank - len(shape))  # an empty list: no elements below it to read
+        if len(spec.shape) and spec.shape[-1] is not None:
+            raise BadRequest(
+                f"input {name} is empty below dimension 0; the signature expects "
+                f"{_expected(spec)} (-1 = any)"
+            )
+    check_shape(shape, spec, name, max_batch)
+    leaf = _json_leaf(spec, name)
+
+    def rows(item, depth):
+        if depth == rank:
+            leaf(item)
+        elif not isinstance(item, list) or len(item) != shape[depth]:
+            held = f"a list of {len(item)}" if isinstance(item, list) else type(item).__name__
+            raise BadRequest(
+                f"input {name}: {held} at depth {depth} where the shape {shape} "
+                f"needs a list of {shape[depth]}; every row holds as many values"
+            )
+        elif depth + 1 == rank:
+            for element in item:
+                leaf(element)
+        else:
+            for element in item:
+                rows(element, depth + 1)
+
+    rows(value, 0)  # recursion as deep as the signature's rank, not the request's nesting
+    return shape
+
+
+def _named(value):
+    """A JSON object of named inputs (not a {"b64": ...} value)."""
+    return isinstance(value, dict) and set(value) != {"b64"}
+
+
+def rest_arrays(body, input_specs, max_batch):
+    """A parsed `:predict` body as (signature name, {input: array or checked JSON list}),
+    in TF Serving's row ("instances") or columnar ("inputs") format.
+
+    Every input is checked by `json_shape`, every element at every depth, before any
+    string is decoded or any array made; strings come back as object arrays of bytes,
+    numbers as the checked lists.
+
+    Args:
+        body: the parsed JSON body.
+        input_specs: callable. A signature name -> its {input name: tf.TensorSpec};
+            raises BadRequest for an unknown signature.
+        max_batch: int. Rows (instances) one request may hold.
+    """
+    import numpy as np
+
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    signature = body.get("signature_name") or "serving_default"
+    if not isinstance(signature, str):
+        raise BadRequest('"signature_name" must be a string')
+    specs = input_specs(signature)
+    names = sorted(specs)
+    if ("instances" in body) == ("inputs" in body):
+        raise BadRequest(
+            'the request needs exactly one of "instances" (row format) or "inputs" (columnar format)'
+        )
+    if "instances" in body:
+        instances = body["instances"]
+        if not isinstance(instances, list):
+            raise BadRequest('"instances" must be a list, one entry per example')
+        check_batch(len(instances), max_batch)  # before the rows are converted
+        columns = {name: [] for name in names}
+        for i, instance in enumerate(instances):
+            named = _named(instance)
+            if (len(names) > 1 or named) and (not named or set(instance) != set(names)):
+                raise BadRequest(f"instance {i} must be an object with keys {', '.join(names)}")
+            for name in names:
+                columns[name].append(instance[name] if named else instance)
+    else:
+        inputs = body["inputs"]
+        named = _named(inputs)
+        if len(names) > 1 and not named:
+            raise BadRequest(f'"inputs" must be an object with keys {", ".join(names)}')
+        columns = inputs if named else {names[0]: inputs}
+    arrays = {}
+    for name, value in columns.items():
+        spec = specs.get(name)
+        if spec is not None and "instances" in body and not instances:
+            # An empty batch keeps the signature's rank.
+            shape = [0, *[d or 0 for d in spec.shape.as_list()[1:]]]
+            dtype = object if spec.dtype.name == "string" else spec.dtype.as_numpy_dtype
+            arrays[name] = np.empty(shape, dtype)
+        elif spec is None:
+            arrays[name] = value  # run() names the unknown input
+        else:
+            # Every element at every depth, before any of it is decoded or converted.
+            json_shape(value, spec, name, max_batch)
+            if spec.dtype.name == "string":
+                arrays[name] = np.array(strings(value, f"input {name}"), dtype=object)
+            else:
+                arrays[name] = value
+    return signature, arrays
+
+
+def check_names(signature, specs, names):
+    """`specs` (a signature's {input: tf.TensorSpec}), once `names` are exactly its inputs."""
+    missing = sorted(set(specs) - set(names))
+    extra = sorted(set(names) - set(specs))
+    if missing or extra:
+        raise BadRequest(
+            f"signature {signature} takes inputs {', '.join(sorted(specs))}; "
+            + (f"missing {', '.join(missing)}" if missing else f"unknown {', '.join(extra)}")
+        )
+    return specs
+
+
+def proto_arrays(signature, protos, input_specs, max_batch):
+    """A PredictRequest's inputs ({name: TensorProto}) as NumPy arrays, every one checked
+    on its wire form (`check_proto`) before any of them is materialised.
+
+    Args:
+        signature: str. The signature's name.
+        protos: mapping. The request's inputs.
+        input_specs: callable. A signature name -> its {input name: tf.TensorSpec}.
+        max_batch: int. Rows (dimension 0) one request may hold.
+    """
+    specs = check_names(signature, input_specs(signature), protos)
+    for key, proto in protos.items():
+        check_proto(proto, key, specs[key], max_batch)
+    return {key: tensor_from_proto(proto, key) for key, proto in protos.items()}
