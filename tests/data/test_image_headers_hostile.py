@@ -48,6 +48,10 @@ class Decoder:
 
     def __init__(self, folder):
         self.folder = folder
+        self.start()
+
+    def start(self):
+        """A fresh child: the first, or one after a case killed the last."""
         self.log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             [sys.executable, "-c", WORKER],
@@ -61,6 +65,8 @@ class Decoder:
     def __call__(self, data):
         path = self.folder / "image"
         path.write_bytes(data)
+        if self.process.poll() is not None:
+            self.start()
         self.process.stdin.write(f"{path}\n".encode())
         self.process.stdin.flush()
         ready, _, _ = select.select([self.process.stdout], [], [], DEADLINE)
