@@ -177,7 +177,14 @@ def _exif_orientation(data, length, exif):
         little, entries[:, 8] + 256 * entries[:, 9], 256 * entries[:, 8] + entries[:, 9]
     )  # a SHORT, left-justified in the entry's 4-byte value field
     listed = tf.range(_MAX_EXIF_ENTRIES, dtype=tf.int64) < count
-    match = tf.logical_and(tf.equal(tags, _EXIF_ORIENTATION_TAG), listed)
+    # The IFD's offset and count are declared: an entry counts only inside the segment.
+    segment_end = tf.cast(exif, tf.int64) + 2 + _big_endian(_bytes_at(data, length, exif + 2, 2))
+    entry_end = (
+        tf.cast(tiff, tf.int64) + tf.cast(ifd, tf.int64) + 2
+        + 12 * tf.range(1, _MAX_EXIF_ENTRIES + 1, dtype=tf.int64)
+    )  # fmt: skip
+    inside = tf.logical_and(entry_end <= segment_end, ifd >= 8)  # past the TIFF header
+    match = tf.logical_and(tf.equal(tags, _EXIF_ORIENTATION_TAG), listed & inside)
     value = tf.reduce_max(tf.where(match, values, 0))
     readable = tf.logical_and(exif >= 0, tf.reduce_any(match))
     return tf.where(tf.logical_and(readable, (value >= 1) & (value <= 8)), value, 1)

@@ -174,3 +174,27 @@ def _pillow_has_restart_markers():
     except TypeError:
         return False
     return True
+
+
+def _exif_jpeg(ifd_offset, segment_extra=b""):
+    """A JPEG whose EXIF segment's IFD0 sits at `ifd_offset` and says orientation 6."""
+    entry = b"\x01\x12\x00\x03\x00\x00\x00\x01\x00\x06\x00\x00"
+    tiff = b"MM\x00*" + ifd_offset.to_bytes(4, "big")
+    ifd = b"\x00\x01" + entry + b"\x00\x00\x00\x00"
+    body = b"Exif\x00\x00" + tiff + b"\x00" * (ifd_offset - 8) + ifd + segment_extra
+    app1 = b"\xff\xe1" + (2 + len(body)).to_bytes(2, "big") + body
+    jpeg = encode("JPEG", size=(40, 20))
+    return jpeg[:2] + app1 + jpeg[2:]
+
+
+def test_an_exif_orientation_is_read_only_inside_its_segment():
+    import tensorflow as tf
+
+    from keras_saat.data.image_headers import inspect_images
+
+    inside = _exif_jpeg(8)
+    # The same IFD with the segment's length cut short: the entry lies past its end.
+    cut = bytearray(inside)
+    cut[4:6] = (int.from_bytes(cut[4:6], "big") - 14).to_bytes(2, "big")
+    _, _, _, orientation = inspect_images(tf.constant([inside, bytes(cut)]))
+    assert orientation.numpy().tolist() == [6, 1]
