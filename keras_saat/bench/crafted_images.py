@@ -94,6 +94,13 @@ def gif_tiny_sub_blocks(size=262_144):
     return b"GIF89a" + screen + frame + b"\x01\x00" * (size // 2) + b"\x00\x3b"
 
 
+def gif_tiny_blocks(size=262_144):
+    """A 1x1 GIF followed by `size` bytes of comment extensions of one 1-byte sub-block each."""
+    screen = struct.pack("<HHBBB", 1, 1, 0x80, 0, 0) + b"\x00" * 6
+    frame = b"\x2c" + struct.pack("<HHHH", 0, 0, 1, 1) + b"\x00" + b"\x02\x02\x4c\x01\x00"
+    return b"GIF89a" + screen + frame + b"\x21\xfe\x01\x00\x00" * (size // 5) + b"\x3b"
+
+
 def gif_large(size=100 << 20):
     """A 1x1 GIF of `size` bytes: one frame whose data is 255-byte sub-blocks."""
     screen = struct.pack("<HHBBB", 1, 1, 0x80, 0, 0) + b"\x00" * 6
@@ -137,14 +144,8 @@ CASES = [
     _case("png_chunk_before_ihdr", png_chunk_before_ihdr, "refused: first chunk not IHDR"),
     _case("jpeg_many_scans", jpeg_many_scans, "refused: over the scan cap"),
     _case("gif_tiny_sub_blocks", gif_tiny_sub_blocks, "header walk in well under a second"),
+    _case("gif_tiny_blocks", gif_tiny_blocks, "refused: over the walk's step cap"),
     _case("gif_100mb", gif_large, "header walk in about the bytes' size"),
     _case("jpeg_truncated", jpeg_truncated, "decoded (a grey tail)"),
     _case("bmp_short_data", bmp_short_data, "refused: data shorter than declared"),
 ]
-
-
-def gif_tiny_blocks(size=262_144):
-    """A 1x1 GIF followed by `size` bytes of comment extensions of one 1-byte sub-block each."""
-    screen = struct.pack("<HHBBB", 1, 1, 0x80, 0, 0) + b"\x00" * 6
-    frame = b"\x2c" + struct.pack("<HHHH", 0, 0, 1, 1) + b"\x00" + b"\x02\x02\x4c\x01\x00"
-    return b"GIF89a" + screen + frame + b"\x21\xfe\x01\x00\x00" * (size // 5) + b"\x3b"

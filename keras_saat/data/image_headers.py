@@ -6,15 +6,24 @@ Core TF ops only, so the checks run inside the exported graph (stock TF Serving)
 - the format, from the magic bytes (JPEG, PNG, GIF, BMP; WebP, TIFF, HEIF/AVIF and
   ICO are named and refused);
 - the size the decoder will allocate, from the header that decoder reads: JPEG's
-  first frame header (SOF, found by walking the segments), PNG's IHDR, BMP's
-  32-bit DIB fields, and for GIF every frame's image descriptor, because TensorFlow
-  decodes a GIF onto a canvas as large as its largest frame (the logical-screen
-  size is ignored) after reading every frame's raster into memory;
+  first frame header (SOF, found by walking the segments as libjpeg does), PNG's
+  IHDR (which must be the first chunk), BMP's 32-bit DIB fields, and for GIF every
+  frame's image descriptor, because TensorFlow decodes a GIF onto a canvas as large
+  as its largest frame (the logical-screen size is ignored) after reading every
+  frame's raster into memory;
+- a JPEG's scan count, bounded by its FF DA pairs: libjpeg's time is the frame's
+  blocks once a scan;
 - a JPEG's EXIF orientation (1-8), so the image can be turned upright in the graph.
 
 An image is refused before any pixel is decoded when it is empty, of an unknown or
-unsupported format, too short to hold its header, of zero size, or when its decode
-would exceed `max_pixels` (the canvas, and for GIF also the frames' total area).
+unsupported format, too short to hold its header, of zero size, when its decode
+would exceed `max_pixels` (the canvas, and for GIF also the frames' total area), when
+a JPEG holds bytes or markers before its frame header that libjpeg would skip or
+refuse (there the walk and libjpeg could read different frames) or over
+_MAX_JPEG_SCANS scans, when a PNG's first chunk is not IHDR, and when a GIF's walk
+needs over _MAX_GIF_STEPS steps. The walk's cost: a JPEG's at most
+_MAX_JPEG_SEGMENTS segments plus one pass over its bytes, a GIF's at most
+_MAX_GIF_STEPS steps over its bytes held once as uint8.
 """
 
 import tensorflow as tf
