@@ -34,8 +34,8 @@ _PAD = 32  # bytes of zero padding, so header reads past the end see zeros inste
 _MAX_JPEG_SEGMENTS = 1024  # segments walked before the frame header; real files have < 20
 # Scans (FF DA pairs) in a JPEG: libjpeg walks every block of the frame once a scan, so
 # the decode's time is the frame's blocks times this. Encoders write 1 (baseline) to
-# about 10 (progressive); a few hundred is libjpeg-turbo's own suggested -maxscans.
-_MAX_JPEG_SCANS = 256
+# about 10 (progressive); 100 holds a max_pixels frame's decode to about a second of scans.
+_MAX_JPEG_SCANS = 100
 # Steps of the GIF walk: one a block (extension or frame: an animation has 2 a frame),
 # and one a run of sub-blocks, which crosses up to _GIF_STRIDES full (255-byte) ones
 # and then _GIF_WINDOW bytes of any. A step costs about 0.1-0.3 ms of one CPU core,
