@@ -12,8 +12,8 @@ one. A new user reads them as failures. They come two ways:
   past any level. `import_tensorflow_quietly` points that descriptor at /dev/null for
   the import alone; Python's own errors still come through, as exceptions.
 
-Neither is set where the user already chose a level (TF_CPP_MIN_LOG_LEVEL in the
-environment) or asked for everything (`keras-saat --verbose`).
+A TF_CPP_MIN_LOG_LEVEL in the environment is the user's and stays; `keras-saat
+--verbose` does neither, and stderr shows everything TensorFlow writes.
 """
 
 import contextlib
