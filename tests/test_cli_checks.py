@@ -66,6 +66,8 @@ def mistakes(tmp):
         ([*train, "--set", "data.dataset=karpathy", "--set", f"data.path={tmp}/none.json"],
          f"dataset file not found: {tmp}/none.json (data.path)"),
         ([*train, "--set", "data.dataset=karpathy"], "data.path must name the dataset file"),
+        ([*train, "--set", "data.dataset=karpathy", "--set", f"data.path={DEFAULTS}",
+          "--set", f"data.images_dir={tmp}/none"], f"image folder not found: {tmp}/none"),
         ([*train, "--set", f"model.backbone_weights={tmp}/none.h5"],
          "backbone weights file not found"),
         (["train", "--config", tmp / "none.yaml", "--workdir", tmp / "w"],
