@@ -33,17 +33,7 @@ class CaptionFile:
 
     def __init__(self, path, attention=False):
         self.path = Path(path)
-        self.format = FORMATS.get(self.path.suffix.lower())
-        if self.format is None:
-            raise KerasSaatError(f"--out {self.path}: give a .jsonl (JSON lines) or .csv file name")
-        if attention and self.format != "jsonl":
-            raise KerasSaatError(
-                "attention grids do not fit a CSV cell; write JSON lines (--out FILE.jsonl)"
-            )
-        if not self.path.parent.is_dir():
-            raise KerasSaatError(
-                f"--out {self.path}: the folder {self.path.parent} does not exist; create it first"
-            )
+        self.format = self.check(path, attention)
         self.attention = attention
         # Captioned rows stay; failed ones and a half-written last row go (and run again).
         kept = [r for r in self._read() if r.get("error") == "" and r.get("caption") is not None]
@@ -56,6 +46,31 @@ class CaptionFile:
             self._csv = csv.DictWriter(self._file, CSV_COLUMNS)
             if self._file.tell() == 0:  # a new file (a kept one has its header)
                 self._csv.writeheader()
+
+    @staticmethod
+    def check(path, attention=False):
+        """The format `path` names ("jsonl" or "csv"), checked without touching the file.
+
+        Args:
+            path: str or Path. The --out file.
+            attention: bool. Whether the rows carry attention grids. Defaults to False.
+
+        Raises:
+            KerasSaatError: another suffix, attention in a CSV file, or a missing folder.
+        """
+        path = Path(path)
+        kind = FORMATS.get(path.suffix.lower())
+        if kind is None:
+            raise KerasSaatError(f"--out {path}: give a .jsonl (JSON lines) or .csv file name")
+        if attention and kind != "jsonl":
+            raise KerasSaatError(
+                "attention grids do not fit a CSV cell; write JSON lines (--out FILE.jsonl)"
+            )
+        if not path.parent.is_dir():
+            raise KerasSaatError(
+                f"--out {path}: the folder {path.parent} does not exist; create it first"
+            )
+        return kind
 
     def _read(self):
         if not self.path.exists():

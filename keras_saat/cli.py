@@ -1,10 +1,22 @@
-"""The `keras-saat` command line: parse, load the config, call the library."""
+"""The `keras-saat` command line: parse, check, then load TensorFlow and call the library.
+
+Each command's arguments, config, registry names and input paths are checked before
+TensorFlow is imported (`keras_saat.commands`, the `check_*` functions), so a mistake
+is answered in a fraction of a second; nothing this module or `commands` imports at
+the top loads TensorFlow.
+"""
 
 import argparse
-import os
 import sys
 
 from keras_saat.commands import (
+    check_bench,
+    check_caption,
+    check_experiment,
+    check_export,
+    check_make_shapes,
+    check_serve,
+    check_trained,
     cmd_bench,
     cmd_caption,
     cmd_demo,
@@ -15,11 +27,71 @@ from keras_saat.commands import (
     cmd_serve,
     cmd_train,
 )
+from keras_saat.runtime.tf_logs import import_tensorflow_quietly, quiet_tensorflow_logs
+
+# Commands that never load TensorFlow.
+WITHOUT_TENSORFLOW = (cmd_make_shapes,)
 
 
-def _quiet_tensorflow():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("ABSL_MIN_LOG_LEVEL", "2")
+def _version():
+    """The installed distribution's version; the package's own when run from a checkout."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("keras-saat")
+    except metadata.PackageNotFoundError:
+        from keras_saat import __version__
+
+        return __version__
+
+
+class _VersionAction(argparse.Action):
+    """--version: the version is looked up only when asked for."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"keras-saat {_version()}")
+        parser.exit()
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive whole number")
+    return value
+
+
+def _count(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
+def _examples(*lines):
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _command(sub, name, help, examples, **kwargs):
+    """A sub-command with its Examples section and --verbose."""
+    parser = sub.add_parser(
+        name,
+        help=help,
+        description=kwargs.pop("description", help),
+        epilog=_examples(*examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kwargs,
+    )
+    # SUPPRESS: the top-level --verbose (before the command) is not reset by this default.
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show TensorFlow's start-up and C++ log lines",
+    )
+    return parser
 
 
 def _trained_model_arguments(parser, required=True):
@@ -59,27 +131,74 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog="keras-saat",
         description="Show, Attend and Tell (Xu et al., 2015) with Keras 3 / TensorFlow.",
+        epilog=_examples(
+            "keras-saat demo",
+            "keras-saat train --config shapes_soft --workdir runs/shapes_soft",
+            "keras-saat caption --workdir runs/shapes_soft photos/",
+            "keras-saat COMMAND --help",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        default=False,
+        help="show TensorFlow's start-up and C++ log lines",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("make-shapes", help="render a Shapes world dataset (Karpathy split format)")
+    p = _command(
+        sub,
+        "make-shapes",
+        "render a Shapes world dataset (Karpathy split format)",
+        (
+            "keras-saat make-shapes --out data/shapes",
+            "keras-saat make-shapes --out data/tiny --train 40 --val 8 --test 8 --seed 1",
+        ),
+    )
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--train", type=int, default=2000, help="training images (default 2000)")
-    p.add_argument("--val", type=int, default=200, help="validation images (default 200)")
-    p.add_argument("--test", type=int, default=200, help="test images (default 200)")
+    p.add_argument("--train", type=_count, default=2000, help="training images (default 2000)")
+    p.add_argument("--val", type=_count, default=200, help="validation images (default 200)")
+    p.add_argument("--test", type=_count, default=200, help="test images (default 200)")
     p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
-    p.set_defaults(func=cmd_make_shapes)
+    p.set_defaults(func=cmd_make_shapes, check=check_make_shapes)
 
-    p = sub.add_parser("extract-features", help="run the frozen backbone once over every image")
+    p = _command(
+        sub,
+        "extract-features",
+        "run the frozen backbone once over every image",
+        (
+            "keras-saat extract-features --config shapes_soft --workdir runs/shapes_soft",
+            "keras-saat extract-features --config configs/flickr8k_vgg16_soft.yaml "
+            "--workdir runs/flickr8k",
+        ),
+    )
     _experiment_arguments(p, "the cache goes to WORKDIR/features")
-    p.set_defaults(func=cmd_extract_features)
+    p.set_defaults(func=cmd_extract_features, check=check_experiment)
 
-    p = sub.add_parser("train", help="train a captioner from a YAML config")
+    p = _command(
+        sub,
+        "train",
+        "train a captioner from a YAML config",
+        (
+            "keras-saat train --config shapes_soft --workdir runs/shapes_soft",
+            "keras-saat train --config shapes_hard --workdir runs/shapes_hard --set train.epochs=5",
+            "keras-saat train --config configs/flickr8k_vgg16_soft.yaml --workdir runs/flickr8k",
+        ),
+    )
     _experiment_arguments(p, "folder for the config, vocabulary, cache, model and scores")
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=cmd_train, check=check_experiment)
 
-    p = sub.add_parser(
-        "evaluate", help="caption a split and score it (BLEU, METEOR, ROUGE-L, CIDEr)"
+    p = _command(
+        sub,
+        "evaluate",
+        "caption a split and score it (BLEU, METEOR, ROUGE-L, CIDEr)",
+        (
+            "keras-saat evaluate --workdir runs/shapes_soft",
+            "keras-saat evaluate --workdir runs/shapes_soft --split val --beam-size 1",
+            "keras-saat evaluate --preset presets/shapes_soft --out scores/",
+        ),
     )
     _trained_model_arguments(p)
     p.add_argument("--split", default="test", choices=["train", "val", "test"], help="default test")
@@ -90,15 +209,26 @@ def build_parser():
         "or PRESET-eval/SPLIT here)",
     )
     p.add_argument(
-        "--beam-size", type=int, default=None, help="beam width (default: decode.beam_size, 3)"
+        "--beam-size",
+        type=_positive_int,
+        default=None,
+        help="beam width (default: decode.beam_size, 3)",
     )
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="config override"
     )
-    p.set_defaults(func=cmd_evaluate)
+    p.set_defaults(func=cmd_evaluate, check=check_trained)
 
-    p = sub.add_parser(
-        "caption", help="caption images, folders or globs; --out writes JSON lines or CSV"
+    p = _command(
+        sub,
+        "caption",
+        "caption images, folders or globs; --out writes JSON lines or CSV",
+        (
+            "keras-saat caption --workdir runs/shapes_soft photo.png",
+            "keras-saat caption --workdir runs/shapes_soft photos/ --out captions.jsonl",
+            "keras-saat caption --preset presets/shapes_soft 'photos/**/*.jpg' --out captions.csv",
+            "keras-saat caption --workdir runs/shapes_soft photos/ --plot attention.png",
+        ),
     )
     _trained_model_arguments(p)
     p.add_argument(
@@ -113,23 +243,40 @@ def build_parser():
         help="write one row per image (image, caption, log_prob, error); a second run "
         "skips the images already captioned there",
     )
-    p.add_argument("--batch-size", type=int, default=32, help="images per batch (default 32)")
     p.add_argument(
-        "--beam-size", type=int, default=None, help="beam width (default: the model's; 1 = greedy)"
+        "--batch-size", type=_positive_int, default=32, help="images per batch (default 32)"
     )
-    p.add_argument("--max-length", type=int, default=None, help="maximum words")
+    p.add_argument(
+        "--beam-size",
+        type=_positive_int,
+        default=None,
+        help="beam width (default: the model's; 1 = greedy)",
+    )
+    p.add_argument("--max-length", type=_positive_int, default=None, help="maximum words")
     p.add_argument(
         "--attention",
         action="store_true",
         help="add each word's attention grid to the rows (JSON lines only)",
     )
     p.add_argument(
-        "--plot", metavar="OUT.png", help="write the paper's Figure 2 layout (one file per image)"
+        "--plot",
+        metavar="OUT.png",
+        help="write the paper's Figure 2 layout: OUT.png for one image, OUT_<image name>.png "
+        "for each of several",
     )
-    p.set_defaults(func=cmd_caption)
+    p.set_defaults(func=cmd_caption, check=check_caption)
 
-    p = sub.add_parser(
-        "export", help="write the best model as a SavedModel for TF Serving, or a preset folder"
+    p = _command(
+        sub,
+        "export",
+        "write the best model as a SavedModel for TF Serving, or a preset folder",
+        (
+            "keras-saat export --workdir runs/shapes_soft --out models/keras_saat",
+            "keras-saat export --workdir runs/shapes_soft --out presets/shapes_soft "
+            "--format preset",
+            "keras-saat export --workdir runs/shapes_soft --out litert --format litert "
+            "--quantize int8",
+        ),
     )
     _trained_model_arguments(p)
     p.add_argument(
@@ -180,10 +327,16 @@ def build_parser():
         metavar="section.key=value",
         help="override the saved config's decode or export settings (repeatable)",
     )
-    p.set_defaults(func=cmd_export)
+    p.set_defaults(func=cmd_export, check=check_export)
 
-    p = sub.add_parser(
-        "serve", help="development server with TF Serving's REST API (production: TF Serving)"
+    p = _command(
+        sub,
+        "serve",
+        "development server with TF Serving's REST API (production: TF Serving)",
+        (
+            "keras-saat serve --workdir runs/shapes_soft",
+            "keras-saat serve --model-base models/keras_saat --name keras_saat --port 8501",
+        ),
     )
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--model-base", metavar="BASE", help="TF Serving model base")
@@ -209,9 +362,14 @@ def build_parser():
         default=30.0,
         help="seconds a request has to arrive whole (default 30)",
     )
-    p.set_defaults(func=cmd_serve)
+    p.set_defaults(func=cmd_serve, check=check_serve)
 
-    p = sub.add_parser("bench", help="measure speed and memory against this machine's limit")
+    p = _command(
+        sub,
+        "bench",
+        "measure speed and memory against this machine's limit",
+        ("keras-saat bench --part matmul", "keras-saat bench --json --out bench.json"),
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument(
         "--part",
@@ -221,15 +379,18 @@ def build_parser():
         "(repeatable; default all)",
     )
     p.add_argument("--out", metavar="FILE.json", help="also write the report here")
-    p.set_defaults(func=cmd_bench)
+    p.set_defaults(func=cmd_bench, check=check_bench)
 
-    p = sub.add_parser(
-        "demo", help="generate Shapes, train a soft-attention captioner, show captions"
+    p = _command(
+        sub,
+        "demo",
+        "generate Shapes, train a soft-attention captioner, show captions",
+        ("keras-saat demo", "keras-saat demo --workdir runs/demo --set train.epochs=2"),
     )
     _experiment_arguments(p, None, config=False)
     p.add_argument("--workdir", default="runs/demo", help="output folder (default runs/demo)")
     p.add_argument("--show", type=int, default=6, help="test captions to print (default 6)")
-    p.set_defaults(func=cmd_demo)
+    p.set_defaults(func=cmd_demo, check=check_experiment)
     return parser
 
 
@@ -240,18 +401,22 @@ MALLOC_TUNED_COMMANDS = (cmd_train, cmd_demo, cmd_extract_features)
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    _quiet_tensorflow()
-    if args.func in MALLOC_TUNED_COMMANDS:
-        from keras_saat.runtime.memory import tune_malloc
-
-        tune_malloc()  # before TensorFlow starts its threads (keras_saat/runtime/memory.py)
-    if args.func in (cmd_train, cmd_demo):
-        from keras_saat.runtime.cpu_kernels import prefer_onednn
-
-        prefer_onednn()  # before TensorFlow reads it (keras_saat/runtime/cpu_kernels.py)
+    if not args.verbose:
+        quiet_tensorflow_logs()
     from keras_saat.errors import KerasSaatError
 
     try:
+        args.check(args)  # before TensorFlow loads: a mistake is answered at once
+        if args.func in MALLOC_TUNED_COMMANDS:
+            from keras_saat.runtime.memory import tune_malloc
+
+            tune_malloc()  # before TensorFlow starts its threads (keras_saat/runtime/memory.py)
+        if args.func in (cmd_train, cmd_demo):
+            from keras_saat.runtime.cpu_kernels import prefer_onednn
+
+            prefer_onednn()  # before TensorFlow reads it (keras_saat/runtime/cpu_kernels.py)
+        if not args.verbose and args.func not in WITHOUT_TENSORFLOW:
+            import_tensorflow_quietly()
         args.func(args)
     except KerasSaatError as err:
         print(f"keras-saat: error: {err}", file=sys.stderr)

@@ -1,12 +1,17 @@
 """What each `keras-saat` command does, once `keras_saat.cli` has parsed its arguments.
 
-Each `cmd_*` takes the parsed arguments, imports what it needs when it runs (so
-`keras-saat --help` and the server's client start without TensorFlow), calls the
-library and prints the result.
+Each command has a `check_*` and a `cmd_*`. The check runs first and never imports
+TensorFlow: it loads the config (unknown keys, bad values, registry names), and checks
+the input paths and the trained model's folder, so a mistake is answered at once; what
+it resolves it leaves on `args` for the command. Each `cmd_*` imports what it needs when
+it runs, calls the library and prints the result.
 """
 
 import sys
 import time
+from pathlib import Path
+
+from keras_saat.errors import KerasSaatError
 
 DEMO_RECIPE = "shapes_soft"  # keras_saat/recipes/shapes_soft.yaml
 
@@ -25,21 +30,148 @@ def cmd_make_shapes(args):
     )
 
 
-def cmd_train(args):
+def check_make_shapes(args):
+    """`make-shapes`: --out is a folder (or not there yet)."""
+    _check_folder_argument("--out", args.out)
+
+
+def check_experiment(args):
+    """`train`, `extract-features` and `demo`: the config (file or recipe, keys, values,
+    registry names), the files its dataset reader opens, a backbone weights file, and a
+    --workdir that is a folder. The config goes to `args.experiment`."""
     from keras_saat.config import load_config
+    from keras_saat.data.reader_registry import check_inputs
+
+    config = _with_strict(load_config(getattr(args, "config", None) or DEMO_RECIPE, args.set), args)
+    check_inputs(config.data)
+    weights = config.model.backbone_weights
+    # "imagenet" and "shapes" name weights the run makes or fetches; anything else is a file.
+    if weights not in (None, "imagenet", "shapes") and not Path(weights).is_file():
+        raise KerasSaatError(f"backbone weights file not found: {weights} (model.backbone_weights)")
+    _check_folder_argument("--workdir", args.workdir)
+    args.experiment = config
+
+
+def _check_folder_argument(flag, path):
+    if Path(path).exists() and not Path(path).is_dir():
+        raise KerasSaatError(f"{flag} {path} is a file; give a folder")
+
+
+def check_trained(args):
+    """`evaluate`, `caption`, `export` and `serve`: --workdir holds a config and a trained
+    model, or --preset is a preset folder; --set overrides fit the saved config."""
+    from keras_saat.config import load_config
+    from keras_saat.models.preset import is_preset
+    from keras_saat.workdir import CONFIG_FILE, MODEL_FILE
+
+    path = Path(_trained(args))
+    if is_preset(path):
+        load_config(None, _overrides(args))
+        return
+    if args.preset:
+        raise KerasSaatError(
+            f"--preset {path}: {'no such folder' if not path.is_dir() else 'not a preset folder'} "
+            "(a preset holds config.json and model.weights.h5); write one with "
+            "`keras-saat export --format preset`"
+        )
+    if not path.is_dir():
+        raise KerasSaatError(f"--workdir {path}: no such folder; train a model there first")
+    if not (path / CONFIG_FILE).is_file():
+        raise KerasSaatError(
+            f"{path} is neither a workdir (no {CONFIG_FILE}) nor a preset folder; "
+            "train a model there first, or give a preset written by `keras-saat export --format preset`"
+        )
+    if not (path / MODEL_FILE).is_file():
+        raise KerasSaatError(
+            f"{path} has no {MODEL_FILE}: training saves it after its first epoch; "
+            f"run `keras-saat train` with this --workdir until it has"
+        )
+    load_config(path / CONFIG_FILE, _overrides(args))
+
+
+def _overrides(args):
+    """The command's config overrides: --set, and `export`'s flags as overrides."""
+    flags = (
+        (
+            ("decode.beam_size", getattr(args, "beam_size", None)),
+            ("decode.max_length", getattr(args, "max_length", None)),
+            ("export.max_pixels", getattr(args, "max_pixels", None)),
+            ("export.model_name", args.name),
+            ("export.format", args.format),
+            ("export.precision", args.precision),
+            ("export.quantize", args.quantize),
+        )
+        if args.func is cmd_export
+        else ()
+    )
+    return [
+        *getattr(args, "set", ()),
+        *(f"{key}={value}" for key, value in flags if value is not None),
+    ]
+
+
+def check_caption(args):
+    """`caption`: the trained model, the images (folders and patterns that match, named
+    files that exist), --out and --plot. The image paths go to `args.paths`."""
+    from keras_saat.caption_files import CaptionFile
+    from keras_saat.data.image_files import find_images
+
+    check_trained(args)
+    if args.out:
+        CaptionFile.check(args.out, attention=args.attention)
+    elif args.attention:
+        raise KerasSaatError("--attention writes the grids into --out FILE.jsonl; give --out")
+    if args.plot and not Path(args.plot).parent.is_dir():
+        raise KerasSaatError(
+            f"--plot {args.plot}: the folder {Path(args.plot).parent} does not exist; create it first"
+        )
+    paths = find_images(args.images)
+    missing = [p for p in paths if not Path(p).exists()]
+    if len(missing) == len(paths):  # nothing to caption: a mistyped name, say
+        raise KerasSaatError(
+            f"{missing[0]}: no such file"
+            + (f" (nor the {len(missing) - 1} other paths given)" if len(missing) > 1 else "")
+        )
+    for path in missing:  # the others are captioned; these become error rows too
+        print(f"keras-saat: {path}: no such file", file=sys.stderr)
+    args.paths = paths
+
+
+def check_export(args):
+    """`export`: the trained model, and the flags and --set as overrides of its config."""
+    check_trained(args)
+
+
+def check_serve(args):
+    """`serve`: a model base folder, or a trained model to export."""
+    if args.model_base is not None:
+        if not Path(args.model_base).is_dir():
+            raise KerasSaatError(
+                f"--model-base {args.model_base}: no such folder; write one with `keras-saat export`"
+            )
+        return
+    check_trained(args)
+
+
+def check_bench(args):
+    """`bench`: the --part names."""
+    from keras_saat.bench import PARTS
+
+    for name in args.part:
+        PARTS.get(name)  # an unknown part names the nearest one
+
+
+def cmd_train(args):
     from keras_saat.experiment import train
 
-    config = _with_strict(load_config(args.config, args.set), args)
-    result = train(config, args.workdir, _log)
+    result = train(args.experiment, args.workdir, _log)
     _print_result(result)
 
 
 def cmd_extract_features(args):
-    from keras_saat.config import load_config
     from keras_saat.experiment import extract_only
 
-    config = _with_strict(load_config(args.config, args.set), args)
-    cache = extract_only(config, args.workdir, _log)
+    cache = extract_only(args.experiment, args.workdir, _log)
     counts = ", ".join(f"{cache.count(s)} {s}" for s in cache.index["splits"])
     _log(
         f"feature cache {cache.directory}: {counts} images, grid {cache.grid_shape}, {cache.channels} channels"
@@ -55,10 +187,9 @@ def _with_strict(config, args):
 
 
 def cmd_demo(args):
-    from keras_saat.config import load_config
     from keras_saat.experiment import train
 
-    config = _with_strict(load_config(DEMO_RECIPE, args.set), args)
+    config = args.experiment
     _log(f"keras-saat demo: Show, Attend and Tell on the Shapes world, workdir {args.workdir}")
     result = train(config, args.workdir, _log)
     _log("\ntest captions (generated | a reference):")
@@ -124,22 +255,18 @@ def _trained(args):
 
 
 def cmd_caption(args):
-    from keras_saat.data.image_files import find_images
-    from keras_saat.errors import KerasSaatError
     from keras_saat.models.factories import load_captioner
 
-    paths = find_images(args.images)
-    out = None
+    paths, out = args.paths, None
     if args.out:
         from keras_saat.caption_files import CaptionFile
 
         out = CaptionFile(args.out, attention=args.attention)
         if out.done:
             _log(f"{args.out}: {len(out.done)} images already captioned, skipping them")
-    elif args.attention:
-        raise KerasSaatError("--attention writes the grids into --out FILE.jsonl; give --out")
     todo = [p for p in paths if out is None or str(p) not in out.done]
     model = load_captioner(_trained(args))
+    plots = _Plots(model, args.plot, paths) if args.plot else None
     progress = _Progress(len(todo)) if sys.stderr.isatty() else None
     failed = 0
     try:
@@ -154,8 +281,8 @@ def cmd_caption(args):
                 print(f"keras-saat: {result['image']}: {result['error']}", file=sys.stderr)
             elif out is None:
                 _log(f"{result['image']}: {result['caption']}")
-            if args.plot and not result["error"]:
-                _plot(model, args.plot, result, len(todo))
+            if plots is not None and not result["error"]:
+                plots.save(result)
             if progress is not None:
                 progress.update(1)
     finally:
@@ -172,13 +299,50 @@ def cmd_caption(args):
         )
 
 
-def _plot(model, plot, result, count):
-    from keras_saat.evaluation.plots import plot_attention
+class _Plots:
+    """`caption --plot OUT.png`: one figure per image, named after it (`plot_names`)."""
 
-    path = _plot_path(plot, result["image"], count)
-    pixels = model.preprocessor()(result["image"])[0]
-    plot_attention(pixels, result["words"], result["attention"], path)
-    _log(f"  attention plot: {path}")
+    def __init__(self, model, plot, paths):
+        from keras_saat.evaluation.plots import AttentionPlotter
+
+        self.preprocess = model.preprocessor()
+        self.names = plot_names(plot, paths)
+        self.plotter = AttentionPlotter()
+
+    def save(self, result):
+        path = self.names[result["image"]]
+        # What the model saw (the attention's frame), decoded from the file's bytes: the
+        # preprocessor's path input builds a tf.data pipeline per call, seconds an image.
+        pixels = self.preprocess(Path(result["image"]).read_bytes())[0]
+        self.plotter.save(pixels, result["words"], result["attention"], path)
+        _log(f"  attention plot: {path}")
+
+
+def plot_names(plot, paths):
+    """Each image's figure: OUT.png for one image; OUT_<image stem>.png for several, with
+    _2, _3, ... after a stem that an earlier image has (photos/a.png, more/a.jpg).
+
+    Args:
+        plot: str or Path. The --plot file name.
+        paths: list of Path. The images, in order.
+
+    Returns:
+        dict: str(image path) -> Path.
+    """
+    plot = Path(plot)
+    if len(paths) == 1:
+        return {str(paths[0]): plot}
+    suffix = plot.suffix or ".png"
+    names, used = {}, set()
+    for image in paths:
+        base = f"{plot.stem}_{Path(image).stem}"
+        name, count = base, 1
+        while name in used:
+            count += 1
+            name = f"{base}_{count}"
+        used.add(name)
+        names[str(image)] = plot.with_name(name + suffix)
+    return names
 
 
 class _Progress:
@@ -213,17 +377,7 @@ def cmd_export(args):
     from keras_saat.serving.saved_model import METADATA_FILE
 
     # Each flag is a config override: the workdir's config.yaml is the one source.
-    flags = (
-        ("decode.beam_size", args.beam_size),
-        ("decode.max_length", args.max_length),
-        ("export.max_pixels", args.max_pixels),
-        ("export.model_name", args.name),
-        ("export.format", args.format),
-        ("export.precision", args.precision),
-        ("export.quantize", args.quantize),
-    )
-    overrides = [*args.set, *(f"{key}={value}" for key, value in flags if value is not None)]
-    path = export_workdir(_trained(args), args.out, args.version, overrides, log=_log)
+    path = export_workdir(_trained(args), args.out, args.version, _overrides(args), log=_log)
     metadata = path / "assets.extra" / METADATA_FILE
     if metadata.is_file():  # a SavedModel version folder
         name = json.loads(metadata.read_text())["model_name"]
@@ -285,23 +439,11 @@ def _interrupt(signum, frame):
 def cmd_bench(args):
     import json
 
-    from keras_saat.bench import PARTS, run_all, write_report
+    from keras_saat.bench import run_all, write_report
 
-    for name in args.part:
-        PARTS.get(name)  # an unknown part names the nearest one
     log = (lambda _: None) if args.json else _log
     report = run_all(args.part or None, log=log)
     if args.out:
         write_report(report, args.out)
     if args.json:
         print(json.dumps(report))
-
-
-def _plot_path(plot, image, count):
-    """OUT.png for one image; OUT_<image name>.png for several."""
-    from pathlib import Path
-
-    plot = Path(plot)
-    if count == 1:
-        return plot
-    return plot.with_name(f"{plot.stem}_{Path(image).stem}{plot.suffix or '.png'}")

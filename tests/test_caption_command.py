@@ -164,3 +164,50 @@ def test_the_csv_header_is_written_once_and_a_missing_folder_is_named(
     missing = tmp_path / "nowhere" / "captions.csv"
     code, _, err = run(capsys, "caption", "--preset", preset_dir, photos, "--out", missing)
     assert code == 2 and "the folder" in err and "does not exist" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_plots_one_figure_per_input_named_after_it(
+    preset_dir, photos, shapes_dir, tmp_path, capsys
+):
+    from PIL import Image
+
+    from keras_saat.commands import plot_names
+    from keras_saat.data.image_files import find_images
+
+    # Another scene under the name of one in the folder above: two inputs share a stem.
+    first = sorted(photos.glob("*.png"))[0]
+    shutil.copy(sorted((shapes_dir / "images").glob("*.png"))[5], photos / "sub" / first.name)
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    code, out, err = run(
+        capsys, "caption", "--preset", preset_dir, photos, "--plot", plots / "att.png"
+    )
+    assert code == 2 and "1 of 7 images could not be captioned" in err  # broken.png
+    good = [p for p in find_images([photos]) if p.name != "broken.png"]
+    expected = plot_names(plots / "att.png", find_images([photos]))
+    # Two inputs share a stem (photos/X.png, photos/sub/X.png): each has its own figure.
+    assert len({p.stem for p in good}) == len(good) - 1
+    written = sorted(plots.iterdir())
+    assert written == sorted(expected[str(p)] for p in good)
+    assert all(f"attention plot: {expected[str(p)]}" in out for p in good)
+    pixels = [np.asarray(Image.open(path).convert("RGB")) for path in written]
+    assert all(p.shape[0] > 100 and p.shape[1] > 100 for p in pixels)
+    # Each figure shows its own image: no two are the same pixels.
+    assert len({p.tobytes() for p in pixels}) == len(pixels)
+
+
+@pytest.mark.slow
+def test_the_command_prints_no_tensorflow_log_lines(preset_dir, photos):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    image = sorted(photos.glob("*.png"))[0]
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_saat.cli", "caption", "--preset", str(preset_dir), str(image)],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0 and result.stdout.startswith(f"{image}: ")
+    assert result.stderr == ""

@@ -1,24 +1,30 @@
-"""Datasets: readers (Karpathy, Flickr8k, COCO, TFDS), the Shapes world, the feature cache, tf.data."""
+"""Datasets: readers (Karpathy, Flickr8k, COCO, TFDS), the Shapes world, the feature cache, tf.data.
 
-from keras_saat.data.coco import read_coco
-from keras_saat.data.dataset import CaptionDataset, ImageRecord, Skips
-from keras_saat.data.flickr8k import read_flickr8k
-from keras_saat.data.images import decode_image, load_image, load_images, resize_image
-from keras_saat.data.karpathy import read_karpathy
-from keras_saat.data.shapes import write_shapes_dataset
-from keras_saat.data.tfds_reader import read_tfds
+The names below load on first use, so the reader registry and the image file search
+run without TensorFlow.
+"""
 
-__all__ = [
-    "CaptionDataset",
-    "ImageRecord",
-    "Skips",
-    "decode_image",
-    "load_image",
-    "load_images",
-    "read_coco",
-    "read_flickr8k",
-    "read_karpathy",
-    "read_tfds",
-    "resize_image",
-    "write_shapes_dataset",
-]
+from keras_saat._lazy import lazy_getattr
+
+_EXPORTS = {
+    "CaptionDataset": "keras_saat.data.dataset",
+    "ImageRecord": "keras_saat.data.dataset",
+    "Skips": "keras_saat.data.dataset",
+    "decode_image": "keras_saat.data.images",
+    "load_image": "keras_saat.data.images",
+    "load_images": "keras_saat.data.images",
+    "read_coco": "keras_saat.data.coco",
+    "read_flickr8k": "keras_saat.data.flickr8k",
+    "read_karpathy": "keras_saat.data.karpathy",
+    "read_tfds": "keras_saat.data.tfds_reader",
+    "resize_image": "keras_saat.data.images",
+    "write_shapes_dataset": "keras_saat.data.shapes",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_getattr("keras_saat.data", _EXPORTS, globals())
+
+
+def __dir__():
+    return __all__

@@ -1,21 +1,24 @@
-"""Image encoders: the backbone registry and the ImageEncoder layer."""
+"""Image encoders: the backbone registry and the ImageEncoder layer.
 
-from keras_saat.encoders.add_coords import AddCoords
-from keras_saat.encoders.image_encoder import ImageEncoder
-from keras_saat.encoders.registry import (
-    BackboneSpec,
-    available_backbones,
-    build_feature_model,
-    get_backbone_spec,
-    register_backbone,
-)
+The names below load on first use, so the registry's names are known without Keras.
+"""
 
-__all__ = [
-    "AddCoords",
-    "BackboneSpec",
-    "ImageEncoder",
-    "available_backbones",
-    "build_feature_model",
-    "get_backbone_spec",
-    "register_backbone",
-]
+from keras_saat._lazy import lazy_getattr
+
+_EXPORTS = {
+    "AddCoords": "keras_saat.encoders.add_coords",
+    "BackboneSpec": "keras_saat.encoders.registry",
+    "ImageEncoder": "keras_saat.encoders.image_encoder",
+    "available_backbones": "keras_saat.encoders.registry",
+    "build_feature_model": "keras_saat.encoders.registry",
+    "get_backbone_spec": "keras_saat.encoders.registry",
+    "register_backbone": "keras_saat.encoders.registry",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_getattr("keras_saat.encoders", _EXPORTS, globals())
+
+
+def __dir__():
+    return __all__

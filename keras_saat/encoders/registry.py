@@ -6,6 +6,9 @@ Entries: VGG16/VGG19 (the paper's conv5_3 map before the last pooling:
 of block 6a's expansion at 224, or the final 7x7 one as `efficientnet_lite0_top`), qubvel's `efficientnet` package when installed
 (`efficientnet_qubvel_b0` ... `_b7`), and `shapes_cnn` / `shapes_cnn_small` for 128x128
 Shapes scenes.
+
+The built-in entries are registered without importing Keras (each builder imports it
+when it runs), so a config's backbone name is checked before TensorFlow loads.
 """
 
 import dataclasses
@@ -13,9 +16,7 @@ import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
-import keras
-
-from keras_saat.encoders import efficientnet_lite, shapes_cnn
+from keras_saat.encoders import shapes_cnn
 from keras_saat.errors import KerasSaatError
 from keras_saat.registries import Registry
 
@@ -58,6 +59,8 @@ def register_backbone(spec):
 
 def _applications(constructor_name):
     def build(input_shape, weights):
+        import keras
+
         constructor = getattr(keras.applications, constructor_name)
         return constructor(include_top=False, weights=weights, input_shape=input_shape)
 
@@ -132,6 +135,8 @@ if importlib.util.find_spec("efficientnet") is not None:
 
 def _lite(variant):
     def build(input_shape, weights):
+        from keras_saat.encoders import efficientnet_lite
+
         return efficientnet_lite.EfficientNetLite(
             variant, include_top=False, weights=weights, input_shape=input_shape
         )
@@ -170,6 +175,8 @@ def build_feature_model(name, image_size=None, weights=None):
         weights: "imagenet", None, or the path of a weights file of the full backbone
             (`.weights.h5`, as written by `model.save_weights`). Defaults to None.
     """
+    import keras
+
     spec = get_backbone_spec(name)
     size = image_size or spec.default_image_size
     local = None

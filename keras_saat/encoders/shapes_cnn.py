@@ -7,12 +7,13 @@ grid cell of the object under each feature location), then freezes it: the
 same role ImageNet pre-training plays for VGG in the paper.
 """
 
-import keras
 import numpy as np
 
-from keras_saat.data.images import resize_image
 from keras_saat.data.shapes import COLOURS, GRID, SHAPES, SIZES, object_mask, render, sample_objects
-from keras_saat.encoders.add_coords import AddCoords
+
+# Keras and TensorFlow are imported by the functions that build and train, so the backbone
+# registry can name these variants before TensorFlow is loaded (the command line checks a
+# config that way).
 
 FEATURE_LAYER = "features"
 # The registered variants (keras_saat.encoders.registry): name -> channels of the first
@@ -44,6 +45,10 @@ def build_shapes_cnn(input_shape=(128, 128, 3), width=32, refine_layers=2):
         refine_layers: int. Stride-1 convolutions at the 8x8 grid before the feature layer.
             Defaults to 2.
     """
+    import keras
+
+    from keras_saat.encoders.add_coords import AddCoords
+
     inputs = keras.Input(input_shape, name="pixels")
     x = AddCoords(name="add_coords")(inputs)
     layers = [(f"conv{i + 1}", width * mult, 2) for i, mult in enumerate((1, 2, 3, 4))]
@@ -120,6 +125,10 @@ def pretrain_shapes_cnn(
     Returns:
         (backbone keras.Model, dict head -> accuracy on object locations of the val set).
     """
+    import keras
+
+    from keras_saat.data.images import resize_image
+
     keras.utils.set_random_seed(seed)
     backbone = build_shapes_cnn(images.shape[1:], width=width)
     grid = tuple(backbone.output.shape[1:3])

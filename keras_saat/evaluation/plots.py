@@ -1,4 +1,8 @@
-"""The paper's Figure 2 layout: the image, then one panel per word with its attention map."""
+"""The paper's Figure 2 layout: the image, then one panel per word with its attention map.
+
+`plot_attention` draws one figure (shown in a notebook, or saved); `AttentionPlotter`
+saves many, one per image, drawing each on the same off-screen figure.
+"""
 
 import numpy as np
 import tensorflow as tf
@@ -58,3 +62,100 @@ def plot_attention(image, words, attention, path=None, columns=6, smooth=True):
     if path is not None:
         figure.savefig(path, dpi=100)
     return figure
+
+
+# The attention map's weight over the image in a panel, as plot_attention's overlay.
+HEAT_WEIGHT = 0.6
+
+
+class AttentionPlotter:
+    """Saves Figure 2 layouts for many images, drawing each on one off-screen figure.
+
+    The figure (matplotlib's Agg canvas, apart from pyplot) and its panels are made once
+    for a number of panels and reused: each image sets the panels' pixels and words and
+    hides the panels it does not use, so an image costs its drawing and its PNG, not a
+    new figure's layout.
+
+    Args:
+        columns: int. Panels per row. Defaults to 6.
+        smooth: bool. Bilinear upsampling (as the paper's figures); False shows the cells.
+            Defaults to True.
+        dpi: int. Defaults to 100.
+    """
+
+    def __init__(self, columns=6, smooth=True, dpi=100):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        self.columns, self.smooth, self.dpi = columns, smooth, dpi
+        self.figure = Figure()
+        FigureCanvasAgg(self.figure)
+        self._rows = 0
+        self._panels = []  # (image artist, title artist), row-major
+
+    def _layout(self, panels):
+        """Panels for `panels` images; the figure is cleared only when the rows change."""
+        rows = -(-panels // self.columns)
+        if rows == self._rows:
+            return
+        self.figure.clear()
+        self.figure.set_size_inches(2.2 * self.columns, 2.4 * rows)
+        self._rows, self._panels = rows, []
+        width, height = 1 / self.columns, 1 / rows
+        for i in range(rows * self.columns):
+            row, column = divmod(i, self.columns)
+            # Fixed boxes with room for the word above each: no layout pass per image.
+            box = (
+                column * width + 0.005,
+                1 - (row + 1) * height + 0.01,
+                width - 0.01,
+                height * 0.82,
+            )
+            ax = self.figure.add_axes(box)
+            ax.set_axis_off()
+            image = ax.imshow(np.zeros((2, 2, 3), np.uint8), interpolation="antialiased")
+            title = ax.text(0.5, 1.02, "", transform=ax.transAxes, ha="center", va="bottom")
+            self._panels.append((image, title))
+
+    def save(self, image, words, attention, path):
+        """Draws one caption's attention and writes it to `path` (PNG, PDF, ...).
+
+        Args:
+            image: (H, W, 3) pixels in [0, 255].
+            words: list of str. The caption's words; "<end>" is appended for its own step.
+            attention: (T, grid_h, grid_w). Step t produced word t.
+            path: str or Path.
+        """
+        shown = np.clip(np.asarray(image, np.float32), 0, 255)
+        attention = np.asarray(attention, np.float32)
+        labels = list(words)[: len(attention)]
+        labels += ["<end>"] * (len(attention) - len(labels))
+        self._layout(1 + len(labels))
+        height, width = shown.shape[:2]
+        pictures = [("input", shown)]
+        for word, alpha in zip(labels, attention, strict=True):
+            heat = _heat(alpha, (height, width), self.smooth)[..., None]  # (H, W, 1) in [0, 1]
+            pictures.append((word, (1 - HEAT_WEIGHT) * shown + HEAT_WEIGHT * 255 * heat))
+        for i, (artist, title) in enumerate(self._panels):
+            visible = i < len(pictures)
+            artist.axes.set_visible(visible)
+            if visible:
+                label, pixels = pictures[i]
+                artist.set_data(pixels.astype(np.uint8))
+                artist.set_extent((-0.5, width - 0.5, height - 0.5, -0.5))
+                title.set_text(label)
+                title.set_fontsize(10 if i == 0 else 11)
+        # A fast PNG compression: the figure's pixels, not its file size, are the point.
+        options = (
+            {"pil_kwargs": {"compress_level": 1}} if str(path).lower().endswith(".png") else {}
+        )
+        self.figure.savefig(path, dpi=self.dpi, **options)
+
+
+def _heat(alpha, size, smooth):
+    """(grid_h, grid_w) attention -> (H, W) in [0, 1]: bilinear, or each cell one block."""
+    if smooth:
+        return upsample_attention(alpha, size)
+    rows = (np.arange(size[0]) * alpha.shape[0]) // size[0]
+    columns = (np.arange(size[1]) * alpha.shape[1]) // size[1]
+    return alpha[rows][:, columns] / max(float(alpha.max()), 1e-12)

@@ -1,19 +1,23 @@
-"""The paper's layers: soft and hard attention (in a registry), the attention LSTM decoder."""
+"""The paper's layers: soft and hard attention (in a registry), the attention LSTM decoder.
 
-from keras_saat.layers.attention_registry import (
-    available_attentions,
-    get_attention,
-    register_attention,
-)
-from keras_saat.layers.hard_attention import HardAttention
-from keras_saat.layers.lstm_decoder import LSTMDecoder
-from keras_saat.layers.soft_attention import SoftAttention
+The names below load on first use, so the registry's names are known without Keras.
+"""
 
-__all__ = [
-    "HardAttention",
-    "LSTMDecoder",
-    "SoftAttention",
-    "available_attentions",
-    "get_attention",
-    "register_attention",
-]
+from keras_saat._lazy import lazy_getattr
+
+_EXPORTS = {
+    "HardAttention": "keras_saat.layers.hard_attention",
+    "LSTMDecoder": "keras_saat.layers.lstm_decoder",
+    "SoftAttention": "keras_saat.layers.soft_attention",
+    "available_attentions": "keras_saat.layers.attention_registry",
+    "get_attention": "keras_saat.layers.attention_registry",
+    "register_attention": "keras_saat.layers.attention_registry",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_getattr("keras_saat.layers", _EXPORTS, globals())
+
+
+def __dir__():
+    return __all__

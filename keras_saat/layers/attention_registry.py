@@ -16,8 +16,6 @@ found by comparing names:
                        hard 0)
 """
 
-from keras_saat.layers.hard_attention import HardAttention
-from keras_saat.layers.soft_attention import SoftAttention
 from keras_saat.registries import Registry
 
 ATTENTIONS = Registry("attention")
@@ -25,5 +23,6 @@ register_attention = ATTENTIONS.register
 available_attentions = ATTENTIONS.names
 get_attention = ATTENTIONS.get
 
-register_attention("soft", SoftAttention)
-register_attention("hard", HardAttention)
+# By module path: the names are known (a config is checked) before Keras is imported.
+register_attention("soft", "keras_saat.layers.soft_attention:SoftAttention")
+register_attention("hard", "keras_saat.layers.hard_attention:HardAttention")

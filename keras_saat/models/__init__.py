@@ -1,6 +1,20 @@
-"""Models."""
+"""Models.
 
-from keras_saat.models.captioner import Captioner
-from keras_saat.models.factories import build_captioner, load_captioner
+The names below load on first use, so a preset folder's file names are known without Keras.
+"""
 
-__all__ = ["Captioner", "build_captioner", "load_captioner"]
+from keras_saat._lazy import lazy_getattr
+
+_EXPORTS = {
+    "Captioner": "keras_saat.models.captioner",
+    "build_captioner": "keras_saat.models.factories",
+    "load_captioner": "keras_saat.models.factories",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_getattr("keras_saat.models", _EXPORTS, globals())
+
+
+def __dir__():
+    return __all__

@@ -1,0 +1,151 @@
+"""The command line answers a mistake before TensorFlow loads, with one line; --version,
+--verbose and each command's Examples section."""
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import keras_saat
+from keras_saat.cli import build_parser
+from keras_saat.commands import plot_names
+from keras_saat.config import ExperimentConfig, save_config
+from tests.helpers import DEFAULTS
+
+# The checkout whose keras_saat the child process imports: the one under test.
+ROOT = Path(keras_saat.__file__).parents[1]
+HEAVY = {"tensorflow", "keras", "tf_keras", "jax", "torch"}
+
+
+def run_cli(*argv):
+    """`python -X importtime -m keras_saat.cli ARGV`: (exit code, stdout, stderr's lines
+    that are not import times, the top-level packages imported)."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = str(ROOT)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "keras_saat.cli", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    lines = result.stderr.splitlines()
+    imported = {
+        line.rsplit("|", 1)[1].strip().split(".")[0]
+        for line in lines
+        if line.startswith("import time:") and "|" in line
+    }
+    messages = [line for line in lines if not line.startswith("import time:")]
+    return result.returncode, result.stdout, messages, imported
+
+
+@pytest.fixture(scope="module")
+def fake_workdir(tmp_path_factory):
+    """A workdir as the checks see it: config.yaml and model.keras (its bytes unread)."""
+    path = tmp_path_factory.mktemp("workdir")
+    save_config(ExperimentConfig(), path / "config.yaml")
+    (path / "model.keras").write_bytes(b"")
+    return path
+
+
+def mistakes(tmp):
+    """(argv, the error message's text) for each mistake a newcomer makes."""
+    train = ["train", "--config", DEFAULTS, "--workdir", tmp / "w"]
+    return [
+        (["train", "--config", "shapes_sof", "--workdir", tmp / "w"],
+         "no recipe 'shapes_sof' (did you mean \"shapes_soft\"?)"),
+        ([*train, "--set", "train.epoch=3"],
+         "unknown config key 'train.epoch' (did you mean \"epochs\"?)"),
+        ([*train, "--set", "train.epochs=ten"], "train.epochs: 'ten' is not a valid int"),
+        ([*train, "--set", "model.attention=sfot"], "'sfot' is not one of soft, hard"),
+        ([*train, "--set", "model.backbone=vgg17"], "unknown backbone 'vgg17'"),
+        ([*train, "--set", "data.dataset=karpathi"], "data.dataset: 'karpathi' is not one of"),
+        ([*train, "--set", "data.dataset=karpathy", "--set", f"data.path={tmp}/none.json"],
+         f"dataset file not found: {tmp}/none.json (data.path)"),
+        ([*train, "--set", "data.dataset=karpathy"], "data.path must name the dataset file"),
+        ([*train, "--set", "data.dataset=karpathy", "--set", f"data.path={DEFAULTS}",
+          "--set", f"data.images_dir={tmp}/none"], f"image folder not found: {tmp}/none"),
+        ([*train, "--set", f"model.backbone_weights={tmp}/none.h5"],
+         "backbone weights file not found"),
+        (["train", "--config", tmp / "none.yaml", "--workdir", tmp / "w"],
+         "config file not found"),
+        (["demo", "--set", "train.batch_sise=8"], "unknown config key 'train.batch_sise'"),
+        (["caption", "--workdir", tmp / "nowhere", "a.png"], "no such folder"),
+        (["caption", "--preset", tmp, "a.png"], "not a preset folder"),
+        (["caption", "--workdir", "{workdir}", tmp / "missing.png"],
+         f"{tmp}/missing.png: no such file"),
+        (["caption", "--workdir", "{workdir}", tmp, "--out", tmp / "rows.txt"],
+         ".jsonl (JSON lines) or .csv"),
+        (["caption", "--workdir", "{workdir}", f"{tmp}/*.gif"], "holds no image files"),
+        (["export", "--workdir", "{workdir}", "--out", tmp / "e", "--format", "savedmodl"],
+         "'savedmodl' is not one of savedmodel, preset, litert"),
+        (["evaluate", "--workdir", "{workdir}", "--set", "decode.beam_sise=2"],
+         "unknown config key 'decode.beam_sise'"),
+        (["evaluate", "--workdir", tmp], "neither a workdir (no config.yaml) nor a preset"),
+        (["serve", "--model-base", tmp / "none"], "no such folder"),
+        (["bench", "--part", "matmol"], "unknown bench part 'matmol'"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", range(len(mistakes(Path("/t")))))
+def test_a_mistake_is_one_line_before_tensorflow_loads(case, tmp_path, fake_workdir):
+    argv, message = mistakes(tmp_path)[case]
+    argv = [str(fake_workdir) if a == "{workdir}" else a for a in argv]
+    code, out, errors, imported = run_cli(*argv)
+    assert code == 2 and out == ""
+    assert errors == [errors[0]] and errors[0].startswith("keras-saat: error: "), errors
+    assert message in errors[0]
+    assert not imported & HEAVY, sorted(imported & HEAVY)
+
+
+def test_a_workdir_without_a_model_is_named(tmp_path):
+    save_config(ExperimentConfig(), tmp_path / "config.yaml")
+    code, _, errors, imported = run_cli("evaluate", "--workdir", tmp_path)
+    assert code == 2 and "has no model.keras" in errors[0] and len(errors) == 1
+    assert not imported & HEAVY
+
+
+def test_version_without_tensorflow():
+    from importlib import metadata
+
+    code, out, errors, imported = run_cli("--version")
+    assert code == 0 and out == f"keras-saat {metadata.version('keras-saat')}\n"
+    assert errors == [] and not imported & HEAVY
+
+
+def test_verbose_before_or_after_the_command():
+    parser = build_parser()
+    argv = ["train", "--config", "shapes_soft", "--workdir", "w"]
+    assert parser.parse_args(argv).verbose is False
+    assert parser.parse_args(["--verbose", *argv]).verbose is True
+    assert parser.parse_args([*argv, "--verbose"]).verbose is True
+
+
+def test_every_command_has_examples_that_parse():
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    for name, command in commands.items():
+        text = command.format_help()
+        assert "examples:" in text, name
+        examples = [line.strip() for line in command.epilog.splitlines()[1:]]
+        assert examples and all(f"{e} ".startswith(f"keras-saat {name} ") for e in examples), name
+        for example in examples:
+            args = parser.parse_args(shlex.split(example)[1:])
+            assert args.command == name
+    assert "examples:" in parser.format_help()
+
+
+def test_plot_names_follow_the_inputs_and_are_unique():
+    paths = [Path("a/x.png"), Path("b/x.jpg"), Path("c/x_2.png"), Path("y.bmp")]
+    names = plot_names("out/att.png", paths)
+    assert [names[str(p)].name for p in paths] == [
+        "att_x.png",
+        "att_x_2.png",
+        "att_x_2_2.png",
+        "att_y.png",
+    ]
+    assert {n.parent for n in names.values()} == {Path("out")}
+    assert plot_names("out/att.png", paths[:1]) == {"a/x.png": Path("out/att.png")}
