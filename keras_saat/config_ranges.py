@@ -40,7 +40,7 @@ RANGES = {
     ("model", "image_size"): (0, 4096),
     ("model", "trainable_backbone_layers"): (0, 10000),
     ("data", "cache_shard_size"): (1, 1_000_000),
-    ("data", "shuffle_buffer"): (1, 100_000_000),
+    ("data", "shuffle_buffer"): (0, 100_000_000),
     ("data", "resident_budget"): (0.0, 1.0, True),
     ("data", "vocab_size"): (5, 10_000_000),
     ("data", "min_count"): (1, INT32_MAX),

@@ -27,7 +27,7 @@ import tensorflow as tf
 from keras_saat.data.dataset import SPLITS, Skips
 from keras_saat.data.images import decode_image
 from keras_saat.data.pipeline_options import without_autotune
-from keras_saat.data.shard_checks import check_framing, damaged_shard_error
+from keras_saat.data.shard_checks import check_framing, damaged_shard_error, read_error_reason
 from keras_saat.errors import KerasSaatError
 from keras_saat.io_utils import write_json_atomic
 
@@ -180,7 +180,7 @@ class FeatureCache:
             try:
                 serialized = next(chunks, None)
             except tf.errors.DataLossError as err:
-                raise damaged_shard_error(name, err.message.splitlines()[0]) from None
+                raise damaged_shard_error(name, read_error_reason(err)) from None
             if serialized is None:
                 return
             examples = tf.io.parse_example(serialized, RECORD_SPEC)

@@ -9,6 +9,7 @@ opened; a flipped bit inside a record's data shows only when it is read, and
 
 import contextlib
 import os
+import re
 import struct
 
 import tensorflow as tf
@@ -25,6 +26,15 @@ def damaged_shard_error(path, reason):
         f"the feature cache shard {path} is damaged ({reason}); delete that file and run "
         "`keras-saat extract-features` again, which writes the missing shards anew"
     )
+
+
+def read_error_reason(err):
+    """The reason in a TFRecord reader's DataLossError, without the op's decorations."""
+    message = err.message.splitlines()[0] if err.message else type(err).__name__
+    match = re.search(r"corrupted record at (\d+)", message)
+    if match:
+        return f"a record's checksum does not match, at byte {match[1]}"
+    return re.sub(r"\{\{.*?\}\}|\s*\[Op:.*$", "", message).strip()[:200]
 
 
 def check_framing(path):
@@ -57,7 +67,7 @@ def first_damaged(paths):
             for _ in tf.data.TFRecordDataset(path).batch(1024):
                 pass
         except (tf.errors.DataLossError, tf.errors.NotFoundError) as err:
-            return path, err.message.splitlines()[0]
+            return path, read_error_reason(err)
     return None, None
 
 
@@ -75,7 +85,7 @@ def naming_damaged_shards(paths):
         path, reason = first_damaged(paths)
         if path is None:
             raise KerasSaatError(
-                f"a feature cache shard could not be read ({err.message.splitlines()[0]}); "
+                f"a feature cache shard could not be read ({read_error_reason(err)}); "
                 "delete the cache folder and run `keras-saat extract-features` again"
             ) from None
         raise damaged_shard_error(path, reason) from None
