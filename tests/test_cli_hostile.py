@@ -45,7 +45,9 @@ def run_capped(setup, body, headroom_mb=HEADROOM_MB):
             textwrap.dedent(body),
         ]
     )
+    # Few malloc arenas: each reserves 64 MiB of address space for a thread that mallocs.
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env["MALLOC_ARENA_MAX"] = "2"
     try:
         done = subprocess.run(
             [sys.executable, "-c", script],
@@ -228,7 +230,7 @@ def test_caption_gives_every_special_file_a_row_and_captions_the_image(tmp_path)
     run_capped(
         "import sys\nfrom keras_saat.cli import main",
         f"sys.exit(0 if main({argv!r}) == 2 else 1)",
-        headroom_mb=2048,
+        headroom_mb=4096,
     )
     rows = {row["image"]: row for row in map(json.loads, out.read_text().splitlines())}
     assert rows.pop(str(paths["image"]))["caption"]

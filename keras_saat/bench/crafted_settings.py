@@ -60,13 +60,15 @@ def deep_nesting(depth=20000):
     return "name: " + "[" * depth + "]" * depth + "\n"
 
 
-def write_damaged_cache(folder, damage):
-    """A small synthetic feature cache (3 train shards of 8 images) with its second shard
-    damaged: "truncate" cuts its last 10 bytes, "flip" flips a bit inside its first
-    record's data. Returns the damaged shard's path."""
+def write_damaged_cache(folder, damage, locations=4, channels=8):
+    """A small synthetic feature cache (3 train shards of 8 images of (locations,
+    channels) features) with its second shard damaged: "truncate" cuts its last 10
+    bytes, "flip" flips a bit inside its first record's data. Returns the damaged
+    shard's path."""
     from keras_saat.bench.pipelines import write_synthetic_cache
 
-    write_synthetic_cache(folder, 24, {"locations": 4, "channels": 8}, shard_size=8)
+    size = {"locations": locations, "channels": channels}
+    write_synthetic_cache(folder, 24, size, shard_size=8)
     shard = Path(folder) / "train-00001.tfrecord"
     data = bytearray(shard.read_bytes())
     if damage == "truncate":

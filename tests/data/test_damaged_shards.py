@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from keras_saat.bench.crafted_settings import read_cache_split, write_damaged_cache
 from keras_saat.bench.pipelines import write_synthetic_cache
+from keras_saat.config import ExperimentConfig
 from keras_saat.data import read_karpathy
 from keras_saat.data.feature_cache import FeatureCache, extract_features
 from keras_saat.data.input_pipeline import evaluation_batches
@@ -18,6 +19,8 @@ from keras_saat.data.resident_features import ResidentFeatures
 from keras_saat.data.shard_checks import cache_shards, check_framing, naming_damaged_shards
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError
+from keras_saat.experiment.scoring import caption_split
+from tests.helpers import small_model
 
 WHAT_TO_DO = "delete that file and run `keras-saat extract-features` again"
 
@@ -75,6 +78,15 @@ def test_a_flipped_bit_is_named_when_the_features_go_resident(tmp_path):
     shard = write_damaged_cache(tmp_path, "flip")
     with pytest.raises(KerasSaatError, match=re.escape(damaged(shard))):
         ResidentFeatures(FeatureCache(tmp_path), "train", tf.float16)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_a_damaged_shard_is_named_when_a_split_is_captioned(tmp_path, damage):
+    model, _ = small_model()
+    encoder = model.encoder
+    shard = write_damaged_cache(tmp_path, damage, encoder.num_locations, encoder.feature_channels)
+    with pytest.raises(KerasSaatError, match=re.escape(damaged(shard))):
+        caption_split(model, FeatureCache(tmp_path), "train", [], ExperimentConfig(), batch_size=8)
 
 
 @pytest.mark.slow
