@@ -47,11 +47,11 @@ def special_image_files(scratch):
 
 
 def billion_laughs(levels=9):
-    """A YAML config whose `name` expands to 10**levels strings through aliases."""
-    lines = ['a0: &a0 "lol"']
+    """A YAML config whose `name` is a list expanding to 10**levels strings through
+    aliases (each level ten aliases of the one before)."""
+    lines = ["name:", '  - &a0 "lol"']
     for i in range(1, levels + 1):
-        lines.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]")
-    lines.append(f"name: *a{levels}")
+        lines.append(f"  - &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]")
     return "\n".join(lines) + "\n"
 
 
