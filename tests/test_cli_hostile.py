@@ -26,6 +26,7 @@ from keras_saat.cli import main
 from keras_saat.config import ExperimentConfig, load_config, save_config
 from keras_saat.config_ranges import RANGES
 from keras_saat.errors import KerasSaatError
+from keras_saat.workdir import CONFIG_FILE
 from tests.helpers import ROOT, small_model
 
 HEADROOM_MB = 512  # address space over what the child holds after its imports
@@ -197,7 +198,7 @@ def test_absurd_numbers_are_one_line_errors_naming_the_key(section, key):
 def test_export_refuses_a_negative_max_pixels_before_it_loads_the_model(tmp_path, capsys):
     workdir = tmp_path / "run"
     workdir.mkdir()
-    save_config(ExperimentConfig(), workdir / "config.yaml")  # a workdir without a model
+    save_config(ExperimentConfig(), workdir / CONFIG_FILE)  # a workdir without a model
     code = main(["export", "--workdir", str(workdir), "--out", "out", "--max-pixels", "-1"])
     assert code == 2 and capsys.readouterr().err.strip() == (
         "keras-saat: error: config export.max_pixels: -1 is out of range; "

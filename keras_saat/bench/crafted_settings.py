@@ -119,7 +119,7 @@ def _config_file(text):
     def run(scratch):
         from keras_saat.config import load_config
 
-        path = Path(scratch) / "config.yaml"
+        path = Path(scratch) / "crafted.yaml"
         path.write_text(text)
         return _answer(lambda: load_config(path))
 
@@ -129,7 +129,7 @@ def _config_file(text):
 def _sparse_config(scratch):
     from keras_saat.config import load_config
 
-    path = Path(scratch) / "config.yaml"
+    path = Path(scratch) / "crafted.yaml"
     with open(path, "wb") as file:
         file.truncate(SPARSE_BYTES)
     return _answer(lambda: load_config(path))
