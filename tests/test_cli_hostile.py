@@ -10,6 +10,7 @@ where the bounded code answers in a line.
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -241,3 +242,29 @@ def test_caption_gives_every_special_file_a_row_and_captions_the_image(tmp_path)
     assert rows.pop(str(paths["image"]))["caption"]
     assert sorted(rows) == sorted(str(p) for k, p in paths.items() if k != "image")
     assert all(row["caption"] is None and row["error"] for row in rows.values())
+
+
+@pytest.mark.slow
+def test_extraction_skips_a_dataset_image_over_the_file_limit(shapes_dir, tmp_path):
+    shutil.copytree(shapes_dir, tmp_path / "shapes")
+    big = sorted((tmp_path / "shapes" / "images").glob("*.png"))[0]
+    with open(big, "wb") as file:
+        file.truncate(8 * 1024**3)  # sparse: no disk, but 8 GiB if read
+    out = run_capped(
+        """
+        import tensorflow as tf
+        from keras_saat.data import read_karpathy
+        from keras_saat.data.feature_cache import extract_features
+        from keras_saat.encoders import ImageEncoder
+        encoder = ImageEncoder("shapes_cnn")
+        """,
+        f"""
+        dataset = read_karpathy({str(tmp_path / "shapes" / "dataset_shapes.json")!r})
+        cache, skips = extract_features(
+            encoder, dataset, {str(tmp_path / "c")!r}, splits=("train",), log=lambda _: None
+        )
+        print(cache.count("train"), dict(skips.where))
+        """,
+        headroom_mb=3072,
+    )
+    assert out.startswith("39 ") and "image file over 64 MiB" in out and big.name in out

@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_saat.data.dataset import SPLITS, Skips
+from keras_saat.data.image_files import MAX_FILE_BYTES
 from keras_saat.data.images import decode_image
 from keras_saat.data.pipeline_options import without_autotune
 from keras_saat.data.shard_checks import check_framing, damaged_shard_error, read_error_reason
@@ -226,8 +227,14 @@ def _image_stream(dataset, split, records, start, stop, size, resize, skips):
         positions, paths = [], []
         for position in range(start, stop):
             path = records[position].path
-            if path is None or not Path(path).is_file():
+            if path is None or not Path(path).is_file():  # a device or FIFO is not a file
                 skips.add("missing image file", f"{path} (image {records[position].imgid})")
+                continue
+            if os.path.getsize(path) > MAX_FILE_BYTES:  # never read whole into memory
+                skips.add(
+                    f"image file over {MAX_FILE_BYTES >> 20} MiB",
+                    f"{path} (image {records[position].imgid})",
+                )
                 continue
             positions.append(position)
             paths.append(str(path))
