@@ -338,7 +338,7 @@ def _section(name, cls, values, base):
     for key, value in values.items():
         if key not in hints:
             raise KerasSaatError(
-                f"unknown config key '{name}.{shown(key)[1:-1]}'{did_you_mean(str(key)[:100], hints)}; "
+                f"unknown config key '{name}.{str(key)[:100]}'{did_you_mean(str(key)[:100], hints)}; "
                 f"valid keys of '{name}': {', '.join(hints)}"
             )
         given, value = value, _coerce(f"{name}.{key}", value, hints[key])
@@ -377,7 +377,7 @@ def from_dict(values, base=None):
         else:
             valid = ["name", *_SECTIONS]
             raise KerasSaatError(
-                f"unknown config section '{shown(key)[1:-1]}'{did_you_mean(str(key)[:100], valid)}; "
+                f"unknown config section '{str(key)[:100]}'{did_you_mean(str(key)[:100], valid)}; "
                 f"valid top-level keys: {', '.join(valid)}"
             )
     return dataclasses.replace(config, **updates)
@@ -403,7 +403,10 @@ def parse_override(text):
     try:
         value = load_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError as err:
-        raise KerasSaatError(f"--set {shown(text)}: the value is not valid YAML ({err})") from None
+        reason = " ".join(str(err).split())[:300]
+        raise KerasSaatError(
+            f"--set {shown(text)}: the value is not valid YAML ({reason})"
+        ) from None
     return {parts[0]: value} if len(parts) == 1 else {parts[0]: {parts[1]: value}}
 
 

@@ -66,5 +66,7 @@ def load_yaml(text):
     loader = _BoundedYamlLoader(text)
     try:
         return loader.get_single_data()
+    except ValueError as err:  # an integer of over 4300 digits, which int() refuses
+        raise yaml.YAMLError(f"a value that cannot be read: {str(err)[:100]}") from None
     finally:
         loader.dispose()

@@ -148,6 +148,14 @@ def test_a_sparse_8gb_config_file_is_refused_unread(tmp_path):
     assert out.strip() == f"config file {path} is over 1024 KiB; a config is a few lines"
 
 
+def test_an_integer_of_5000_digits_is_a_one_line_error():
+    with pytest.raises(KerasSaatError) as caught:
+        load_config(None, ["train.epochs=" + "9" * 5000])
+    message = str(caught.value)
+    assert "the value is not valid YAML (a value that cannot be read" in message
+    assert len(message) < 600 and "\n" not in message
+
+
 def test_a_long_value_is_shortened_in_the_message():
     with pytest.raises(KerasSaatError) as caught:
         load_config(None, ["train.epochs=" + "x" * 100_000])
