@@ -12,8 +12,9 @@ from pathlib import Path
 
 import yaml
 
+from keras_saat.config_ranges import RANGES, check_range, shown
 from keras_saat.errors import KerasSaatError, did_you_mean
-from keras_saat.io_utils import write_text_atomic
+from keras_saat.io_utils import YAML_MAX_BYTES, load_yaml, write_text_atomic
 
 
 @dataclasses.dataclass(frozen=True)
@@ -326,7 +327,7 @@ def _coerce(where, value, annotation):
         if kind is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
     names = " or ".join(k.__name__ for k in allowed)
-    raise KerasSaatError(f"config {where}: {value!r} is not a valid {names}")
+    raise KerasSaatError(f"config {where}: {shown(value)} is not a valid {names}")
 
 
 def _section(name, cls, values, base):
@@ -337,18 +338,20 @@ def _section(name, cls, values, base):
     for key, value in values.items():
         if key not in hints:
             raise KerasSaatError(
-                f"unknown config key '{name}.{key}'{did_you_mean(key, hints)}; "
+                f"unknown config key '{name}.{str(key)[:100]}'{did_you_mean(str(key)[:100], hints)}; "
                 f"valid keys of '{name}': {', '.join(hints)}"
             )
         given, value = value, _coerce(f"{name}.{key}", value, hints[key])
+        if (name, key) in RANGES:
+            check_range(f"{name}.{key}", value, RANGES[name, key])
         choices = _CHOICES.get((name, key))
         if callable(choices):
             choices = choices()
         if choices and not any(value == c and type(value) is type(c) for c in choices):
             texts = [_choice_text(c) for c in choices]
             raise KerasSaatError(
-                f"config {name}.{key}: {given!r} is not one of {', '.join(texts)}"
-                f"{did_you_mean(value, texts)}"
+                f"config {name}.{key}: {shown(given)} is not one of {', '.join(texts)}"
+                f"{did_you_mean(str(value)[:100], texts)}"
             )
         if (name, key) in _VALIDATORS:
             _VALIDATORS[name, key](value)
@@ -374,7 +377,7 @@ def from_dict(values, base=None):
         else:
             valid = ["name", *_SECTIONS]
             raise KerasSaatError(
-                f"unknown config section '{key}'{did_you_mean(key, valid)}; "
+                f"unknown config section '{str(key)[:100]}'{did_you_mean(str(key)[:100], valid)}; "
                 f"valid top-level keys: {', '.join(valid)}"
             )
     return dataclasses.replace(config, **updates)
@@ -388,17 +391,22 @@ def to_dict(config):
 def parse_override(text):
     """Parses 'section.key=value' into a nested dict; the value is read as YAML."""
     if "=" not in text:
-        raise KerasSaatError(f"--set {text!r}: expected section.key=value, e.g. train.epochs=5")
+        raise KerasSaatError(
+            f"--set {shown(text)}: expected section.key=value, e.g. train.epochs=5"
+        )
     path, raw = text.split("=", 1)
     parts = path.strip().split(".")
     if not all(parts) or len(parts) > 2:
         raise KerasSaatError(
-            f"--set {text!r}: expected section.key=value, e.g. model.attention=hard"
+            f"--set {shown(text)}: expected section.key=value, e.g. model.attention=hard"
         )
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError as err:
-        raise KerasSaatError(f"--set {text!r}: the value is not valid YAML ({err})") from None
+        reason = " ".join(str(err).split())[:300]
+        raise KerasSaatError(
+            f"--set {shown(text)}: the value is not valid YAML ({reason})"
+        ) from None
     return {parts[0]: value} if len(parts) == 1 else {parts[0]: {parts[1]: value}}
 
 
@@ -416,10 +424,7 @@ def load_config(path=None, overrides=(), base=None):
             raise KerasSaatError(
                 f"config file not found: {path} (or give a recipe: {', '.join(recipe_names())})"
             )
-        try:
-            values = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as err:
-            raise KerasSaatError(f"config file {path} is not valid YAML: {err}") from None
+        values = _read_config_file(path)
         try:
             config = from_dict(values, config)
         except KerasSaatError as err:
@@ -427,6 +432,23 @@ def load_config(path=None, overrides=(), base=None):
     for text in overrides:
         config = from_dict(parse_override(text), config)
     return config
+
+
+def _read_config_file(path):
+    """The YAML document in `path`, read only up to YAML_MAX_BYTES (`load_yaml`'s bounds)."""
+    with open(path, "rb") as file:
+        data = file.read(YAML_MAX_BYTES + 1)
+    if len(data) > YAML_MAX_BYTES:
+        raise KerasSaatError(
+            f"config file {path} is over {YAML_MAX_BYTES // 1024} KiB; a config is a few lines"
+        )
+    try:
+        return load_yaml(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise KerasSaatError(f"config file {path} is not UTF-8 text") from None
+    except yaml.YAMLError as err:
+        reason = " ".join(str(err).split())[:300]
+        raise KerasSaatError(f"config file {path} is not valid YAML: {reason}") from None
 
 
 def _recipes():

@@ -4,6 +4,8 @@ import json
 import os
 from pathlib import Path
 
+import yaml
+
 
 def write_text_atomic(path, text):
     """Writes text through a temporary file and a rename: a killed process leaves either the
@@ -20,3 +22,51 @@ def write_text_atomic(path, text):
 def write_json_atomic(path, content, indent=1):
     """`write_text_atomic` of `content` as JSON."""
     write_text_atomic(path, json.dumps(content, indent=indent))
+
+
+# Bounds on a YAML document a user gives (a config file, a --set value): a config is two
+# levels deep and a few kilobytes, so these refuse only crafted documents.
+YAML_MAX_BYTES = 1024 * 1024
+YAML_MAX_DEPTH = 32
+
+
+class _BoundedYamlLoader(yaml.SafeLoader):
+    """yaml.SafeLoader without aliases and with a nesting bound (see `load_yaml`)."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent) or self.depth >= YAML_MAX_DEPTH:
+            line = self.peek_event().start_mark.line + 1
+            if self.check_event(yaml.AliasEvent):
+                raise yaml.YAMLError(f"an alias (*name) at line {line}; aliases are not allowed")
+            raise yaml.YAMLError(f"nested more than {YAML_MAX_DEPTH} levels deep at line {line}")
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def load_yaml(text):
+    """Parses a YAML document with yaml.safe_load's types, refusing what could blow up.
+
+    Aliases (`*name`) are refused, so a document cannot expand to more nodes than it
+    has characters ("billion laughs"); nesting deeper than YAML_MAX_DEPTH is refused
+    before the parser recurses; text over YAML_MAX_BYTES is refused unparsed.
+
+    Args:
+        text: str. The document.
+
+    Raises:
+        yaml.YAMLError: not valid YAML, or over a bound; its message says which.
+    """
+    if len(text) > YAML_MAX_BYTES:
+        raise yaml.YAMLError(f"longer than {YAML_MAX_BYTES} characters")
+    loader = _BoundedYamlLoader(text)
+    try:
+        return loader.get_single_data()
+    except ValueError as err:  # an integer of over 4300 digits, which int() refuses
+        raise yaml.YAMLError(f"a value that cannot be read: {str(err)[:100]}") from None
+    finally:
+        loader.dispose()

@@ -25,8 +25,10 @@ import numpy as np
 import tensorflow as tf
 
 from keras_saat.data.dataset import SPLITS, Skips
+from keras_saat.data.image_files import MAX_FILE_BYTES
 from keras_saat.data.images import decode_image
 from keras_saat.data.pipeline_options import without_autotune
+from keras_saat.data.shard_checks import check_framing, damaged_shard_error, read_error_reason
 from keras_saat.errors import KerasSaatError
 from keras_saat.io_utils import write_json_atomic
 
@@ -115,11 +117,16 @@ class FeatureCache:
         return all(s["done"] for s in shards)
 
     def files(self, split):
+        """The split's shard files, each checked to be whole (`check_framing`: a seek per
+        record), so a missing or truncated one is named here, before any is read."""
         if split not in self.index["splits"] or not self.complete(split):
             raise KerasSaatError(
                 f"the feature cache in {self.directory} has no complete '{split}' split"
             )
-        return [str(self.directory / s["file"]) for s in self.index["splits"][split]["shards"]]
+        files = [str(self.directory / s["file"]) for s in self.index["splits"][split]["shards"]]
+        for name in files:
+            check_framing(name)
+        return files
 
     def count(self, split):
         return sum(s["written"] for s in self.index["splits"][split]["shards"])
@@ -169,7 +176,14 @@ class FeatureCache:
         """(positions int32 (n,), features (n, L, C) in the cache dtype) chunks of one shard
         file, in the order it holds them, parsed a chunk at a time."""
         dtype = tf.as_dtype(self.index["dtype"])
-        for serialized in tf.data.TFRecordDataset(name).batch(chunk).prefetch(1):
+        chunks = iter(tf.data.TFRecordDataset(name).batch(chunk).prefetch(1))
+        while True:
+            try:
+                serialized = next(chunks, None)
+            except tf.errors.DataLossError as err:
+                raise damaged_shard_error(name, read_error_reason(err)) from None
+            if serialized is None:
+                return
             examples = tf.io.parse_example(serialized, RECORD_SPEC)
             features = tf.io.decode_raw(examples["features"], dtype)
             yield (
@@ -213,8 +227,14 @@ def _image_stream(dataset, split, records, start, stop, size, resize, skips):
         positions, paths = [], []
         for position in range(start, stop):
             path = records[position].path
-            if path is None or not Path(path).is_file():
+            if path is None or not Path(path).is_file():  # a device or FIFO is not a file
                 skips.add("missing image file", f"{path} (image {records[position].imgid})")
+                continue
+            if os.path.getsize(path) > MAX_FILE_BYTES:  # never read whole into memory
+                skips.add(
+                    f"image file over {MAX_FILE_BYTES >> 20} MiB",
+                    f"{path} (image {records[position].imgid})",
+                )
                 continue
             positions.append(position)
             paths.append(str(path))
@@ -354,7 +374,12 @@ def extract_features(
                 ],
             },
         )
-        todo = [i for i, s in enumerate(entry["shards"]) if not s["done"]]
+        # A finished shard whose file is gone (deleted as damaged) is written again.
+        todo = [
+            i
+            for i, s in enumerate(entry["shards"])
+            if not s["done"] or not (directory / s["file"]).is_file()
+        ]
         if not todo:
             log(f"  extract {split}: cached ({count} images)")
             continue

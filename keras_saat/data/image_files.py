@@ -7,12 +7,17 @@ for name, data, error in encoded_images(paths): ...   # never raises for a bad f
 import glob
 import os
 import re
+import stat
 from pathlib import Path
 
 from keras_saat.errors import KerasSaatError
 
 # What `tf.io.decode_image` reads (and TF Serving's decoder): JPEG, PNG, GIF, BMP.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
+
+# The most bytes read from one image file. A 25-megapixel JPEG or PNG is well under it;
+# a longer file (or a link to /dev/zero) is refused instead of read into memory.
+MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
 def is_image_file(path):
@@ -36,9 +41,10 @@ def find_images(paths):
         list of Path, each file once, in argument order.
 
     Raises:
-        KerasSaatError: a folder or pattern matched no image file.
+        KerasSaatError: no argument gave an image file, and a folder or pattern was
+            among them.
     """
-    found, seen = [], set()
+    found, seen, empty = [], set(), []
     for argument in paths:
         argument = str(argument)
         if os.path.isdir(argument):
@@ -50,12 +56,15 @@ def find_images(paths):
         else:
             matches, what = [Path(argument)], None
         if what and not matches:
-            raise KerasSaatError(f"{what} holds no image files ({', '.join(IMAGE_EXTENSIONS)})")
+            empty.append(what)
+            matches = [Path(argument)]  # an error row of its own (`encoded_images`)
         for path in matches:
             key = _identity(path)
             if key not in seen:
                 seen.add(key)
                 found.append(path)
+    if empty and len(empty) == len(found):
+        raise KerasSaatError(f"{empty[0]} holds no image files ({', '.join(IMAGE_EXTENSIONS)})")
     return found
 
 
@@ -134,8 +143,9 @@ def _translate(parts):
 def encoded_images(images):
     """(name, bytes, error) for each path or bytes item, reading one file at a time.
 
-    A file that cannot be read yields empty bytes and an error naming why; nothing
-    is decoded here (`keras_saat.data.images.decode_images` does that).
+    A file that cannot be read yields empty bytes and an error naming why
+    (`read_image_file`'s limits); nothing is decoded here
+    (`keras_saat.data.images.decode_images` does that).
 
     Args:
         images: iterable of paths (str, Path) or encoded image bytes.
@@ -149,13 +159,72 @@ def encoded_images(images):
             yield printable(name), b"", "the file name is not valid UTF-8; rename the file"
             continue
         try:
-            yield str(image), Path(image).read_bytes(), ""
+            yield name, read_image_file(name), ""
         except FileNotFoundError:
-            yield str(image), b"", "file not found"
+            missing = "no image file matches the pattern" if glob.has_magic(name) else ""
+            yield name, b"", missing or "file not found"
         except IsADirectoryError:
-            yield str(image), b"", "a folder, not an image file"
+            yield name, b"", "a folder with no image files below it, not an image file"
         except OSError as err:
-            yield str(image), b"", f"cannot read the file: {err.strerror or err}"
+            yield name, b"", f"cannot read the file: {err.strerror or err}"
+        except ValueError as err:
+            yield name, b"", str(err)
+
+
+def read_image_file(path, limit=MAX_FILE_BYTES):
+    """The bytes of a regular file of at most `limit` bytes; anything else is refused.
+
+    The target of a link is checked before it is opened, so a device, FIFO or socket
+    is never opened; the file is opened non-blocking (a FIFO swapped in after the
+    check cannot hang the read) and checked again, and at most `limit + 1` bytes are
+    read (a file that grows past the limit, or a sparse one, is never read whole).
+
+    Args:
+        path: str or Path.
+        limit: int. The most bytes accepted. Defaults to MAX_FILE_BYTES (64 MiB).
+
+    Raises:
+        FileNotFoundError, IsADirectoryError, OSError: it cannot be opened.
+        ValueError: not a regular file, or longer than `limit`; the message is the
+            row's error.
+    """
+    _check_regular(os.stat(path).st_mode)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        _check_regular(info.st_mode)
+        if info.st_size > limit:
+            raise ValueError(_too_long(info.st_size, limit))
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(limit + 1 - size, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise ValueError(_too_long(None, limit))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _check_regular(mode):
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(mode)
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else None
+        kind = kind or "a device"
+        raise ValueError(f"{kind}, not a regular file; give an image file")
+
+
+def _too_long(size, limit):
+    length = f"{size} bytes" if size is not None else f"more than {limit} bytes"
+    return (
+        f"the file is {length}, over the {limit // (1 << 20)} MiB read from one image file; "
+        "give a smaller image"
+    )
 
 
 def is_utf8(name):

@@ -7,6 +7,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from keras_saat.data.input_pipeline import evaluation_batches
+from keras_saat.data.shard_checks import cache_shards, naming_damaged_shards
 from keras_saat.errors import KerasSaatError
 from keras_saat.evaluation.bleu import corpus_bleu_scores
 from keras_saat.evaluation.coco_metrics import coco_scores
@@ -28,25 +29,26 @@ def caption_split(model, source, split, records, config, batch_size=64, beam_siz
     )
     captions = {}
     width = None  # every batch runs at the first one's size: one trace and compile a split
-    for batch in batches:
-        inputs = batch["features"] if "features" in batch else batch["images"]
-        count = int(inputs.shape[0])
-        width = width or count
-        if count < width:  # the last batch, padded with zeros (rows are decoded apart)
-            inputs = tf.concat(
-                [inputs, tf.zeros([width - count, *inputs.shape[1:]], inputs.dtype)], 0
+    with naming_damaged_shards(cache_shards(source, (split,))):
+        for batch in batches:
+            inputs = batch["features"] if "features" in batch else batch["images"]
+            count = int(inputs.shape[0])
+            width = width or count
+            if count < width:  # the last batch, padded with zeros (rows are decoded apart)
+                inputs = tf.concat(
+                    [inputs, tf.zeros([width - count, *inputs.shape[1:]], inputs.dtype)], 0
+                )
+            features = inputs if "features" in batch else model.encode(inputs)
+            out = model.decode(
+                features, config.decode.max_length, beam_size, config.decode.length_penalty
             )
-        features = inputs if "features" in batch else model.encode(inputs)
-        out = model.decode(
-            features, config.decode.max_length, beam_size, config.decode.length_penalty
-        )
-        for position, caption in zip(
-            batch["position"].numpy(), model.postprocessor(out)[:count], strict=True
-        ):
-            if details:
-                captions[int(position)] = (caption["words"], caption["attention"])
-            else:
-                captions[int(position)] = caption["caption"]
+            for position, caption in zip(
+                batch["position"].numpy(), model.postprocessor(out)[:count], strict=True
+            ):
+                if details:
+                    captions[int(position)] = (caption["words"], caption["attention"])
+                else:
+                    captions[int(position)] = caption["caption"]
     return captions
 
 

@@ -58,6 +58,7 @@ def export_workdir(workdir, out, version=None, overrides=(), log=print):
             (`decode.beam_size=1`, `export.format=savedmodel`, ...).
         log: callable. Defaults to print.
     """
+    load_config(None, overrides)  # each override's value checked before the model loads
     model, config, _ = trained_model(workdir, overrides)
     metadata = {"experiment": config.name, "config": to_dict(config)}
     return export_model(model, out, config.decode, config.export, version, metadata, log)

@@ -23,6 +23,7 @@ from keras_saat.data.input_pipeline import (
     image_group_dataset,
 )
 from keras_saat.data.resident_features import ResidentFeatures, resident_bytes, resident_dtype
+from keras_saat.data.shard_checks import cache_shards, naming_damaged_shards
 from keras_saat.encoders.registry import get_backbone_spec
 from keras_saat.errors import KerasSaatError
 from keras_saat.experiment.preparation import (
@@ -92,18 +93,21 @@ def _train(config, workdir, log, callbacks):
     log(_plan_text(config.train, trainer, batches))
     if runtime["chief"]:
         callbacks = [TrainingSummaries(workdir / LOG_DIR, config.train.log_every), *callbacks]
-    result = train_loop(
-        trainer,
-        epoch_datasets(config, dataset, vocabulary, resident or source, batches, model.image_size),
-        batches["steps"],
-        config.train,
-        workdir,
-        metrics,
-        lambda: _save_model(model, workdir / MODEL_FILE),
-        batches["captions_per_batch"],
-        chief=runtime["chief"],
-        callbacks=callbacks,
-    )
+    with naming_damaged_shards(cache_shards(source, ("train", "val"))):
+        result = train_loop(
+            trainer,
+            epoch_datasets(
+                config, dataset, vocabulary, resident or source, batches, model.image_size
+            ),
+            batches["steps"],
+            config.train,
+            workdir,
+            metrics,
+            lambda: _save_model(model, workdir / MODEL_FILE),
+            batches["captions_per_batch"],
+            chief=runtime["chief"],
+            callbacks=callbacks,
+        )
     if not runtime["chief"]:
         return {"chief": False, **result}
     log(

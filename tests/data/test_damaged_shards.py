@@ -1,0 +1,111 @@
+"""Damaged feature cache shards: a truncated or bit-flipped shard is a one-line error
+naming the file and what to do, on every path that reads the cache; a deleted shard is
+extracted again."""
+
+import json
+import re
+import shutil
+
+import pytest
+import tensorflow as tf
+
+from keras_saat.bench.crafted_settings import read_cache_split, write_damaged_cache
+from keras_saat.bench.pipelines import write_synthetic_cache
+from keras_saat.config import ExperimentConfig
+from keras_saat.data import read_karpathy
+from keras_saat.data.feature_cache import FeatureCache, extract_features
+from keras_saat.data.input_pipeline import evaluation_batches
+from keras_saat.data.resident_features import ResidentFeatures
+from keras_saat.data.shard_checks import cache_shards, check_framing, naming_damaged_shards
+from keras_saat.encoders import ImageEncoder
+from keras_saat.errors import KerasSaatError
+from keras_saat.experiment.scoring import caption_split
+from tests.helpers import small_model
+
+WHAT_TO_DO = "delete that file and run `keras-saat extract-features` again"
+
+
+def damaged(shard):
+    return f"the feature cache shard {shard} is damaged ("
+
+
+def test_a_whole_cache_passes_the_framing_check_and_reads(tmp_path):
+    write_synthetic_cache(tmp_path, 24, {"locations": 4, "channels": 8}, shard_size=8)
+    for shard in sorted(tmp_path.glob("*.tfrecord")):
+        check_framing(shard)
+    assert read_cache_split(tmp_path) == 24
+
+
+def test_a_truncated_shard_is_named_when_the_cache_is_opened(tmp_path):
+    shard = write_damaged_cache(tmp_path, "truncate")
+    with pytest.raises(KerasSaatError) as caught:
+        FeatureCache(tmp_path).files("train")
+    message = str(caught.value)
+    assert message.startswith(damaged(shard)) and WHAT_TO_DO in message
+    assert "record 8 runs 10 bytes past the file's end" in message and "\n" not in message
+    with pytest.raises(KerasSaatError, match="train-00001.tfrecord is damaged"):
+        evaluation_batches(FeatureCache(tmp_path), "train", records=None, batch_size=4)
+
+
+def test_a_missing_shard_is_named(tmp_path):
+    write_synthetic_cache(tmp_path, 24, {"locations": 4, "channels": 8}, shard_size=8)
+    (tmp_path / "train-00002.tfrecord").unlink()
+    with pytest.raises(
+        KerasSaatError, match="train-00002.tfrecord is damaged .the file is missing"
+    ):
+        FeatureCache(tmp_path).files("train")
+
+
+def test_a_flipped_bit_is_named_when_the_split_is_streamed(tmp_path):
+    shard = write_damaged_cache(tmp_path, "flip")
+    with pytest.raises(KerasSaatError) as caught:
+        read_cache_split(tmp_path)
+    message = str(caught.value)
+    assert message.startswith(damaged(shard)) and WHAT_TO_DO in message
+    assert "a record's checksum does not match, at byte 12" in message and "\n" not in message
+
+
+def test_a_flipped_bit_is_named_in_evaluation_batches(tmp_path):
+    shard = write_damaged_cache(tmp_path, "flip")
+    cache = FeatureCache(tmp_path)
+    with pytest.raises(KerasSaatError, match=re.escape(damaged(shard))):
+        with naming_damaged_shards(cache_shards(cache, ("train",))):
+            for _ in evaluation_batches(cache, "train", records=None, batch_size=4):
+                pass
+
+
+def test_a_flipped_bit_is_named_when_the_features_go_resident(tmp_path):
+    shard = write_damaged_cache(tmp_path, "flip")
+    with pytest.raises(KerasSaatError, match=re.escape(damaged(shard))):
+        ResidentFeatures(FeatureCache(tmp_path), "train", tf.float16)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_a_damaged_shard_is_named_when_a_split_is_captioned(tmp_path, damage):
+    model, _ = small_model()
+    encoder = model.encoder
+    shard = write_damaged_cache(tmp_path, damage, encoder.num_locations, encoder.feature_channels)
+    with pytest.raises(KerasSaatError, match=re.escape(damaged(shard))):
+        caption_split(model, FeatureCache(tmp_path), "train", [], ExperimentConfig(), batch_size=8)
+
+
+@pytest.mark.slow
+def test_a_deleted_shard_is_extracted_again(shapes_dir, tmp_path):
+    shutil.copytree(shapes_dir, tmp_path / "shapes")
+    dataset = read_karpathy(tmp_path / "shapes" / "dataset_shapes.json")
+    tf.keras.utils.set_random_seed(0)
+    encoder = ImageEncoder("shapes_cnn")
+    quiet = lambda _: None  # noqa: E731
+    cache, _ = extract_features(
+        encoder, dataset, tmp_path / "c", splits=("train",), shard_size=16, log=quiet
+    )
+    expected = cache.load("train")[1]
+    (tmp_path / "c" / "train-00001-of-00003.tfrecord").unlink()
+    lines = []
+    cache, _ = extract_features(
+        encoder, dataset, tmp_path / "c", splits=("train",), shard_size=16, log=lines.append
+    )
+    assert any("resuming, 2/3 shards already done" in line for line in lines)
+    assert (cache.load("train")[1] == expected).all()
+    index = json.loads((tmp_path / "c" / "index.json").read_text())
+    assert [s["written"] for s in index["splits"]["train"]["shards"]] == [16, 16, 8]
