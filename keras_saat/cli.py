@@ -424,6 +424,18 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("keras-saat: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # out of memory, from Python or TensorFlow's allocator
+        if not isinstance(err, MemoryError) and type(err).__name__ != "ResourceExhaustedError":
+            raise
+        print(
+            f"keras-saat: error: out of memory ({type(err).__name__}): the settings ask for "
+            "more memory than this machine has; lower the batch size, the model's sizes or "
+            "data.shuffle_buffer (--verbose shows the traceback)",
+            file=sys.stderr,
+        )
+        if args.verbose:
+            raise
+        return 1
     return 0
 
 
