@@ -207,7 +207,8 @@ def test_absurd_numbers_are_one_line_errors_naming_the_key(section, key):
 def test_export_refuses_a_negative_max_pixels_before_it_loads_the_model(tmp_path, capsys):
     workdir = tmp_path / "run"
     workdir.mkdir()
-    save_config(ExperimentConfig(), workdir / CONFIG_FILE)  # a workdir without a model
+    save_config(ExperimentConfig(), workdir / CONFIG_FILE)
+    (workdir / "model.keras").write_bytes(b"")  # never read: the flags are checked first
     code = main(["export", "--workdir", str(workdir), "--out", "out", "--max-pixels", "-1"])
     assert code == 2 and capsys.readouterr().err.strip() == (
         "keras-saat: error: config export.max_pixels: -1 is out of range; "
