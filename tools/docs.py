@@ -58,9 +58,9 @@ MIN_PEAK = 4.0
 # warnings still reach the outputs, where `output_problems` fails them.
 KERNEL_ARGUMENTS = (
     "--IPKernelApp.capture_fd_output=False",
-    # tf.saved_model.save logs its temporary assets folder at INFO.
-    "--InteractiveShellApp.exec_lines="
-    "import logging; logging.getLogger('tensorflow').setLevel(logging.WARNING)",
+    # TensorFlow's logger logs INFO in an interactive session, where tf.saved_model.save
+    # logs its temporary assets folder; the level is set once TensorFlow has set its own.
+    "--InteractiveShellApp.exec_lines=import tensorflow; tensorflow.get_logger().setLevel('WARNING')",
 )
 
 
