@@ -144,7 +144,7 @@ def test_notebook_runs(path, tutorial_runs, monkeypatch):
 
     monkeypatch.setenv("KERAS_SAAT_FULL", "0")
     # Raises CellExecutionError with the failing cell and its traceback.
-    notebook = execute_notebook(path, tutorial_runs / "runs", timeout=600)
+    notebook = execute_notebook(path, tutorial_runs, timeout=600)
     save_executed(notebook, path.name)
     assert executed_copy(path) is not None
     images = [
@@ -158,7 +158,7 @@ def test_notebook_runs(path, tutorial_runs, monkeypatch):
         assert len(images) >= TUTORIAL_FIGURES[path.stem], path.name
 
     # What the reader sees: no stderr box, no build path, no number the run did not print.
-    assert output_problems(notebook, tutorial_runs / "runs") == []
+    assert output_problems(notebook, tutorial_runs) == []
     texts = [text for _, output, text in output_texts(notebook)]
     assert not any(output.get("name") == "stderr" for _, output, _ in output_texts(notebook))
     assert not any("/tmp/" in t or str(ROOT) in t for t in texts)
