@@ -126,8 +126,8 @@ def execute_notebook(path, runs, timeout=900):
 
     Args:
         path: path. The notebook.
-        runs: path. The notebooks' shared output folder; the demo's model is trained
-            into it first (`train_demo`).
+        runs: path. The notebooks' shared output folder; for a notebook that shows a
+            model, the demo's is trained into it first (`train_demo`).
         timeout: seconds. The limit of one cell. Defaults to 900.
 
     Raises:
@@ -138,7 +138,8 @@ def execute_notebook(path, runs, timeout=900):
     from nbclient import NotebookClient
 
     runs = Path(runs)
-    train_demo(runs)
+    if Path(path).stem in SHOWN:  # the notebooks that show a model show the demo's
+        train_demo(runs)
     notebook = nbformat.read(str(path), as_version=4)
     environment = kernel_environment(runs)
     saved = {key: os.environ.get(key) for key in environment}
@@ -275,8 +276,7 @@ def prepare_tutorials(log=print):
     """Copies each notebook's executed version into docs/tutorials/, executing the
     notebooks that have none (in order, sharing one runs folder)."""
     TUTORIALS.mkdir(parents=True, exist_ok=True)
-    runs = ROOT / "build" / "notebook-runs"
-    train_demo(runs, log)
+    runs = ROOT / "build" / "notebook-runs"  # the demo's model is trained only to execute
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         copy = executed_copy(path)
         if copy is None:
