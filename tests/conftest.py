@@ -15,6 +15,16 @@ def shapes_dir(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="session")
+def tutorial_runs(tmp_path_factory):
+    """The tutorial notebooks' shared runs folder, with the demo's model trained into it
+    once (`tools/docs.py`'s `train_demo`, which `execute_notebook` then finds there):
+    notebooks 3 to 6 show that model."""
+    from tools.docs import train_demo
+
+    return train_demo(tmp_path_factory.mktemp("notebooks") / "runs").parent
+
+
 @pytest.fixture(scope="session", autouse=True)
 def full_float32():
     """Exact float32 matmuls on any device: TensorFlow's default TF32 on Ampere and later

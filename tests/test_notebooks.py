@@ -1,11 +1,23 @@
-"""The tutorial notebooks run top to bottom (small settings) and are stored without outputs."""
+"""The tutorial notebooks: stored without outputs, run top to bottom, and what their
+executed pages show (captions, scores, attention maps, clean outputs, no numbers the run
+does not produce) is checked."""
 
 import json
+import re
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from tests.helpers import TUTORIAL_FIGURES
+from tools.docs import (
+    EXECUTED,
+    ROOT,
+    attention_peak,
+    output_problems,
+    output_texts,
+    record_problems,
+)
 
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
 
@@ -24,23 +36,115 @@ def test_the_series_is_complete_and_stored_clean():
         assert "import keras_saat" in path.read_text() or "from keras_saat" in path.read_text()
 
 
-@pytest.fixture(scope="module")
-def notebook_dir(tmp_path_factory):
-    """One working folder for the series, so notebook 6 reuses notebook 4's model."""
-    return tmp_path_factory.mktemp("notebooks")
+# ------------------------------------------------------------- the page checks themselves
+
+
+def page(*outputs):
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("x")
+    cell.outputs = [nbformat.from_dict(o) for o in outputs]
+    notebook.cells = [cell]
+    return notebook
+
+
+def stream(text, name="stdout"):
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+def test_output_problems_name_stderr_errors_retracing_and_build_paths(tmp_path):
+    runs = tmp_path / "runs"
+    assert output_problems(page(stream("captions: a red circle\n")), runs) == []
+    problems = output_problems(
+        page(
+            stream("I0000 cudart_stub.cc:31] Could not find cuda drivers\n", "stderr"),
+            stream("WARNING:tensorflow:5 out of the last 7 calls triggered tf.function retracing"),
+            stream(f"saved {runs.resolve()}/shapes_soft/model.keras\n"),
+            stream(f"read {ROOT}/notebooks\n"),
+            {"output_type": "error", "ename": "ValueError", "evalue": "", "traceback": []},
+        ),
+        runs,
+    )
+    assert len(problems) == 6, problems  # the tmp_path also matches "/tmp/"
+    assert any("stderr" in p for p in problems) and any("ValueError" in p for p in problems)
+
+
+def test_record_problems_fail_a_page_whose_model_has_not_learned():
+    maps = [
+        [[0.9 if (r, c) == (i, 3) else 0.1 / 63 for c in range(8)] for r in range(8)]
+        for i in range(3)
+    ]
+    good = {"bleu_4": 0.96, "captions": ["a red circle", "a blue square"], "attention": maps}
+    assert record_problems("04_decoding_evaluation", good) == []
+    assert record_problems("01_encoder", None) == []  # shows no model
+    assert "records nothing" in record_problems("04_decoding_evaluation", None)[0]
+    flat = [[[1 / 64] * 8] * 8] * 3
+    bad = {"bleu_4": 0.0, "captions": ["a of a a square a a"] * 6, "attention": flat}
+    problems = record_problems("04_decoding_evaluation", bad)
+    assert [p.split()[0] for p in problems] == ["test", "its", "its"], problems
+    assert attention_peak(flat) == pytest.approx(1.0)
+    assert attention_peak(maps) == pytest.approx(0.9 * 64)
+    assert "no 'captions'" in record_problems("03_training_fit", {})[0]
+
+
+# ----------------------------------------------------- numbers in the tutorials' prose
+
+# Numbers the prose may state without the run printing them: equation, section, figure,
+# notebook and step numbers, citations' years, and a setting named with its key.
+CITED = re.compile(
+    r"(?:Eqs?\.|Sec\.|Sections?|Figure|Fig\.|Table|notebooks?|et al\.,?)"
+    r"(?:\s*\d+(?:\.\d+)*\s*(?:and|to|,))?\s*$"
+)
+
+
+def prose_numbers(markdown):
+    """(number, the text before it) for each number in markdown prose: not in code, math,
+    headings' or list items' numbering."""
+    text = re.sub(r"```.*?```", " ", markdown, flags=re.S)
+    text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$|`[^`]*`", " ", text, flags=re.S)
+    text = re.sub(r"^\s*(?:#+\s*)?\d+\.\s", " ", text, flags=re.M)
+    for match in re.finditer(r"(?<![\w.])(?<![A-Za-z]-)\d+(?:[.,]\d+)*(?![\w])", text):
+        yield match.group().rstrip(".,"), text[max(0, match.start() - 20) : match.start()]
+
+
+def unproduced_numbers(markdown, shown):
+    """The prose's numbers that are neither cited (CITED, a year) nor in `shown`, the
+    executed notebook's output text."""
+    produced = set(re.findall(r"\d+(?:[.,]\d+)*", shown))
+    return [
+        number
+        for number, before in prose_numbers(markdown)
+        if number not in produced
+        and not CITED.search(before)
+        and not re.fullmatch(r"(19|20)\d\d", number)
+    ]
+
+
+def test_the_prose_number_scan_finds_claims_and_passes_citations():
+    prose = (
+        "Test BLEU-4 is 96.5-97.2 and 98.8% of words hit (chance 11%), in about 5 minutes.\n"
+        "## 2. Eq. 4 and Sec. 3.1.2 of Xu et al., 2015; notebook 6; $L = 196$; `beam 3`.\n"
+        "1. a step\n"
+    )
+    assert unproduced_numbers(prose, "") == ["96.5", "97.2", "98.8", "11", "5"]
+    assert unproduced_numbers(prose, "BLEU-4 96.5 97.2 98.8% chance 11.0% 5") == ["11"]
+
+
+# ------------------------------------------------------------------ the executed series
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs(path, notebook_dir, monkeypatch):
+def test_notebook_runs(path, tutorial_runs, monkeypatch):
     """Each notebook runs top to bottom; the executed copy is what the docs site shows
-    (`tools/docs.py` reuses it while the notebook's source is unchanged)."""
+    (`tools/docs.py` reuses it while the notebook's source is unchanged). Executing it
+    raises TutorialError when its page shows a model that has not learned, stderr or
+    build paths (`page_problems`)."""
     pytest.importorskip("nbclient")
     from tools.docs import execute_notebook, executed_copy, save_executed
 
     monkeypatch.setenv("KERAS_SAAT_FULL", "0")
     # Raises CellExecutionError with the failing cell and its traceback.
-    notebook = execute_notebook(path, notebook_dir / "runs", timeout=600)
+    notebook = execute_notebook(path, tutorial_runs, timeout=600)
     save_executed(notebook, path.name)
     assert executed_copy(path) is not None
     images = [
@@ -52,3 +156,13 @@ def test_notebook_runs(path, notebook_dir, monkeypatch):
     ]
     if path.stem in TUTORIAL_FIGURES:  # the tutorial's figures are on its page
         assert len(images) >= TUTORIAL_FIGURES[path.stem], path.name
+
+    # What the reader sees: no stderr box, no build path, no number the run did not print.
+    assert output_problems(notebook, tutorial_runs) == []
+    texts = [text for _, output, text in output_texts(notebook)]
+    assert not any(output.get("name") == "stderr" for _, output, _ in output_texts(notebook))
+    assert not any("/tmp/" in t or str(ROOT) in t for t in texts)
+    shown = "\n".join(texts)
+    markdown = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+    assert unproduced_numbers(markdown, shown) == [], path.name
+    assert (EXECUTED / path.name).is_file()

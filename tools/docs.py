@@ -12,6 +12,13 @@ the site after it). Each tutorial is served with its notebook and its code as a 
 (the page's "Download the notebook" and "View source"). The maths renders with KaTeX,
 installed from npm into build/npm/ and copied into the site: the pages load nothing
 from another host.
+
+Notebooks 3 to 6 share one model, the demo's (`shapes_soft`), trained once into the
+runs folder before the first notebook runs (`train_demo`). An executed notebook fails
+the build when what its page shows is wrong: a notebook that shows a model writes what
+it showed (test BLEU-4, captions, attention maps) to <runs>/<notebook>.json, and
+`page_problems` checks it against bounds set from the demo; any stderr output, error
+or absolute path in an output fails it too.
 """
 
 import argparse
@@ -31,35 +38,127 @@ STAMP = "keras_saat_source_sha256"
 KATEX = "katex@0.16.22"  # npm's package: the script, auto-render, the stylesheet, the fonts
 KATEX_DIR = ROOT / "docs" / "assets" / "katex"
 
+DEMO = "shapes_soft"  # the recipe of the demo's model, and its workdir's name in the runs folder
+
+# What each page shows and must show well: a recorded test BLEU-4 of at least
+# MIN_BLEU_4[page], captions that differ from image to image, and attention maps whose
+# peak is at least MIN_PEAK times a uniform map's (a trained soft attention peaks on the
+# object it names; an untrained one is flat, a peak near 1). The bounds are set from the
+# runs: the demo's model scores about 0.95 on its test split; notebook 5's hard attention,
+# trained for fewer epochs than its recipe's, about 0.67; an untrained model 0 to 0.4.
+SHOWN = {
+    "03_training_fit": {"captions"},
+    "04_decoding_evaluation": {"bleu_4", "captions", "attention"},
+    "05_hard_attention": {"bleu_4", "captions"},
+    "06_export_serving": {"captions", "attention"},
+}
+MIN_BLEU_4 = {"04_decoding_evaluation": 0.80, "05_hard_attention": 0.55}
+MIN_PEAK = 4.0
+RECORD_TAG = "keras-saat-record"  # the cell that writes <runs>/<notebook>.json
+
+
+# The kernel's options. What is written to its file descriptors rather than through
+# Python stays in the kernel's own log, off the pages: TensorFlow's C++ start-up lines
+# (oneDNN, CUDA), written before absl's logging starts and so beyond
+# TF_CPP_MIN_LOG_LEVEL, and the Java PTB tokenizer's count of tokens. Python's own
+# warnings still reach the outputs, where `output_problems` fails them.
+KERNEL_ARGUMENTS = (
+    "--IPKernelApp.capture_fd_output=False",
+    # TensorFlow's logger logs INFO in an interactive session, where tf.saved_model.save
+    # logs its temporary assets folder; the level is set once TensorFlow has set its own.
+    "--InteractiveShellApp.exec_lines=import tensorflow; tensorflow.get_logger().setLevel('WARNING')",
+)
+
+
+class TutorialError(RuntimeError):
+    """An executed tutorial that shows a reader something wrong."""
+
 
 def source_hash(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def execute_notebook(path, runs, timeout=900):
-    """Runs a notebook top to bottom (small settings) and returns it with its outputs,
-    stamped with its source's hash. `runs` is the notebooks' shared output folder
-    (notebook 6 reuses notebook 4's model). A failing cell raises with its traceback."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    notebook = nbformat.read(str(path), as_version=4)
-    environment = {
-        "KERAS_SAAT_NOTEBOOKS": str(runs),
+def kernel_environment(runs):
+    """The environment the notebooks' kernel starts with: the runs folder relative to the
+    kernel's working directory (so outputs show relative paths), and no TensorFlow C++
+    start-up lines."""
+    return {
+        "KERAS_SAAT_NOTEBOOKS": Path(runs).name,
         "MPLBACKEND": "module://matplotlib_inline.backend_inline",  # figures as outputs
         "KERAS_SAAT_FULL": os.environ.get("KERAS_SAAT_FULL", "0"),
         "TF_CPP_MIN_LOG_LEVEL": "3",  # no C++ start-up lines on the pages
         "NO_MKDOCS_2_WARNING": "1",
     }
+
+
+def train_demo(runs, log=print):
+    """Trains the demo's model into <runs>/shapes_soft unless it is there (`keras-saat
+    train --config shapes_soft`, about 5 minutes on 2 CPU cores): notebooks 3 to 6 share it.
+
+    Args:
+        runs: path. The notebooks' shared runs folder.
+        log: callable. Defaults to print.
+
+    Returns:
+        Path: the demo's workdir.
+    """
+    # Absolute: the workdir's config names its files by the paths it was trained with,
+    # and the notebooks' kernel runs in another folder.
+    runs = Path(runs).resolve()
+    workdir = runs / DEMO
+    if (workdir / "eval" / "test" / "metrics.json").is_file():
+        return workdir
+    runs.mkdir(parents=True, exist_ok=True)
+    log(f"training the tutorials' model ({DEMO}) into {workdir}")
+    command = [sys.executable, "-m", "keras_saat.cli", "train", "--config", DEMO]
+    done = subprocess.run(
+        [*command, "--workdir", str(workdir)],
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    (runs / f"{DEMO}.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise TutorialError(
+            f"training the tutorials' model failed (exit {done.returncode}); "
+            f"see {runs / f'{DEMO}.log'}"
+        )
+    return workdir
+
+
+def execute_notebook(path, runs, timeout=900):
+    """Runs a notebook top to bottom (small settings) and returns it with its outputs,
+    stamped with its source's hash.
+
+    Args:
+        path: path. The notebook.
+        runs: path. The notebooks' shared output folder; for a notebook that shows a
+            model, the demo's is trained into it first (`train_demo`).
+        timeout: seconds. The limit of one cell. Defaults to 900.
+
+    Raises:
+        CellExecutionError: a failing cell, with its traceback.
+        TutorialError: the executed page shows something wrong (`page_problems`).
+    """
+    import nbformat
+    from nbclient import NotebookClient
+
+    runs = Path(runs)
+    if Path(path).stem in SHOWN:  # the notebooks that show a model show the demo's
+        train_demo(runs)
+    notebook = nbformat.read(str(path), as_version=4)
+    environment = kernel_environment(runs)
     saved = {key: os.environ.get(key) for key in environment}
     os.environ.update(environment)  # the kernel inherits this process's environment
+    record = runs / f"{Path(path).stem}.json"
+    record.unlink(missing_ok=True)
     try:
-        Path(runs).mkdir(parents=True, exist_ok=True)
         client = NotebookClient(
             notebook,
             timeout=timeout,
             kernel_name="python3",
-            resources={"metadata": {"path": str(Path(runs).parent)}},
+            extra_arguments=list(KERNEL_ARGUMENTS),
+            resources={"metadata": {"path": str(runs.parent)}},
         )
         client.execute()
     finally:
@@ -68,8 +167,86 @@ def execute_notebook(path, runs, timeout=900):
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+    problems = page_problems(notebook, Path(path).stem, runs)
+    if problems:
+        raise TutorialError(f"{Path(path).name}: " + "; ".join(problems))
     notebook.metadata[STAMP] = source_hash(path)
     return notebook
+
+
+def output_texts(notebook):
+    """(cell index, output) pairs of a notebook's code cells, and each output's text."""
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code":
+            continue
+        for output in cell.get("outputs", []):
+            text = output.get("text", "")
+            data = output.get("data", {})
+            text += "".join(str(data[k]) for k in ("text/plain", "text/html") if k in data)
+            text += "".join(output.get("traceback", []))
+            yield index, output, text
+
+
+def output_problems(notebook, runs):
+    """What a page's outputs must not show: stderr boxes, errors, retracing warnings,
+    temporary or absolute paths of the build."""
+    folders = {"/tmp/", str(ROOT), str(Path(runs).resolve())}
+    problems = []
+    for index, output, text in output_texts(notebook):
+        if output.get("name") == "stderr":
+            problems.append(f"cell {index} writes to stderr: {text.strip()[:200]!r}")
+        if output.get("output_type") == "error":
+            problems.append(f"cell {index} raises {output.get('ename')}")
+        if "retracing" in text:
+            problems.append(f"cell {index} shows a retracing warning")
+        for folder in sorted(folders):
+            if folder in text:
+                problems.append(f"cell {index} shows the build path {folder!r}")
+    return problems
+
+
+def attention_peak(maps):
+    """The median over maps of each map's largest weight times its number of cells:
+    1 for uniform maps, the number of cells for one-hot ones."""
+    import numpy as np
+
+    peaks = sorted(float(np.max(m)) * np.size(m) / max(float(np.sum(m)), 1e-12) for m in maps)
+    return peaks[len(peaks) // 2] if peaks else 0.0
+
+
+def record_problems(name, record):
+    """What is wrong with what a page showed (its record), against the bounds above."""
+    wanted = SHOWN.get(name, set())
+    if not wanted:
+        return []
+    if record is None:
+        return [f"it records nothing of what it shows (<runs>/{name}.json)"]
+    problems = [f"its record has no {key!r}" for key in sorted(wanted - set(record))]
+    bound = MIN_BLEU_4.get(name, 0.0)
+    if "bleu_4" in wanted and "bleu_4" in record and not record["bleu_4"] >= bound:
+        problems.append(
+            f"test BLEU-4 {100 * record['bleu_4']:.1f} is under {100 * bound:.0f}: "
+            f"the model it shows has not learned"
+        )
+    captions = record.get("captions", [])
+    if "captions" in wanted and "captions" in record:
+        if len(captions) < 2 or len(set(captions)) < 2 or not all(captions):
+            problems.append(f"its captions are all alike or empty: {captions[:3]}")
+    if "attention" in wanted and "attention" in record:
+        peak = attention_peak(record["attention"])
+        if not peak >= MIN_PEAK:
+            problems.append(
+                f"its attention maps are flat (median peak {peak:.2f} times a uniform "
+                f"map's, under {MIN_PEAK})"
+            )
+    return problems
+
+
+def page_problems(notebook, name, runs):
+    """Everything wrong with an executed tutorial's page (empty: it may be published)."""
+    path = Path(runs) / f"{name}.json"
+    record = json.loads(path.read_text()) if path.is_file() else None
+    return output_problems(notebook, runs) + record_problems(name, record)
 
 
 def save_executed(notebook, name):
@@ -89,18 +266,30 @@ def executed_copy(path):
     return copy if stamp == source_hash(path) else None
 
 
+def publish(executed, page):
+    """Writes an executed notebook as a site page, less its record cells (what the page
+    showed, written for `page_problems`: no part of the tutorial)."""
+    import nbformat
+
+    notebook = nbformat.read(str(executed), as_version=4)
+    notebook.cells = [
+        cell for cell in notebook.cells if RECORD_TAG not in cell.metadata.get("tags", [])
+    ]
+    nbformat.write(notebook, str(page))
+
+
 def prepare_tutorials(log=print):
     """Copies each notebook's executed version into docs/tutorials/, executing the
     notebooks that have none (in order, sharing one runs folder)."""
     TUTORIALS.mkdir(parents=True, exist_ok=True)
-    runs = ROOT / "build" / "notebook-runs"
+    runs = ROOT / "build" / "notebook-runs"  # the demo's model is trained only to execute
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         copy = executed_copy(path)
         if copy is None:
             log(f"executing {path.name}")
             save_executed(execute_notebook(path, runs), path.name)
             copy = EXECUTED / path.name
-        shutil.copyfile(copy, TUTORIALS / path.name)
+        publish(copy, TUTORIALS / path.name)
         write_script(TUTORIALS / path.name)
 
 

@@ -1,5 +1,7 @@
 """Captioner: the whole Show, Attend and Tell model as one keras.Model."""
 
+import functools
+
 import keras
 import tensorflow as tf
 from keras import ops
@@ -368,8 +370,15 @@ class Captioner(CaptionGeneration, keras.Model):
             raise KerasSaatError(f"beam_size must be at least 1; got {beam_size}")
         key = (max_length, beam_size, float(length_penalty), self.decode_jit_compile)
         if key not in self._decode_fns:
+            # A partial, not a lambda: TensorFlow counts retracings per function's code,
+            # so one lambda per key would read as one function retraced at every new key.
             self._decode_fns[key] = tf.function(
-                lambda f: self.generate_step(f, max_length, beam_size, float(length_penalty)),
+                functools.partial(
+                    self.generate_step,
+                    max_length=max_length,
+                    beam_size=beam_size,
+                    length_penalty=float(length_penalty),
+                ),
                 jit_compile=self.decode_jit_compile,
             )
         return self._decode_fns[key](tf.convert_to_tensor(features, tf.float32))

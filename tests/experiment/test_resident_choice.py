@@ -62,5 +62,7 @@ def test_a_training_backbone_has_no_cache_to_hold(cache):
 
 @pytest.mark.parametrize("budget", [0.0, 1.5])
 def test_the_budget_is_a_share(cache, budget):
-    with pytest.raises(KerasSaatError, match=r"resident_budget: .* out of range; give a number over 0.0 up to 1.0"):
+    with pytest.raises(
+        KerasSaatError, match=r"resident_budget: .* out of range; give a number over 0.0 up to 1.0"
+    ):
         choose(cache, resident_budget=budget)
