@@ -406,7 +406,6 @@ def main(argv=None):
     from keras_saat.errors import KerasSaatError
 
     try:
-        args.check(args)  # before TensorFlow loads: a mistake is answered at once
         if args.func in MALLOC_TUNED_COMMANDS:
             from keras_saat.runtime.memory import tune_malloc
 
@@ -415,6 +414,7 @@ def main(argv=None):
             from keras_saat.runtime.cpu_kernels import prefer_onednn
 
             prefer_onednn()  # before TensorFlow reads it (keras_saat/runtime/cpu_kernels.py)
+        args.check(args)  # before TensorFlow loads: a mistake is answered at once
         if not args.verbose and args.func not in WITHOUT_TENSORFLOW:
             import_tensorflow_quietly()
         args.func(args)

@@ -95,6 +95,6 @@ def cache_shards(source, splits):
     """The shard files of those of `splits` a feature cache holds; [] when `source` is
     not a cache (images decoded as they are read)."""
     index = getattr(source, "index", None)
-    if index is None:
+    if not isinstance(index, dict):  # a list of images has an index() method, no shards
         return []
     return [path for split in splits if split in index["splits"] for path in source.files(split)]
