@@ -89,3 +89,13 @@ def test_no_cap_validates_the_whole_split(cache, tmp_path):
     assert len(metrics.images) == 24 and metrics.every == 1
     config = from_dict({"data": {"val_images": 100}})
     assert training_run.validation_positions(24, 100, 0) is None
+
+
+def test_captioning_for_scores_alone_keeps_no_attention(cache):
+    source, records = cache
+    model, config = tiny_model(records), from_dict({})
+    words = caption_split(model, source, "val", records, config, details="words")
+    full = caption_split(model, source, "val", records, config, details=True)
+    assert all(attention is None for _, attention in words.values())
+    assert all(attention.shape[1:] == (8, 8) for _, attention in full.values())
+    assert {p: w for p, (w, _) in words.items()} == {p: w for p, (w, _) in full.items()}
