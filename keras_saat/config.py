@@ -175,7 +175,8 @@ class TrainConfig:
     # capability >= 8.0, float16 on older GPUs, none otherwise). keras_saat/runtime/precision.py.
     # true and false, the older form, mean float16 and none.
     mixed_precision: bool | str = "none"
-    # Stop after this many epochs without a better validation BLEU-4 (0 = never).
+    # Stop after this many validations (epochs, with train.validate_every 1) without a better
+    # validation BLEU-4 (0 = never).
     patience: int = 0
     # Save a checkpoint every this many steps as well as after each epoch (0 = epochs only).
     checkpoint_every: int = 500

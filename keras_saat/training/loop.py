@@ -298,7 +298,7 @@ def end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks):
     patience = train_config.patience
     if patience and run["bad_epochs"] >= patience and epoch + 1 < train_config.epochs:
         trainer.log(
-            f"  early stop: no better val BLEU-4 for {patience} epochs "
+            f"  early stop: no better val BLEU-4 in {patience} validations "
             f"(best {100 * run['best_score']:.1f} at epoch {run['best_epoch']})"
         )
         run.values["finished"].assign(1)
