@@ -5,10 +5,20 @@
         for result in model.generate_stream(todo):
             out.write(result)
 
-A row holds image, caption, log_prob and error ("" when captioned), and with
-`attention=True` (JSON lines only) the attention grid of each generated token. A
-file is rewritten once when opened, keeping its captioned rows and dropping rows
-that failed, so a second run retries only the failures and skips the rest.
+A row holds image, caption, log_prob and error ("" when captioned). A file opened
+again is read a row at a time (only the captioned images' names are kept) and
+appended to; rows that failed and a half-written last row are dropped first (the
+file is then copied without them, a line at a time), so a second run retries only
+the failures and skips the rest.
+
+With `attention=True` (JSON lines only) the attention grids go to a side folder,
+`<file stem>.attention/` beside the file, never into the rows: `NNNNN.npy`, one float32
+array (rows, steps, grid_h, grid_w) per `SHARD_ROWS` captioned rows, each row's maps
+zero-padded to the shard's longest caption. A row names its grid as
+`"attention": {"file": "<stem>.attention/NNNNN.npy", "row": i, "steps": T}` (the path
+relative to the file's folder); `read_attention(file, row)` returns the (T, grid_h,
+grid_w) maps. A shard is written when it fills and when the file closes, so a killed
+run's rows whose shard was never written are captioned again.
 """
 
 import csv
@@ -16,10 +26,35 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
+
 from keras_saat.errors import KerasSaatError
 
 FORMATS = {".jsonl": "jsonl", ".csv": "csv"}
 CSV_COLUMNS = ("image", "caption", "log_prob", "error")
+SHARD_ROWS = 1000  # captioned rows per attention shard: at most ~16 MB held at 14x14
+
+
+def attention_folder(path):
+    """The side folder of a caption file's attention grids: <stem>.attention beside it."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.attention")
+
+
+def read_attention(path, row):
+    """The (steps, grid_h, grid_w) attention maps of one row of a caption file.
+
+    Args:
+        path: str or Path. The .jsonl caption file.
+        row: dict. One of its rows (with an "attention" reference).
+    """
+    ref = row.get("attention")
+    if ref is None:
+        return None
+    if isinstance(ref, list):  # a grid written inline, as earlier files hold them
+        return np.asarray(ref, np.float32)
+    shard = np.load(Path(path).parent / ref["file"], mmap_mode="r")
+    return np.array(shard[int(ref["row"]), : int(ref["steps"])])
 
 
 class CaptionFile:
@@ -27,18 +62,18 @@ class CaptionFile:
 
     Args:
         path: str or Path. Its suffix picks the format: .jsonl or .csv.
-        attention: bool. Add each row's attention (tokens, grid_h, grid_w) as nested
-            lists; JSON lines only. Defaults to False.
+        attention: bool. Write each row's attention (tokens, grid_h, grid_w) to the side
+            folder (the module docstring); JSON lines only. Defaults to False.
     """
 
     def __init__(self, path, attention=False):
         self.path = Path(path)
         self.format = self.check(path, attention)
         self.attention = attention
-        # Captioned rows stay; failed ones and a half-written last row go (and run again).
-        kept = [r for r in self._read() if r.get("error") == "" and r.get("caption") is not None]
-        self.done = {row["image"] for row in kept}
-        self._rewrite(kept)
+        self.done, dropped = self._scan()
+        if dropped:
+            self._drop_failed()
+        self._grids, self._shard = [], self._next_shard() if attention else 0
         # Line-buffered: a killed run loses at most the row it was writing.
         self._file = self.path.open("a", buffering=1, newline="", encoding="utf-8")
         self._csv = None
@@ -72,44 +107,85 @@ class CaptionFile:
             )
         return kind
 
-    def _read(self):
-        if not self.path.exists():
-            return []
-        text = self.path.read_text(encoding="utf-8")
-        if self.format == "csv":
-            rows = list(csv.DictReader(text.splitlines()))
-            if rows and "image" not in rows[0]:
-                raise KerasSaatError(f"{self.path} has no 'image' column; is it a caption file?")
-            return rows
-        rows = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                if number == len(text.splitlines()):
-                    continue  # a run killed mid-line: that image is captioned again
-                raise KerasSaatError(
-                    f"{self.path} line {number} is not JSON; give another --out or remove it"
-                ) from None
-            if not isinstance(row, dict) or "image" not in row:
-                raise KerasSaatError(f"{self.path} line {number} has no 'image'; is it ours?")
-            rows.append(row)
-        return rows
+    def _keep(self, row):
+        """A row stays when it was captioned (and its attention shard, if any, exists)."""
+        if row.get("error") != "" or row.get("caption") is None:
+            return False
+        ref = row.get("attention")
+        if isinstance(ref, dict):
+            return (self.path.parent / str(ref.get("file"))).is_file()
+        return True
 
-    def _rewrite(self, rows):
+    def _rows(self):
+        """(line, row or None) a line at a time; None for a torn last line."""
+        with self.path.open(newline="", encoding="utf-8") as file:
+            if self.format == "csv":
+                reader = csv.DictReader(file)
+                if reader.fieldnames is not None and "image" not in reader.fieldnames:
+                    raise KerasSaatError(
+                        f"{self.path} has no 'image' column; is it a caption file?"
+                    )
+                for row in reader:
+                    yield None, row
+                return
+            previous, number = None, 0
+            for line in file:
+                if previous is not None:
+                    yield number, self._parse(previous, number, last=False)
+                number += 1
+                previous = line
+            if previous is not None:
+                yield number, self._parse(previous, number, last=True)
+
+    def _parse(self, line, number, last):
+        if not line.strip():
+            return None
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if last:
+                return None  # a run killed mid-line: that image is captioned again
+            raise KerasSaatError(
+                f"{self.path} line {number} is not JSON; give another --out or remove it"
+            ) from None
+        if not isinstance(row, dict) or "image" not in row:
+            raise KerasSaatError(f"{self.path} line {number} has no 'image'; is it ours?")
+        return row
+
+    def _scan(self):
+        """(captioned image names, whether any row must go), reading a row at a time."""
+        done, dropped = set(), False
         if not self.path.exists():
-            return
+            return done, dropped
+        for _, row in self._rows():
+            if row is not None and self._keep(row):
+                done.add(row["image"])
+            elif row is not None or self.format == "jsonl":
+                dropped = True
+        return done, dropped
+
+    def _drop_failed(self):
+        """Copies the file without its failed rows (and a torn last line), a row at a time."""
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         with tmp.open("w", newline="", encoding="utf-8") as out:
+            writer = None
             if self.format == "csv":
                 writer = csv.DictWriter(out, CSV_COLUMNS, extrasaction="ignore")
                 writer.writeheader()
-                writer.writerows(rows)
-            else:
-                out.writelines(json.dumps(row) + "\n" for row in rows)
+            for _, row in self._rows():
+                if row is None or not self._keep(row):
+                    continue
+                if writer is not None:
+                    writer.writerow(row)
+                else:
+                    out.write(json.dumps(row) + "\n")
         os.replace(tmp, self.path)
+
+    def _next_shard(self):
+        """The first attention shard number after those already in the side folder."""
+        folder = attention_folder(self.path)
+        numbers = [int(p.stem) for p in folder.glob("*.npy") if p.stem.isdigit()]
+        return max(numbers, default=-1) + 1
 
     def write(self, result):
         """Appends one `Captioner.generate_stream` result."""
@@ -123,13 +199,39 @@ class CaptionFile:
             self._csv.writerow({k: "" if v is None else v for k, v in row.items()})
         else:
             if self.attention:
-                grid = result["attention"]
-                row["attention"] = None if grid is None else grid.round(5).tolist()
+                row["attention"] = self._add_grid(result["attention"])
             self._file.write(json.dumps(row) + "\n")
         if not row["error"]:
             self.done.add(row["image"])
+        if len(self._grids) >= SHARD_ROWS:
+            self._flush_grids()
+
+    def _add_grid(self, grid):
+        if grid is None:
+            return None
+        grid = np.asarray(grid, np.float32)
+        name = f"{attention_folder(self.path).name}/{self._shard:05d}.npy"
+        self._grids.append(grid)
+        return {"file": name, "row": len(self._grids) - 1, "steps": int(grid.shape[0])}
+
+    def _flush_grids(self):
+        """Writes the held grids as one shard (atomically: a shard is whole or absent)."""
+        if not self._grids:
+            return
+        folder = attention_folder(self.path)
+        folder.mkdir(exist_ok=True)
+        steps = max(g.shape[0] for g in self._grids)
+        shard = np.zeros((len(self._grids), steps, *self._grids[0].shape[1:]), np.float32)
+        for i, grid in enumerate(self._grids):
+            shard[i, : grid.shape[0]] = grid
+        self._file.flush()  # the rows naming the shard are on disk before it
+        tmp = folder / f".{self._shard:05d}.tmp.npy"
+        np.save(tmp, shard)
+        os.replace(tmp, folder / f"{self._shard:05d}.npy")
+        self._grids, self._shard = [], self._shard + 1
 
     def close(self):
+        self._flush_grids()
         self._file.close()
 
     def __enter__(self):

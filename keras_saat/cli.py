@@ -375,8 +375,14 @@ def build_parser():
         "--part",
         action="append",
         default=[],
-        help="matmul, train, batches, input, profile, extract, decode, serving, malloc or hostile "
-        "(repeatable; default all)",
+        help="matmul, train, batches, input, profile, extract, decode, serving, malloc, hostile "
+        "or scale (repeatable; default all)",
+    )
+    p.add_argument(
+        "--images",
+        type=int,
+        default=None,
+        help="scale: images of the synthetic COCO- and CC3M-shaped datasets (default 10000)",
     )
     p.add_argument("--out", metavar="FILE.json", help="also write the report here")
     p.set_defaults(func=cmd_bench, check=check_bench)

@@ -159,6 +159,8 @@ def check_bench(args):
 
     for name in args.part:
         PARTS.get(name)  # an unknown part names the nearest one
+    if args.images is not None and not 1 <= args.images <= 100_000_000:
+        raise KerasSaatError(f"--images {args.images}: give a count from 1 to 100000000")
 
 
 def cmd_train(args):
@@ -442,7 +444,7 @@ def cmd_bench(args):
     from keras_saat.bench import run_all, write_report
 
     log = (lambda _: None) if args.json else _log
-    report = run_all(args.part or None, log=log)
+    report = run_all(args.part or None, log=log, options={"images": args.images})
     if args.out:
         write_report(report, args.out)
     if args.json:

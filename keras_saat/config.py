@@ -96,6 +96,10 @@ class DataConfig:
     cache_shard_size: int = 1000
     # Caption examples in the shuffle buffer.
     shuffle_buffer: int = 5000
+    # Validation images captioned after each validated epoch: a fixed subset of the val
+    # split, drawn once with train.seed (null = the whole split). The final test scoring
+    # always captions the whole test split.
+    val_images: int | None = 5000
     # Batch captions of similar length together (several static shapes, fewer pads).
     bucket_by_length: bool = False
     # How training batches are formed. "per_caption": every (image, caption) pair is an
@@ -171,7 +175,8 @@ class TrainConfig:
     # capability >= 8.0, float16 on older GPUs, none otherwise). keras_saat/runtime/precision.py.
     # true and false, the older form, mean float16 and none.
     mixed_precision: bool | str = "none"
-    # Stop after this many epochs without a better validation BLEU-4 (0 = never).
+    # Stop after this many validations (epochs, with train.validate_every 1) without a better
+    # validation BLEU-4 (0 = never).
     patience: int = 0
     # Save a checkpoint every this many steps as well as after each epoch (0 = epochs only).
     checkpoint_every: int = 500
@@ -183,6 +188,9 @@ class TrainConfig:
     deterministic: bool = False
     # Log a progress line (and TensorBoard scalars) every this many steps.
     log_every: int = 50
+    # Validate (caption data.val_images images and score them) every this many epochs;
+    # the last epoch is always validated. Early stopping's patience counts validations.
+    validate_every: int = 1
     # Validation images whose attention maps go to TensorBoard after each epoch.
     summary_images: int = 2
     # Epochs of Shapes CNN pre-training when model.backbone_weights is "shapes".

@@ -35,6 +35,10 @@ in `parts` (a new one is a function and one registration):
     hostile   each crafted input of docs/guides/hostile-input.md (`hostile`): its peak
               memory and time in a fresh process, and the answer it gets, beside a
               baseline process that imports TensorFlow and does nothing
+    scale     the fixed work of a run at COCO's and CC3M's shape on a synthetic dataset of
+              `--images N` images (default 10000): reading the captions file, the
+              vocabulary, opening the cache, the token table, an epoch's fixed work;
+              each phase's wall time and peak resident memory (`scale`)
     malloc    the soft train step at both sizes with glibc's malloc tuned and with its
               defaults (KERAS_SAAT_MALLOC=system), alternating fresh processes: step
               time, page faults a step and peak memory (keras_saat/runtime/memory.py)

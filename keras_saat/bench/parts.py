@@ -9,7 +9,7 @@ as a list under the part's name.
 import dataclasses
 from collections.abc import Callable
 
-from keras_saat.bench import compute, hostile, pipelines, profiling
+from keras_saat.bench import compute, hostile, pipelines, profiling, scale
 from keras_saat.bench.malloc import measure_malloc
 from keras_saat.bench.runner import peak_rss_mb
 from keras_saat.bench.sizes import SIZES
@@ -32,6 +32,8 @@ class Part:
             report's `peak_rss_mb`; None leaves the rows' peaks out. Defaults to None.
         run: callable or None. `run(log) -> result`, for a part that runs its own
             processes instead of a plan (malloc). Defaults to None.
+        options: tuple of str. The command-line options `plan` takes as keywords
+            (`keras-saat bench --images N`: "images"). Defaults to ().
     """
 
     name: str
@@ -40,6 +42,7 @@ class Part:
     line: Callable = lambda row: ""
     memory_key: Callable | None = None
     run: Callable | None = None
+    options: tuple = ()
 
 
 PARTS = Registry("bench part")
@@ -266,5 +269,17 @@ add_part(
             f"{row['seconds']:6.2f}s: {row['answer'][:90]}"
         ),
         memory_key=lambda row: f"hostile_{row['case']}",
+    )
+)
+add_part(
+    Part(
+        "scale",
+        scale.measure_scale,
+        plan=lambda device, precisions, images=None: [
+            (shape, int(images or 10_000)) for shape in scale.SHAPES
+        ],
+        line=scale.scale_line,
+        memory_key=lambda row: f"scale_{row['shape']}_{row['images']}",
+        options=("images",),
     )
 )

@@ -7,8 +7,10 @@ from keras_saat.bench.parts import PARTS, bench_precisions
 from keras_saat.bench.runner import machine, run_in_subprocess
 
 
-def run_all(parts=None, log=print):
+def run_all(parts=None, log=print, options=None):
     """The named parts (None = all), each row in a fresh process; returns the report.
+
+    `options` ({"images": N}) go to the plans of the parts that name them (`Part.options`).
 
     The report holds `machine`, `device`, a list of rows under each part's name,
     `peak_rss_mb` (each row's process, by the part's `memory_key`), and the CPU kernels
@@ -44,7 +46,8 @@ def run_all(parts=None, log=print):
             report[name] = part.run(log)
             continue
         report[name] = []
-        for args in part.plan(device, precisions):
+        given = {k: v for k, v in (options or {}).items() if k in part.options and v is not None}
+        for args in part.plan(device, precisions, **given):
             row = measured(name, *args)
             peak = row.pop("peak_rss_mb")
             if part.memory_key is not None:

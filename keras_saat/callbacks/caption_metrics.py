@@ -89,9 +89,13 @@ class CaptionMetrics(keras.callbacks.Callback):
         order = sorted(captions)
         return caption_scores([self.references[i] for i in order], [captions[i] for i in order])
 
-    def on_epoch_end(self, epoch, logs=None):
+    def due(self, epoch):
+        """Whether epoch `epoch` (from 0) is validated: every `every`-th, and the last."""
         last = self.params.get("epochs") if self.params else None
-        if (epoch + 1) % self.every and epoch + 1 != last:
+        return not (epoch + 1) % self.every or epoch + 1 == last
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not self.due(epoch):
             return
         self.scores = self.evaluate(self.model)
         if logs is not None:

@@ -6,7 +6,7 @@ import functools
 from pathlib import Path
 
 from keras_saat.errors import KerasSaatError
-from keras_saat.text.tokenizer import tokenize
+from keras_saat.text.tokenizer import has_words, tokenize
 
 SPLITS = ("train", "val", "test")
 
@@ -104,7 +104,7 @@ def add_caption(captions, text, where, skips):
     """Appends a caption unless it is empty after tokenisation (then it is skipped and counted)."""
     if not isinstance(text, str):
         raise KerasSaatError(f"{where}: expected a caption string, got {type(text).__name__}")
-    if not tokenize(text):
+    if not has_words(text):  # the vocabulary tokenises each caption once, later
         skips.add("empty caption", where)
         return
     captions.append(text)

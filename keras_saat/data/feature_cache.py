@@ -6,9 +6,16 @@ Layout of a cache folder:
                                         position (int64, the image's index in its split),
                                         features (bytes, (L, C) in the cache dtype)
 
+    progress.jsonl                      only while an extraction runs or after it was
+                                        killed: one JSON line per finished shard
+                                        ({"split", "shard", "written", "skipped"}),
+                                        folded into index.json when extraction ends
+
 Extraction is resumable: a shard is written under a temporary name and
-renamed, and recorded in index.json, only once complete; a restarted run keeps
-finished shards and redoes the rest. Decoding (tf.data, parallel), the
+renamed, and recorded (one line appended to progress.jsonl, so recording stays
+constant work a shard however many there are), only once complete; a restarted
+run reads index.json with progress.jsonl's lines applied, keeps finished shards
+and redoes the rest. Decoding (tf.data, parallel), the
 backbone (a compiled function) and writing (a thread) overlap.
 """
 
@@ -33,6 +40,7 @@ from keras_saat.errors import KerasSaatError
 from keras_saat.io_utils import write_json_atomic
 
 INDEX = "index.json"
+PROGRESS = "progress.jsonl"
 VERSION = 1
 DTYPES = {"float16": np.float16, "float32": np.float32}
 # One tf.train.Example per image.
@@ -88,6 +96,41 @@ def dataset_fingerprint(dataset):
     return digest.hexdigest()[:16]
 
 
+def read_index(directory):
+    """index.json of a cache folder with the finished shards of progress.jsonl applied
+    (a line torn by a kill is ignored: its shard is written again)."""
+    directory = Path(directory)
+    index = json.loads((directory / INDEX).read_text())
+    progress = directory / PROGRESS
+    if progress.is_file():
+        for line in progress.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+                split = index["splits"][entry["split"]]
+                shard = split["shards"][int(entry["shard"])]
+                shard.update(done=True, written=int(entry["written"]), skipped=entry["skipped"])
+            except (ValueError, KeyError, IndexError, TypeError):
+                continue
+    return index
+
+
+def _record_shard(directory, split, number, written, skipped):
+    """Appends one finished shard to progress.jsonl (flushed to disk before the next)."""
+    line = json.dumps({"split": split, "shard": number, "written": written, "skipped": skipped})
+    with open(directory / PROGRESS, "a", encoding="utf-8") as progress:
+        progress.write(line + "\n")
+        progress.flush()
+        os.fsync(progress.fileno())
+
+
+def _compact_index(directory, index):
+    """Folds progress.jsonl into index.json (the one whole rewrite of an extraction)."""
+    progress = directory / PROGRESS
+    if progress.exists():
+        write_json_atomic(directory / INDEX, index)
+        progress.unlink()
+
+
 class FeatureCache:
     """Reads a feature cache folder written by `extract_features`."""
 
@@ -98,7 +141,7 @@ class FeatureCache:
             raise KerasSaatError(
                 f"no feature cache in {self.directory}; run `keras-saat extract-features` first"
             )
-        self.index = json.loads(path.read_text())
+        self.index = read_index(self.directory)
 
     @property
     def grid_shape(self):
@@ -217,6 +260,13 @@ class FeatureCache:
         return positions[order], np.concatenate(features)[order]
 
 
+def decode_calls():
+    """Parallel reads and decodes of extraction's image stream: one a core this process
+    may run on (at least 2)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(2, cores or 2)
+
+
 def _read_file(position, path):
     return position, tf.io.read_file(path)
 
@@ -241,7 +291,7 @@ def _image_stream(dataset, split, records, start, stop, size, resize, skips):
         if not positions:
             return None
         stream = tf.data.Dataset.from_tensor_slices((np.asarray(positions, np.int32), paths))
-        stream = stream.map(_read_file, num_parallel_calls=2)
+        stream = stream.map(_read_file, num_parallel_calls=decode_calls())
     else:
         # Streamed sources (TFDS) yield stream positions; map them to this split's record positions.
         keys = tf.constant([r.stream_position for r in records[start:stop]], tf.int32)
@@ -253,9 +303,9 @@ def _image_stream(dataset, split, records, start, stop, size, resize, skips):
     def decode(position, encoded):
         return position, decode_image(encoded, size, resize)
 
-    stream = stream.map(decode, num_parallel_calls=2)
-    # Undecodable images vanish; the gaps in positions count them. Fixed parallelism: with
-    # the autotuner, the end of a shard's stream could stall.
+    stream = stream.map(decode, num_parallel_calls=decode_calls())
+    # Undecodable images vanish; the gaps in positions count them. Fixed parallelism (one
+    # call a core, not the autotuner: with it, the end of a shard's stream could stall).
     return without_autotune(stream.ignore_errors())
 
 
@@ -333,7 +383,7 @@ def extract_features(
     }
     index_path = directory / INDEX
     if index_path.is_file():
-        index = json.loads(index_path.read_text())
+        index = read_index(directory)
         if index.get("version") != VERSION or index.get("fingerprint") != fingerprint:
             raise KerasSaatError(
                 f"the feature cache in {directory} was made with another backbone, weights, resize mode, "
@@ -359,6 +409,7 @@ def extract_features(
         records = dataset.split(split)
         count = len(records)
         shards = max(1, -(-count // shard_size))
+        new_split = split not in index["splits"]
         entry = index["splits"].setdefault(
             split,
             {
@@ -374,6 +425,8 @@ def extract_features(
                 ],
             },
         )
+        if new_split:  # the split's shard list, before any shard is recorded against it
+            write_json_atomic(index_path, index)
         # A finished shard whose file is gone (deleted as damaged) is written again.
         todo = [
             i
@@ -426,13 +479,14 @@ def extract_features(
                 reasons.append([position, reason])
             os.replace(tmp, directory / shard["file"])
             shard.update(done=True, written=len(writer.written), skipped=reasons)
-            write_json_atomic(index_path, index)
+            _record_shard(directory, split, i, len(writer.written), reasons)
             skips.merge(shard_skips)
             done += stop - start
             rate = done / max(time.perf_counter() - start_time, 1e-9)
             log(
                 f"  extract {split}: {done}/{total} images (shard {todo.index(i) + 1}/{len(todo)}), {rate:.0f} img/s"
             )
+    _compact_index(directory, index)
     for line in skips.summary():
         log(f"  {line}")
     return FeatureCache(directory), skips

@@ -114,6 +114,7 @@ def caption_dataset(
     image_size=None,
     resize="crop",
     repeat=False,
+    tokens_of=None,
 ):
     """Batches of every (image, caption) pair of a split.
 
@@ -139,8 +140,11 @@ def caption_dataset(
         resize: str. Resize mode with "images". Defaults to "crop".
         repeat: bool. Repeat forever, reshuffling each pass (pair with `steps_per_epoch`).
             Defaults to False.
+        tokens_of: the `token_table` of `records`, built once for a run's epochs, or None
+            to build it here. Defaults to None.
     """
-    tokens_of = token_table(records, vocabulary, max_length)
+    if tokens_of is None:
+        tokens_of = token_table(records, vocabulary, max_length)
     key, images = _image_source(
         cache_or_images, split, records, image_size, resize, bool(shuffle_buffer), seed
     )
@@ -205,6 +209,7 @@ def image_group_dataset(
     image_size=None,
     resize="crop",
     repeat=False,
+    tokens_of=None,
 ):
     """Per-image batches: {"features" (n, L, C) or "images" (n, S, S, 3), "tokens" (n, k, W)}.
 
@@ -231,9 +236,12 @@ def image_group_dataset(
         image_size: int. Needed with "images". Defaults to None.
         resize: str. Resize mode with "images". Defaults to "crop".
         repeat: bool. Repeat forever, reshuffling each pass. Defaults to False.
+        tokens_of: the `token_table` of `records`, built once for a run's epochs, or None
+            to build it here. Defaults to None.
     """
     per_image = int(per_image or captions_per_image(records))
-    tokens_of = token_table(records, vocabulary, max_length)
+    if tokens_of is None:
+        tokens_of = token_table(records, vocabulary, max_length)
     key, images = _image_source(
         cache_or_images, split, records, image_size, resize, bool(shuffle_buffer), seed
     )
@@ -259,12 +267,16 @@ def image_group_dataset(
     return without_autotune(ds.prefetch(tf.data.AUTOTUNE))
 
 
-def decoded_images(records, image_size, resize="crop", dtype=tf.float32, shuffle=False, seed=None):
-    """{"position", "images"} per readable image file of `records` (unreadable ones drop out)."""
-    positions = np.arange(len(records), dtype=np.int32)
-    ds = tf.data.Dataset.from_tensor_slices((positions, [str(r.path) for r in records]))
+def decoded_images(
+    records, image_size, resize="crop", dtype=tf.float32, shuffle=False, seed=None, positions=None
+):
+    """{"position", "images"} per readable image file of `records` (unreadable ones drop out);
+    only those at `positions` (a list of int) when given."""
+    positions = np.arange(len(records)) if positions is None else np.asarray(positions)
+    paths = [str(records[p].path) for p in positions]
+    ds = tf.data.Dataset.from_tensor_slices((positions.astype(np.int32), paths))
     if shuffle:
-        ds = ds.shuffle(len(records), seed=seed, reshuffle_each_iteration=True)
+        ds = ds.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
 
     def load(position, path):
         pixels = decode_image(tf.io.read_file(path), image_size, resize)
@@ -273,15 +285,28 @@ def decoded_images(records, image_size, resize="crop", dtype=tf.float32, shuffle
     return ds.map(load, num_parallel_calls=tf.data.AUTOTUNE).ignore_errors()
 
 
-def evaluation_batches(source, split, records, batch_size=64, image_size=None, resize="crop"):
+def evaluation_batches(
+    source, split, records, batch_size=64, image_size=None, resize="crop", positions=None
+):
     """Per-image batches for decoding: {"position", "features"} from a FeatureCache, or
-    {"position", "images"} when `source` is "images". References stay with the records."""
+    {"position", "images"} when `source` is "images". References stay with the records.
+    With `positions` (a list of int), only those images of the split."""
     if isinstance(source, str):
-        return image_batches(records, image_size, resize, batch_size)
-    return without_autotune(source.dataset(split).batch(batch_size).prefetch(tf.data.AUTOTUNE))
+        return image_batches(records, image_size, resize, batch_size, positions)
+    ds = source.dataset(split)
+    if positions is not None:
+        keep = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant(np.asarray(positions, np.int32)), tf.ones(len(positions), tf.int32)
+            ),
+            0,
+        )
+        ds = ds.filter(lambda example: keep.lookup(example["position"]) > 0)
+    return without_autotune(ds.batch(batch_size).prefetch(tf.data.AUTOTUNE))
 
 
-def image_batches(records, image_size, resize="crop", batch_size=32):
-    """Per-image batches {"position", "images"} decoded from files (unreadable images drop out)."""
-    batches = decoded_images(records, image_size, resize).batch(batch_size)
+def image_batches(records, image_size, resize="crop", batch_size=32, positions=None):
+    """Per-image batches {"position", "images"} decoded from files (unreadable images drop
+    out); only the images at `positions` when given."""
+    batches = decoded_images(records, image_size, resize, positions=positions).batch(batch_size)
     return without_autotune(batches.prefetch(tf.data.AUTOTUNE))

@@ -19,13 +19,31 @@ from keras_saat.models.preset import preset_metadata
 from keras_saat.workdir import EVAL_DIR, METRICS_FILE, PREDICTIONS_FILE
 
 
-def caption_split(model, source, split, records, config, batch_size=64, beam_size=1, details=False):
+def caption_split(
+    model,
+    source,
+    split,
+    records,
+    config,
+    batch_size=64,
+    beam_size=1,
+    details=False,
+    positions=None,
+):
     """Captions of a split's readable images: {position: caption}.
 
-    With `details`, {position: (words, attention (T, grid_h, grid_w))} instead.
+    With `details`, {position: (words, attention (T, grid_h, grid_w))} instead; with
+    `details="words"`, {position: (words, None)} (no attention kept). With `positions`
+    (a list of int), only those images are captioned.
     """
     batches = evaluation_batches(
-        source, split, records, batch_size, image_size=model.image_size, resize=config.data.resize
+        source,
+        split,
+        records,
+        batch_size,
+        image_size=model.image_size,
+        resize=config.data.resize,
+        positions=positions,
     )
     captions = {}
     width = None  # every batch runs at the first one's size: one trace and compile a split
@@ -45,7 +63,9 @@ def caption_split(model, source, split, records, config, batch_size=64, beam_siz
             for position, caption in zip(
                 batch["position"].numpy(), model.postprocessor(out)[:count], strict=True
             ):
-                if details:
+                if details == "words":
+                    captions[int(position)] = (caption["words"], None)
+                elif details:
                     captions[int(position)] = (caption["words"], caption["attention"])
                 else:
                     captions[int(position)] = caption["caption"]
@@ -125,9 +145,20 @@ def evaluate(
         else:
             source = extract(config, model.encoder, dataset, workdir, log)
     records = dataset.split(split)
+    # Attention maps (T x grid floats an image) are kept only where localisation scores them.
+    localised = config.data.dataset in ("shapes", "karpathy") and all(
+        r.objects is not None for r in records
+    )
     start = time.perf_counter()
     results = caption_split(
-        model, source, split, records, config, config.decode.batch_size, beam_size, details=True
+        model,
+        source,
+        split,
+        records,
+        config,
+        config.decode.batch_size,
+        beam_size,
+        details=True if localised else "words",
     )
     positions = sorted(results)
     scored = [records[p] for p in positions]
@@ -137,7 +168,7 @@ def evaluate(
     log(f"captioned {len(captions)} {split} images ({decoding}) in {seconds:.1f}s")
     metrics, method = score_captions(scored, captions, log)
     localisation = None
-    if all(r.objects is not None for r in scored) and config.data.dataset in ("shapes", "karpathy"):
+    if localised:
         localisation = attention_localisation(
             [results[p][0] for p in positions],
             [results[p][1] for p in positions],

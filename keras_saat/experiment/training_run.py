@@ -12,6 +12,7 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 
 from keras_saat.callbacks import CaptionMetrics, TrainingSummaries
@@ -21,6 +22,7 @@ from keras_saat.data.input_pipeline import (
     captions_per_image,
     image_group_count,
     image_group_dataset,
+    token_table,
 )
 from keras_saat.data.resident_features import ResidentFeatures, resident_bytes, resident_dtype
 from keras_saat.data.shard_checks import cache_shards, naming_damaged_shards
@@ -263,12 +265,16 @@ def build_trainer(train_config, model, steps, runtime, workdir, log=print, resid
 
 def epoch_datasets(config, dataset, vocabulary, source, batches, image_size):
     """`epoch -> tf.data.Dataset` of training batches; each epoch's order is fixed by the
-    seed and the epoch, so a resumed run sees the batches it would have seen."""
+    seed and the epoch, so a resumed run sees the batches it would have seen. The captions
+    are tokenised into the token table once, for every epoch."""
     data, train_config = config.data, config.train
     records = dataset.split("train")
+    tokens = []  # the token table, built at the first epoch
 
     def epoch_dataset(epoch):
         seed = train_config.seed * 1009 + epoch
+        if not tokens:
+            tokens.append(token_table(records, vocabulary, data.max_length))
         if data.batching == "per_image":
             return image_group_dataset(
                 source,
@@ -282,6 +288,7 @@ def epoch_datasets(config, dataset, vocabulary, source, batches, image_size):
                 seed=seed,
                 image_size=image_size,
                 resize=data.resize,
+                tokens_of=tokens[0],
             )
         return caption_dataset(
             source,
@@ -295,20 +302,42 @@ def epoch_datasets(config, dataset, vocabulary, source, batches, image_size):
             bucket_by_length=data.bucket_by_length,
             image_size=image_size,
             resize=data.resize,
+            tokens_of=tokens[0],
         )
 
     return epoch_dataset
 
 
 def validation_metrics(config, dataset, source, workdir, chief):
-    """The validation callback `fit()` users have (`CaptionMetrics`), reading the cache."""
+    """The validation callback `fit()` users have (`CaptionMetrics`), reading the cache:
+    `data.val_images` of the val split every `train.validate_every` epochs."""
     records = dataset.split("val")
+    positions = validation_positions(len(records), config.data.val_images, config.train.seed)
+    chosen = records if positions is None else [records[p] for p in positions]
+
+    def caption_fn(model):
+        captions = caption_split(model, source, "val", records, config, positions=positions)
+        if positions is None:
+            return captions
+        # CaptionMetrics indexes its own (subset) records.
+        return {i: captions[p] for i, p in enumerate(positions) if p in captions}
+
     return CaptionMetrics(
-        records,
+        chosen,
+        every=config.train.validate_every,
         log_dir=workdir / LOG_DIR if chief else None,
         images=config.train.summary_images,
-        caption_fn=lambda m: caption_split(m, source, "val", records, config),
+        caption_fn=caption_fn,
     )
+
+
+def validation_positions(count, cap, seed):
+    """The sorted positions of the per-epoch validation subset: `cap` of `count` images
+    drawn with `seed` (the same every epoch and on resume), or None for all of them."""
+    if cap is None or cap >= count:
+        return None
+    chosen = np.random.default_rng(seed).choice(count, size=int(cap), replace=False)
+    return sorted(int(p) for p in chosen)
 
 
 def _plan_text(train_config, trainer, batches):
@@ -400,6 +429,7 @@ def _check_resume_config(config, workdir):
             "patience",
             "log_every",
             "summary_images",
+            "validate_every",
             "checkpoint_every",
             "max_checkpoints",
         },

@@ -8,6 +8,7 @@ replaced by a space (so "stop—now" is two words), then split on whitespace.
 `tokenize` is the same rules in Python, for vocabulary building and readers.
 """
 
+import re
 import string
 import unicodedata
 
@@ -17,6 +18,7 @@ import tensorflow as tf
 _ASCII_PUNCT_RE2 = r"[!-/:-@\[-`{-~]"
 _OTHER_PUNCT_RE2 = r"[\p{P}\p{S}]"
 _ASCII_PUNCT = str.maketrans("", "", string.punctuation)
+_ASCII_WORD = re.compile("[A-Za-z0-9]")
 
 
 def normalize(text):
@@ -28,6 +30,13 @@ def normalize(text):
 def tokenize(text):
     """Karpathy-style tokens of one caption (Python)."""
     return normalize(text).split()
+
+
+def has_words(text):
+    """Whether `tokenize(text)` has a token, mostly without tokenising: an ASCII letter or
+    digit survives normalisation (NFKC keeps it a letter or digit, lowercasing too, and
+    only punctuation and symbols are removed), so only captions without one are tokenised."""
+    return _ASCII_WORD.search(text) is not None or bool(tokenize(text))
 
 
 def normalize_graph(captions):

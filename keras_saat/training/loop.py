@@ -148,8 +148,9 @@ def train_loop(
         train_config: TrainConfig. epochs, patience, checkpoint_every, max_checkpoints,
             max_nonfinite_steps, log_every.
         workdir: path. Checkpoints go to <workdir>/checkpoints (the chief's).
-        metrics: `keras_saat.callbacks.CaptionMetrics`, the first callback: after every
-            epoch its scores ("bleu_4", 0-1) pick the best model and decide early stopping.
+        metrics: `keras_saat.callbacks.CaptionMetrics`, the first callback: after each
+            epoch it validates (`metrics.due(epoch)`, every `metrics.every` epochs and the
+            last); its scores ("bleu_4", 0-1) pick the best model and decide early stopping.
         save_best: callable(). Saves the current model as the best (called on the chief).
         batch_size: int. Global batch (throughput display).
         chief: bool. This worker writes checkpoints and the history. Defaults to True.
@@ -265,17 +266,17 @@ def end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks):
     epoch = run["epoch"]
     seconds = time.perf_counter() - totals["start"]
     loss, nll = totals["loss"] / max(totals["n"], 1), totals["nll"] / max(totals["n"], 1)
+    validated = metrics.due(epoch)
     hooks.on_epoch_end(epoch, {"loss": loss, "nll": nll})
-    scores = dict(metrics.scores)
-    bleu4 = float(scores["bleu_4"])
-    improved = bleu4 > run["best_score"]
+    scores = dict(metrics.scores) if validated else None
+    improved = validated and float(scores["bleu_4"]) > run["best_score"]
     if improved:
-        run.values["best_score"].assign(bleu4)
+        run.values["best_score"].assign(float(scores["bleu_4"]))
         run.values["best_epoch"].assign(epoch + 1)
         run.values["bad_epochs"].assign(0)
         if run.chief:
             save_best()
-    else:
+    elif validated:  # an epoch between validations is neither better nor worse
         run.values["bad_epochs"].assign_add(1)
     record = {
         "epoch": epoch + 1,
@@ -286,9 +287,10 @@ def end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks):
         "seconds": seconds,
     }
     run.history.append(record)
+    shown = f"val BLEU-4 {100 * float(scores['bleu_4']):.1f}" if validated else "not validated"
     trainer.log(
         f"  epoch {epoch + 1}/{train_config.epochs}: loss {record['loss']:.3f}, "
-        f"nll/word {record['nll']:.3f}, val BLEU-4 {100 * bleu4:.1f}"
+        f"nll/word {record['nll']:.3f}, {shown}"
         f"{' (best)' if improved else ''} ({seconds:.0f}s)"
     )
     run.values["epoch"].assign_add(1)
@@ -296,7 +298,7 @@ def end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks):
     patience = train_config.patience
     if patience and run["bad_epochs"] >= patience and epoch + 1 < train_config.epochs:
         trainer.log(
-            f"  early stop: no better val BLEU-4 for {patience} epochs "
+            f"  early stop: no better val BLEU-4 in {patience} validations "
             f"(best {100 * run['best_score']:.1f} at epoch {run['best_epoch']})"
         )
         run.values["finished"].assign(1)

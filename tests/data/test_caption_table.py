@@ -74,17 +74,41 @@ def test_every_bad_row_is_listed_with_its_file_and_line(folder):
         writer.writerow(("image", "caption", "split"))
         writer.writerows([(*r, "train") if len(r) == 2 else r for r in bad])
     with pytest.raises(KerasSaatError) as err:
-        read_caption_table(path)
+        read_caption_table(path, strict=True)
     message = str(err.value)
-    assert "5 bad rows" in message
+    assert "4 bad rows" in message  # notes.png is not opened here: extraction counts it
     for line, what in [
         (4, "image file not found"),
         (5, "empty caption"),
-        (6, "not a JPEG, PNG, GIF or BMP image"),
         (7, "text that is not UTF-8"),
         (8, "split 'tomorrow' is not train, val or test"),
     ]:
         assert f"bad.csv:{line}: {what}" in message, message
+
+
+def test_missing_images_are_skipped_and_counted_unless_strict(folder):
+    root, rows = folder
+    gone = [(f"photos/gone{i}.png", f"a caption {j}") for i in range(3) for j in range(2)]
+    path = write(root / "c.csv", rows + gone)
+    dataset = read_caption_table(path)
+    assert len(dataset.records) == 12  # the 12 present images, all their captions
+    assert dataset.skips.total == 3  # one per missing image, not per row
+    (line,) = [x for x in dataset.skips.summary() if "missing image file" in x]
+    assert line.startswith("skipped 3 x missing image file (first: ")
+    assert "c.csv:26: " in line and "gone0.png" in line
+    with pytest.raises(KerasSaatError, match="3 bad rows") as err:
+        read_caption_table(path, strict=True)
+    assert "c.csv:26: image file not found" in str(err.value)
+
+
+def test_image_files_are_looked_up_never_opened(folder):
+    """Reading a captions file stats each image once; the bytes are read (and a bad image
+    skipped and counted) only when the features are extracted."""
+    root, rows = folder
+    for file in (root / "photos").iterdir():
+        file.write_bytes(b"not an image header")
+    dataset = read_caption_table(write(root / "c.csv", rows))
+    assert len(dataset.records) == 12 and dataset.skips.total == 0
 
 
 def test_missing_columns_and_unknown_formats_are_named(folder):

@@ -232,3 +232,30 @@ def test_mixed_precision_trains_with_loss_scaling():
     assert losses[-1] < losses[0]
     assert all(v.dtype == "float32" for v in model.trainable_variables)
     assert len(model.generate(features=np.zeros((2, 64, 128), np.float32))) == 2
+
+
+def test_validate_every_validates_some_epochs_and_the_last(tmp_path):
+    model, vocab = tiny_model()
+    trainer = Trainer(model, keras.optimizers.Adam(1e-2), log=lambda m: None)
+    evaluated = []
+    scores = iter([0.30, 0.20, 0.10])
+
+    def scripted():
+        evaluated.append(1)
+        return next(scores)
+
+    metrics = ScriptedScores(scripted)
+    metrics.every = 2
+    result = train_loop(
+        trainer,
+        lambda epoch: batches(vocab, seed=epoch),
+        2,
+        loop_config(epochs=5, patience=2),
+        tmp_path,
+        metrics=metrics,
+        save_best=lambda: None,
+        batch_size=8,
+    )
+    assert len(evaluated) == 3  # epochs 2, 4 and 5 (the last)
+    assert [h["val"] is not None for h in result["history"]] == [0, 1, 0, 1, 1]
+    assert result["best_epoch"] == 2 and result["epochs_run"] == 5

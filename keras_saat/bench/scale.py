@@ -1,0 +1,155 @@
+"""`keras-saat bench --part scale --images N`: the fixed work of a run at COCO's or CC3M's
+shape, on a synthetic dataset of N images.
+
+The shapes: "coco" (5 captions an image, a Zipf vocabulary of 10k words) and "cc3m"
+(1 caption, 30k words), captions of 8-14 words, with a captions file (`data.dataset:
+captions`; each image an empty file, as the reader only stats it) and a feature cache of
+14x14x512 float16 rows. Each phase's wall time, and the process's peak resident memory
+once it is done (a running peak: a phase's own cost is its rise over the phase before):
+
+    read        `read_caption_table` of the captions file
+    vocabulary  `build_vocabulary` (the training captions tokenised once)
+    cache_open  `FeatureCache` of the cache folder and its framing check of every shard
+    token_table the training split's token table (built once a run)
+    epoch       an epoch's fixed work: its dataset with the run's token table, up to the
+                first batch, and the seeded validation subset (`data.val_images`)
+"""
+
+import csv
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+SHAPES = {"coco": {"captions": 5, "words": 10_000}, "cc3m": {"captions": 1, "words": 30_000}}
+
+
+def _peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _zipf_words(rng, vocabulary, count):
+    """`count` word indices drawn from a Zipf law (s = 1) over `vocabulary` words."""
+    weights = 1.0 / np.arange(1, vocabulary + 1)
+    return rng.choice(vocabulary, size=count, p=weights / weights.sum())
+
+
+def write_captions_file(folder, images, shape, seed=0):
+    """A captions CSV of `images` images (train 90 %, val and test 5 % each), its image
+    files empty. Returns its path."""
+    rng = np.random.default_rng(seed)
+    per_image, words = SHAPES[shape]["captions"], SHAPES[shape]["words"]
+    (folder / "images").mkdir(parents=True, exist_ok=True)
+    lengths = rng.integers(8, 15, size=images * per_image)
+    drawn = iter(_zipf_words(rng, words, int(lengths.sum())))
+    path = folder / "captions.csv"
+    with path.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.writer(out)
+        writer.writerow(("image", "caption", "split"))
+        row = 0
+        for i in range(images):
+            name = f"images/{i:08d}.jpg"
+            (folder / name).touch()
+            split = "train" if i % 20 < 18 else ("val" if i % 20 == 18 else "test")
+            for _ in range(per_image):
+                caption = " ".join(f"w{next(drawn)}" for _ in range(lengths[row]))
+                writer.writerow((name, caption, split))
+                row += 1
+    return path
+
+
+def write_cache(folder, records, seed=0, shard_size=1000):
+    """A feature cache of the train split: 14x14x512 float16 rows, in extraction's layout."""
+    import json
+
+    import tensorflow as tf
+
+    from keras_saat.data.feature_cache import INDEX, feature_example
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    row = rng.standard_normal((196, 512)).astype(np.float16)  # one row: the contents do not matter
+    count = len(records)
+    shards = max(1, -(-count // shard_size))
+    entries = []
+    for number in range(shards):
+        name = f"train-{number:05d}-of-{shards:05d}.tfrecord"
+        positions = range(number * shard_size, min(count, (number + 1) * shard_size))
+        with tf.io.TFRecordWriter(str(folder / name)) as writer:
+            for position in positions:
+                writer.write(feature_example(position, row))
+        entries.append({"file": name, "done": True, "written": len(positions), "skipped": []})
+    index = {
+        "version": 1,
+        "grid": [14, 14],
+        "channels": 512,
+        "dtype": "float16",
+        "splits": {"train": {"count": count, "shards": entries}},
+    }
+    (folder / INDEX).write_text(json.dumps(index))
+
+
+def measure_scale(shape, images):
+    """Each phase's wall time and the peak RSS after it, at `shape` with `images` images."""
+    from keras_saat.config import from_dict
+    from keras_saat.data.caption_table import read_caption_table
+    from keras_saat.data.feature_cache import FeatureCache
+    from keras_saat.experiment.preparation import build_vocabulary
+    from keras_saat.experiment.training_run import (
+        batching,
+        epoch_datasets,
+        validation_positions,
+    )
+
+    phases = {}
+
+    def timed(name, work):
+        start = time.perf_counter()
+        value = work()
+        phases[name] = {"seconds": time.perf_counter() - start, "peak_rss_mb": _peak_mb()}
+        return value
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        path = write_captions_file(root, images, shape)
+        cache_dir = root / "cache"
+        phases["start"] = {"seconds": 0.0, "peak_rss_mb": _peak_mb()}
+        dataset = timed("read", lambda: read_caption_table(path))
+        train = dataset.split("train")
+        words = SHAPES[shape]["words"] + 4
+        config = from_dict(
+            {"data": {"vocab_size": words, "batching": "per_image"}, "train": {"batch_size": 64}}
+        )
+        vocabulary = timed(
+            "vocabulary", lambda: build_vocabulary(config.data, dataset, root, log=lambda _: None)
+        )
+        write_cache(cache_dir, train)
+        cache = timed("cache_open", lambda: (c := FeatureCache(cache_dir), c.files("train"))[0])
+        batches = batching(config, train, cache, 1)
+        epoch_dataset = epoch_datasets(config, dataset, vocabulary, cache, batches, None)
+        timed("token_table", lambda: epoch_dataset(0))  # the first epoch builds the table
+
+        def epoch():
+            next(iter(epoch_dataset(1)))
+            validation_positions(len(dataset.split("val")), config.data.val_images, 0)
+
+        timed("epoch", epoch)
+    return {
+        "shape": shape,
+        "images": images,
+        "captions": sum(len(r.captions) for r in dataset.records),
+        "vocabulary": len(vocabulary),
+        "phases": phases,
+    }
+
+
+def scale_line(row):
+    """The log line of one scale row."""
+    phases = ", ".join(
+        f"{name} {p['seconds']:.2f}s/{p['peak_rss_mb']:.0f} MB"
+        for name, p in row["phases"].items()
+        if name != "start"
+    )
+    return f"scale {row['shape']} {row['images']} images ({row['captions']} captions): {phases}"
