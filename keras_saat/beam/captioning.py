@@ -117,11 +117,19 @@ def _to_row(element):
     return key, caption_row(path, caption, float(out["log_prob"]))
 
 
+def _exception_line(exception):
+    """'Type: message' of a dead-letter record's exception (the traceback's last line)."""
+    if isinstance(exception, BaseException):
+        return _one_line(f"{type(exception).__name__}: {exception}")
+    *_, lines = exception
+    return _one_line(lines[-1] if lines else str(exception))
+
+
 def _failed_rows(failure):
-    """A dead-letter record (the batch, the exception) -> one error row per image."""
+    """A dead-letter record (the batch, (type, repr, traceback lines)) -> one error row
+    per image of the batch."""
     batch, exception = failure
-    reason = exception[1] if isinstance(exception, tuple) and len(exception) > 1 else exception
-    error = _one_line(f"the model raised {type(reason).__name__}: {reason}")
+    error = f"the model raised {_exception_line(exception)}"
     items = batch if isinstance(batch, list) else [batch]
     for item in items:
         (key, path), _ = item
