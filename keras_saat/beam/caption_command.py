@@ -23,8 +23,10 @@ UNSUPPORTED = (
 
 def check_caption_run(args):
     """The Beam run's arguments, before TensorFlow loads: apache_beam is installed, the
-    runner is known, --saved-model and --out are given, and the images expand. The
-    runner's name goes to `args.runner`, the image paths to `args.paths`."""
+    runner is known, --saved-model holds a SavedModel, --out is given, Beam has a file
+    system for each location, and the images expand. The runner's name goes to
+    `args.runner`, the SavedModel folder to `args.saved_model`, the image paths to
+    `args.paths`."""
     if not getattr(args, "verbose", False):
         import logging
 
@@ -32,8 +34,10 @@ def check_caption_run(args):
         # go to the root logger; --verbose shows them.
         logging.getLogger().setLevel(logging.ERROR)
     require_beam()
-    from keras_saat.beam.captioning import expand_patterns, is_remote
-    from keras_saat.beam.pipeline_runs import runner_name
+    from apache_beam.io.filesystems import FileSystems
+
+    from keras_saat.beam.captioning import expand_patterns, is_remote, remote_call
+    from keras_saat.beam.pipeline_runs import runner_name, saved_model_folder
 
     args.runner = runner_name(args.runner)
     if not args.saved_model:
@@ -51,6 +55,9 @@ def check_caption_run(args):
     if not is_remote(args.out):
         if Path(args.out).exists() and not Path(args.out).is_dir():
             raise KerasSaatError(f"--out {args.out} is a file; with --runner give a folder")
+    for path in (args.saved_model, args.out):  # gs:// needs apache-beam[gcp]
+        remote_call(path, FileSystems.get_filesystem, path)
+    args.saved_model = saved_model_folder(args.saved_model)
     paths = expand_patterns(args.images)
     local = [p for p in paths if not is_remote(p)]
     missing = [p for p in local if not Path(p).exists()]

@@ -54,9 +54,29 @@ def expand_patterns(patterns):
         if not is_remote(pattern):
             paths += [str(p) for p in find_images([pattern])]
             continue
-        matched = FileSystems.match([pattern])[0].metadata_list
+        matched = remote_call(pattern, FileSystems.match, [pattern])[0].metadata_list
         paths += sorted(m.path for m in matched) or [pattern]
     return paths
+
+
+def remote_call(path, function, *args):
+    """`function(*args)` of Beam's FileSystems on `path`, a refusal as one line.
+
+    Raises:
+        KerasSaatError: no file system for the path's scheme (gs:// needs
+            apache-beam[gcp]), or the file system refused (credentials, bucket).
+    """
+    try:
+        return function(*args)
+    except ValueError:  # the scheme's file system is not installed
+        scheme = str(path).split("://")[0]
+        extra = {"s3": "aws", "azfs": "azure"}.get(scheme, "gcp")
+        raise KerasSaatError(
+            f"{_one_line(path, 200)}: Beam has no file system for {scheme}:// here; "
+            f'pip install "apache-beam[{extra}]"'
+        ) from None
+    except OSError as err:
+        raise KerasSaatError(_one_line(f"{path}: {err}")) from None
 
 
 def read_remote(path, limit=MAX_FILE_BYTES):

@@ -16,7 +16,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from keras_saat.beam.captioning import CaptionKeyedImages
+from keras_saat.beam.captioning import CaptionKeyedImages, remote_call
 from keras_saat.beam.model_handler import SavedModelHandler
 from keras_saat.errors import KerasSaatError
 
@@ -69,7 +69,7 @@ def saved_model_folder(path):
         KerasSaatError: neither holds saved_model.pb.
     """
     path = str(path).rstrip("/")
-    if FileSystems.exists(FileSystems.join(path, "saved_model.pb")):
+    if remote_call(path, FileSystems.exists, FileSystems.join(path, "saved_model.pb")):
         return path
     versions = []
     for found in FileSystems.match([FileSystems.join(path, "*", "saved_model.pb")])[
@@ -99,7 +99,7 @@ def shards(paths, size):
 def written_shards(out):
     """The names of the shards whose output file is in `out`."""
     pattern = FileSystems.join(out, f"{PREFIX}-*.jsonl")
-    found = FileSystems.match([pattern])[0].metadata_list
+    found = remote_call(out, FileSystems.match, [pattern])[0].metadata_list
     return {m.path.rstrip("/").split("/")[-1].removesuffix(".jsonl") for m in found}
 
 

@@ -105,3 +105,25 @@ def test_a_runner_needs_a_saved_model_and_a_saved_model_a_runner(
     argv = ["caption", "--saved-model", str(export_base), str(test_images[0])]
     assert main(argv) == 2
     assert "--saved-model runs in a Beam pipeline: add --runner local" in capsys.readouterr().err
+
+
+def test_a_missing_saved_model_is_one_line(test_images, tmp_path, capsys):
+    argv = ["caption", "--saved-model", str(tmp_path / "nothing"), str(test_images[0])]
+    assert main([*argv, "--out", str(tmp_path / "o"), "--runner", "local"]) == 2
+    assert "no saved_model.pb there nor in a version folder below it" in capsys.readouterr().err
+
+
+def test_a_location_without_its_beam_file_system_is_one_line(export_base, tmp_path, capsys):
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        FileSystems.get_filesystem("gs://bucket/photos")
+        pytest.skip("apache-beam[gcp] is installed here")
+    except ValueError:
+        pass
+    argv = ["caption", "--saved-model", str(export_base), "gs://bucket/photos/*.jpg"]
+    assert main([*argv, "--out", str(tmp_path / "o"), "--runner", "dataflow"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "keras-saat: error: gs://bucket/photos/*.jpg: Beam has no file system for gs:// here; "
+        'pip install "apache-beam[gcp]"'
+    )
