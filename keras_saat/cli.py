@@ -94,8 +94,8 @@ def _command(sub, name, help, examples, **kwargs):
     return parser
 
 
-def _trained_model_arguments(parser, required=True):
-    """--workdir or --preset: where a trained model is."""
+def _trained_model_arguments(parser, required=True, saved_model=False):
+    """--workdir or --preset (or, for a Beam run, --saved-model): where a trained model is."""
     group = parser.add_mutually_exclusive_group(required=required)
     group.add_argument("--workdir", help="a trained workdir (its best model and config)")
     group.add_argument(
@@ -103,6 +103,48 @@ def _trained_model_arguments(parser, required=True):
         metavar="DIR",
         help="a preset folder (Captioner.save_to_preset, or export --format preset)",
     )
+    if saved_model:
+        group.add_argument(
+            "--saved-model",
+            metavar="BASE",
+            help="with --runner: a `keras-saat export` model base or version folder "
+            "(local or gs://)",
+        )
+
+
+def _runner_arguments(parser):
+    """--runner and the Beam run's settings; Beam's own options follow a `--`."""
+    group = parser.add_argument_group(
+        'Apache Beam (pip install "keras-saat[beam]"; Beam\'s own options after `--`)'
+    )
+    group.add_argument(
+        "--runner",
+        metavar="NAME",
+        help="run as a Beam pipeline: local (this machine), direct, prism, dataflow, flink "
+        "or spark; --out is then a folder of shard files",
+    )
+    group.add_argument(
+        "--shard-size",
+        type=_positive_int,
+        default=500,
+        help="with --runner: images per output file, the unit a rerun skips (default 500)",
+    )
+    group.add_argument(
+        "--large-model",
+        action="store_true",
+        help="with --runner: one model copy per machine, shared by its worker processes",
+    )
+    parser.set_defaults(beam_args=[])
+
+
+def split_beam_args(argv):
+    """(keras-saat's arguments, Beam's): Beam's follow the first `--` after --runner."""
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    if not any(a == "--runner" or a.startswith("--runner=") for a in argv[:cut]):
+        return argv, []
+    return argv[:cut], argv[cut + 1 :]
 
 
 def _experiment_arguments(parser, workdir_help, config=True):
@@ -228,9 +270,12 @@ def build_parser():
             "keras-saat caption --workdir runs/shapes_soft photos/ --out captions.jsonl",
             "keras-saat caption --preset presets/shapes_soft 'photos/**/*.jpg' --out captions.csv",
             "keras-saat caption --workdir runs/shapes_soft photos/ --plot attention.png",
+            "keras-saat caption --saved-model models/cap photos/ --out captions/ --runner local",
+            "keras-saat caption --saved-model models/cap photos/ --out captions/ --runner local "
+            "-- --direct_num_workers=2 --direct_running_mode=multi_processing",
         ),
     )
-    _trained_model_arguments(p)
+    _trained_model_arguments(p, saved_model=True)
     p.add_argument(
         "images",
         nargs="+",
@@ -264,6 +309,7 @@ def build_parser():
         help="write the paper's Figure 2 layout: OUT.png for one image, OUT_<image name>.png "
         "for each of several",
     )
+    _runner_arguments(p)
     p.set_defaults(func=cmd_caption, check=check_caption)
 
     p = _command(
@@ -406,7 +452,10 @@ MALLOC_TUNED_COMMANDS = (cmd_train, cmd_demo, cmd_extract_features)
 
 
 def main(argv=None):
+    argv, beam_args = split_beam_args(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(argv)
+    if beam_args:
+        args.beam_args = beam_args
     if not args.verbose:
         quiet_tensorflow_logs()
     from keras_saat.errors import KerasSaatError

@@ -113,9 +113,16 @@ def _overrides(args):
 def check_caption(args):
     """`caption`: the trained model, the images (folders and patterns that match, named
     files that exist), --out and --plot. The image paths go to `args.paths`."""
+    if getattr(args, "runner", None):
+        from keras_saat.beam.caption_command import check_caption_run
+
+        check_caption_run(args)
+        return
     from keras_saat.caption_files import CaptionFile
     from keras_saat.data.image_files import find_images
 
+    if getattr(args, "saved_model", None):
+        raise KerasSaatError("--saved-model runs in a Beam pipeline: add --runner local")
     check_trained(args)
     if args.out:
         CaptionFile.check(args.out, attention=args.attention)
@@ -257,6 +264,11 @@ def _trained(args):
 
 
 def cmd_caption(args):
+    if getattr(args, "runner", None):
+        from keras_saat.beam.caption_command import cmd_caption_run
+
+        cmd_caption_run(args, _log)
+        return
     from keras_saat.models.factories import load_captioner
 
     paths, out = args.paths, None

@@ -26,6 +26,7 @@ LAYERS = [
     ("training and scoring", {"training", "callbacks", "evaluation"}),
     ("serving", {"serving"}),
     ("experiment", {"experiment"}),
+    ("beam pipelines", {"beam"}),
     ("command line", {"cli", "commands", "caption_files", "bench"}),
 ]  # fmt: skip
 

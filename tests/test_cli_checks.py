@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import keras_saat
-from keras_saat.cli import build_parser
+from keras_saat.cli import build_parser, split_beam_args
 from keras_saat.commands import plot_names
 from keras_saat.config import ExperimentConfig, save_config
 from tests.helpers import DEFAULTS
@@ -133,7 +133,8 @@ def test_every_command_has_examples_that_parse():
         examples = [line.strip() for line in command.epilog.splitlines()[1:]]
         assert examples and all(f"{e} ".startswith(f"keras-saat {name} ") for e in examples), name
         for example in examples:
-            args = parser.parse_args(shlex.split(example)[1:])
+            argv, _ = split_beam_args(shlex.split(example)[1:])  # as `main` splits them
+            args = parser.parse_args(argv)
             assert args.command == name
     assert "examples:" in parser.format_help()
 

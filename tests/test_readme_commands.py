@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from keras_saat.cli import build_parser
+from keras_saat.cli import build_parser, split_beam_args
 
 ROOT = Path(__file__).parents[1]
 DOCS = [ROOT / "README.md", ROOT / "export" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -19,11 +19,12 @@ PLACEHOLDER = re.compile(
 
 
 def block_commands():
-    """(doc, line) for each keras-saat line inside a fenced code block."""
+    """(doc, line) for each keras-saat line inside a fenced code block (a line ending in
+    a backslash continues on the next)."""
     found = []
     for doc in DOCS:
         for block in re.findall(r"```\w*\n(.*?)```", doc.read_text(), re.S):
-            for line in block.splitlines():
+            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
                 match = COMMAND.match(line.split("  #")[0].split(" # ")[0])
                 if match:
                     found.append((doc.name, match.group(1).strip()))
@@ -62,6 +63,7 @@ class Refused(Exception):
 
 
 def parse(words):
+    words, _ = split_beam_args(words)  # Beam's own options, after `--` (keras_saat.cli.main)
     parser = build_parser()
 
     def refuse(message):

@@ -1,0 +1,213 @@
+"""CaptionImages: file patterns -> caption rows, as a Beam transform.
+
+Each row has the fields of `keras-saat caption --out` (keras_saat/caption_files.py):
+image, caption, log_prob (5 decimals) and error ("" when captioned; caption and
+log_prob are None when not). Nothing fails a bundle: an unreadable file, an image the
+SavedModel refuses (its `error` output) and a batch the model raises on (Beam's dead
+letter output) each become error rows.
+"""
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
+
+from keras_saat.beam.model_handler import SavedModelHandler
+from keras_saat.data.image_files import MAX_FILE_BYTES, encoded_images, find_images
+from keras_saat.errors import KerasSaatError
+
+
+def caption_row(image, caption=None, log_prob=None, error=""):
+    """One output row, as `CaptionFile.write` writes it.
+
+    Args:
+        image: str. The image's path.
+        caption: str or None.
+        log_prob: float or None. Rounded to 5 decimals.
+        error: str. "" when captioned.
+    """
+    return {
+        "image": str(image),
+        "caption": caption,
+        "log_prob": None if log_prob is None else round(float(log_prob), 5),
+        "error": error,
+    }
+
+
+def is_remote(path):
+    """Whether `path` names a Beam file system other than the local one (gs://, s3://)."""
+    return "://" in str(path)
+
+
+def expand_patterns(patterns):
+    """Image paths (str) from paths, folders and patterns, in a stable order.
+
+    Local arguments expand as `keras-saat caption`'s do (`find_images`: folders
+    recursively, `**` patterns); remote ones through Beam's file systems. A remote
+    pattern with no match is kept, to become one error row.
+
+    Args:
+        patterns: iterable of str.
+    """
+    paths = []
+    for pattern in patterns:
+        pattern = str(pattern)
+        if not is_remote(pattern):
+            paths += [str(p) for p in find_images([pattern])]
+            continue
+        matched = remote_call(pattern, FileSystems.match, [pattern])[0].metadata_list
+        paths += sorted(m.path for m in matched) or [pattern]
+    return paths
+
+
+def remote_call(path, function, *args):
+    """`function(*args)` of Beam's FileSystems on `path`, a refusal as one line.
+
+    Raises:
+        KerasSaatError: no file system for the path's scheme (gs:// needs
+            apache-beam[gcp]), or the file system refused (credentials, bucket).
+    """
+    try:
+        return function(*args)
+    except ValueError:  # the scheme's file system is not installed
+        scheme = str(path).split("://")[0]
+        extra = {"s3": "aws", "azfs": "azure"}.get(scheme, "gcp")
+        raise KerasSaatError(
+            f"{_one_line(path, 200)}: Beam has no file system for {scheme}:// here; "
+            f'pip install "apache-beam[{extra}]"'
+        ) from None
+    except OSError as err:
+        raise KerasSaatError(_one_line(f"{path}: {err}")) from None
+
+
+def read_remote(path, limit=MAX_FILE_BYTES):
+    """The bytes of a file on a Beam file system, at most `limit` of them.
+
+    Raises:
+        ValueError: the file is longer than `limit`.
+    """
+    with FileSystems.open(path, compression_type="uncompressed") as stream:
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(
+            f"the file is more than {limit} bytes, over the {limit // (1 << 20)} MiB read "
+            "from one image file; give a smaller image"
+        )
+    return data
+
+
+def _match(pattern):
+    """One argument's paths; one that matches nothing is kept (its error row)."""
+    try:
+        return expand_patterns([pattern])
+    except KerasSaatError:  # a folder with no images: its row says so
+        return [pattern]
+
+
+class _ReadImage(beam.DoFn):
+    """(key, path) -> ((key, path), bytes), or an error row on the "unread" output."""
+
+    def process(self, element):
+        key, path = element
+        if is_remote(path):
+            try:
+                data, error = read_remote(path), ""
+            except Exception as err:  # any file system's failure is this image's row
+                data, error = b"", _one_line(f"cannot read the file: {err}")
+        else:
+            _, data, error = next(encoded_images([path]))
+        if error:
+            yield beam.pvalue.TaggedOutput("unread", (key, caption_row(path, error=error)))
+        else:
+            yield (key, path), data
+
+
+def _one_line(text, limit=300):
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _to_row(element):
+    (key, path), result = element
+    out = result.inference
+    error = out["error"].decode("utf-8", "replace") if isinstance(out["error"], bytes) else ""
+    if not bool(out["valid"]):
+        return key, caption_row(path, error=error or "the model refused the image")
+    caption = out["caption"]
+    caption = caption.decode("utf-8", "replace") if isinstance(caption, bytes) else str(caption)
+    return key, caption_row(path, caption, float(out["log_prob"]))
+
+
+def _exception_line(exception):
+    """'Type: message' of a dead-letter record's exception (the traceback's last line)."""
+    if isinstance(exception, BaseException):
+        return _one_line(f"{type(exception).__name__}: {exception}")
+    *_, lines = exception
+    return _one_line(lines[-1] if lines else str(exception))
+
+
+def _failed_rows(failure):
+    """A dead-letter record (the batch, (type, repr, traceback lines)) -> one error row
+    per image of the batch."""
+    batch, exception = failure
+    error = f"the model raised {_exception_line(exception)}"
+    items = batch if isinstance(batch, list) else [batch]
+    for item in items:
+        (key, path), _ = item
+        yield key, caption_row(path, error=error)
+
+
+class CaptionKeyedImages(beam.PTransform):
+    """(key, image path) pairs -> (key, row) pairs; the key travels with its image.
+
+    Args:
+        handler: SavedModelHandler, or the SavedModel folder (str) to build one.
+        batch_size: int. With a folder: images per model call. Defaults to 32.
+        large_model: bool. With a folder: one model copy per machine. Defaults to False.
+    """
+
+    def __init__(self, handler, batch_size=32, large_model=False):
+        super().__init__()
+        if not isinstance(handler, SavedModelHandler):
+            handler = SavedModelHandler(handler, batch_size=batch_size, large_model=large_model)
+        self._handler = handler
+
+    def expand(self, pairs):
+        read = pairs | "Read" >> beam.ParDo(_ReadImage()).with_outputs("unread", main="images")
+        results, dead = (
+            read.images
+            | "Caption" >> RunInference(KeyedModelHandler(self._handler)).with_exception_handling()
+        )
+        rows = results | "Rows" >> beam.Map(_to_row)
+        failed = dead.failed_inferences | "FailedRows" >> beam.FlatMap(_failed_rows)
+        return (rows, failed, read.unread) | "AllRows" >> beam.Flatten()
+
+
+class CaptionImages(beam.PTransform):
+    """File patterns (str) -> caption rows (dict), one per image.
+
+    Paths, folders and patterns expand as in `keras-saat caption` (remote ones through
+    Beam's file systems), and the images are spread over the workers (a Reshuffle:
+    without it one worker would read every match of a pattern).
+
+    Args:
+        handler: SavedModelHandler, or the SavedModel folder (str) to build one.
+        batch_size: int. With a folder: images per model call. Defaults to 32.
+        large_model: bool. With a folder: one model copy per machine. Defaults to False.
+    """
+
+    def __init__(self, handler, batch_size=32, large_model=False):
+        super().__init__()
+        self._caption = CaptionKeyedImages(handler, batch_size, large_model)
+
+    def expand(self, patterns):
+        return (
+            patterns
+            | "Match" >> beam.FlatMap(_match)
+            | "Spread" >> beam.Reshuffle()
+            | "Key" >> beam.Map(lambda path: (None, path))
+            | "CaptionKeyed" >> self._caption
+            | "Unkey" >> beam.Values()
+        )
+
+
+__all__ = ["CaptionImages", "CaptionKeyedImages", "caption_row", "expand_patterns"]

@@ -1,0 +1,129 @@
+"""`keras-saat caption --runner`: rows as `caption --out` writes them, in shards a rerun skips."""
+
+import json
+import os
+
+import pytest
+
+pytest.importorskip("apache_beam")
+
+from keras_saat.cli import main  # noqa: E402
+
+
+def shard_rows(out):
+    """{image: row} over every shard file in `out`."""
+    rows = {}
+    for shard in sorted(out.glob("captions-*.jsonl")):
+        for line in shard.read_text().splitlines():
+            row = json.loads(line)
+            rows[row["image"]] = row
+    return rows
+
+
+def runner_argv(base, images, out, *extra):
+    return ["caption", "--saved-model", str(base), *map(str, images), "--out", str(out),
+            "--runner", "local", "--shard-size", "2", *extra]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_rows_equal_caption_out_and_a_rerun_redoes_only_missing_shards(
+    export_base, trained_workdir, test_images, tmp_path, capsys
+):
+    single = tmp_path / "single.jsonl"
+    argv = ["caption", "--workdir", str(trained_workdir), *map(str, test_images)]
+    assert main([*argv, "--out", str(single)]) == 0
+    expected = {
+        json.loads(line)["image"]: json.loads(line) for line in single.read_text().splitlines()
+    }
+
+    out = tmp_path / "captions"
+    assert main(runner_argv(export_base, test_images, out)) == 0
+    shards = sorted(out.glob("captions-*.jsonl"))
+    assert len(shards) == 2  # 3 images, 2 a shard
+    rows = shard_rows(out)
+    assert sorted(rows) == sorted(expected)
+    for image, row in rows.items():
+        assert (row["caption"], row["error"]) == (expected[image]["caption"], "")
+        assert row["log_prob"] == pytest.approx(expected[image]["log_prob"], abs=1e-3)
+
+    kept, redone = shards
+    kept_stamp, redone_text = os.stat(kept).st_mtime_ns, redone.read_text()
+    redone.unlink()
+    capsys.readouterr()
+    assert main(runner_argv(export_base, test_images, out)) == 0
+    assert "1 of 2 shards already written, skipping them" in capsys.readouterr().out
+    assert os.stat(kept).st_mtime_ns == kept_stamp
+    assert redone.read_text() == redone_text
+
+
+@pytest.mark.slow
+def test_two_worker_processes_write_the_same_rows(export_base, test_images, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert main(runner_argv(export_base, test_images, one)) == 0
+    processes = ["--", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+    assert main(runner_argv(export_base, test_images, two, *processes)) == 0
+    rows, expected = shard_rows(two), shard_rows(one)
+    assert sorted(rows) == sorted(expected)
+    for image, row in rows.items():  # batches split differently: the last digit may differ
+        assert (row["caption"], row["error"]) == (expected[image]["caption"], "")
+        assert row["log_prob"] == pytest.approx(expected[image]["log_prob"], abs=1e-4)
+
+
+def test_an_unreadable_image_is_an_error_row_and_exit_status_2(
+    export_base, test_images, tmp_path, capsys
+):
+    corrupt = tmp_path / "corrupt.jpg"
+    corrupt.write_bytes(b"\xff\xd8\xff garbage")
+    out = tmp_path / "captions"
+    assert main(runner_argv(export_base, [corrupt, *test_images], out)) == 2
+    rows = shard_rows(out)
+    assert rows[str(corrupt)]["caption"] is None and rows[str(corrupt)]["error"]
+    assert all(rows[str(p)]["error"] == "" for p in test_images)
+    assert "1 of 4 images could not be captioned" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--runner", "mars"], "--runner mars: not a Beam runner here; give one of local,"),
+        (["--runner", "local", "--attention"], "--attention is not available with --runner"),
+        (["--runner", "local", "--beam-size", "2"], "--beam-size is not available with --runner"),
+    ],
+)
+def test_runner_mistakes_are_one_line(export_base, test_images, tmp_path, capsys, extra, message):
+    argv = ["caption", "--saved-model", str(export_base), str(test_images[0])]
+    assert main([*argv, "--out", str(tmp_path / "o"), *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_runner_needs_a_saved_model_and_a_saved_model_a_runner(
+    trained_workdir, export_base, test_images, tmp_path, capsys
+):
+    argv = ["caption", "--workdir", str(trained_workdir), str(test_images[0])]
+    assert main([*argv, "--out", str(tmp_path / "o"), "--runner", "local"]) == 2
+    assert "give --saved-model BASE" in capsys.readouterr().err
+    argv = ["caption", "--saved-model", str(export_base), str(test_images[0])]
+    assert main(argv) == 2
+    assert "--saved-model runs in a Beam pipeline: add --runner local" in capsys.readouterr().err
+
+
+def test_a_missing_saved_model_is_one_line(test_images, tmp_path, capsys):
+    argv = ["caption", "--saved-model", str(tmp_path / "nothing"), str(test_images[0])]
+    assert main([*argv, "--out", str(tmp_path / "o"), "--runner", "local"]) == 2
+    assert "no saved_model.pb there nor in a version folder below it" in capsys.readouterr().err
+
+
+def test_a_location_without_its_beam_file_system_is_one_line(export_base, tmp_path, capsys):
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        FileSystems.get_filesystem("gs://bucket/photos")
+        pytest.skip("apache-beam[gcp] is installed here")
+    except ValueError:
+        pass
+    argv = ["caption", "--saved-model", str(export_base), "gs://bucket/photos/*.jpg"]
+    assert main([*argv, "--out", str(tmp_path / "o"), "--runner", "dataflow"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "keras-saat: error: gs://bucket/photos/*.jpg: Beam has no file system for gs:// here; "
+        'pip install "apache-beam[gcp]"'
+    )
