@@ -458,7 +458,7 @@ def main(argv=None):
         args.beam_args = beam_args
     if not args.verbose:
         quiet_tensorflow_logs()
-    from keras_saat.errors import KerasSaatError
+    from keras_saat.errors import KerasSaatError, out_of_memory
 
     try:
         if args.func in MALLOC_TUNED_COMMANDS:
@@ -480,16 +480,9 @@ def main(argv=None):
         print("keras-saat: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # out of memory, from Python or TensorFlow's allocator
-        if not isinstance(err, MemoryError) and type(err).__name__ != "ResourceExhaustedError":
+        if not out_of_memory(err) or args.verbose:
             raise
-        print(
-            f"keras-saat: error: out of memory ({type(err).__name__}): the settings ask for "
-            "more memory than this machine has; lower the batch size, the model's sizes or "
-            "data.shuffle_buffer (--verbose shows the traceback)",
-            file=sys.stderr,
-        )
-        if args.verbose:
-            raise
+        print(f"keras-saat: error: {out_of_memory(err)}", file=sys.stderr)
         return 1
     return 0
 

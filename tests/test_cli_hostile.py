@@ -277,3 +277,15 @@ def test_extraction_skips_a_dataset_image_over_the_file_limit(shapes_dir, tmp_pa
         headroom_mb=3072,
     )
     assert out.startswith("39 ") and "image file over 64 MiB" in out and big.name in out
+
+
+def test_running_out_of_memory_is_named_in_one_line():
+    import tensorflow as tf
+
+    from keras_saat.errors import out_of_memory
+
+    for err in (MemoryError(), tf.errors.ResourceExhaustedError(None, None, "OOM")):
+        message = out_of_memory(err)
+        assert message.startswith("out of memory (") and "batch size" in message
+        assert "\n" not in message
+    assert out_of_memory(ValueError("no")) == ""
