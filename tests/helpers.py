@@ -243,6 +243,17 @@ BAD = {
 }
 
 
+def cap_address_space(headroom):
+    """One line of Python that caps the process running it (RLIMIT_AS) at the address
+    space it has held so far plus `headroom` bytes: put it after the imports and warm-up
+    of a child process, so an allocation of gigabytes fails instead of being made."""
+    return (
+        "import resource; _cap = int(open('/proc/self/status').read().split('VmPeak:')[1]"
+        f".split()[0]) * 1024 + {int(headroom)}; "
+        "resource.setrlimit(resource.RLIMIT_AS, (_cap, _cap))"
+    )
+
+
 def run_capped_cases(names, warm="", headroom_mb=1024, timeout=120):
     """Runs the hostile cases `names` (keras_saat.bench.hostile), one after the other, in a
     child process whose address space is capped at what it holds after `warm` (code run
@@ -262,9 +273,7 @@ def run_capped_cases(names, warm="", headroom_mb=1024, timeout=120):
         from keras_saat.bench.hostile import hostile_cases
         {warm}
         cases = {{c.name: c for c in hostile_cases()}}
-        peak = int(open("/proc/self/status").read().split("VmPeak:")[1].split()[0]) * 1024
-        cap = peak + {headroom_mb} * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        {cap_address_space(headroom_mb * 1024 * 1024)}
         for name in {list(names)!r}:
             with tempfile.TemporaryDirectory() as scratch:
                 answer = cases[name].run(Path(scratch))

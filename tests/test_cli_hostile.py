@@ -28,7 +28,7 @@ from keras_saat.config import ExperimentConfig, load_config, save_config
 from keras_saat.config_ranges import RANGES
 from keras_saat.errors import KerasSaatError
 from keras_saat.workdir import CONFIG_FILE
-from tests.helpers import ROOT, small_model
+from tests.helpers import ROOT, cap_address_space, small_model
 
 HEADROOM_MB = 512  # address space over what the child holds after its imports
 TIME_LIMIT_S = 120  # the unbounded code needs minutes, or never ends (a FIFO)
@@ -38,11 +38,8 @@ def run_capped(setup, body, headroom_mb=HEADROOM_MB):
     """Runs `setup` (imports), caps the address space, runs `body`; returns its stdout."""
     script = "\n".join(
         [
-            "import resource",
             textwrap.dedent(setup),
-            "vm = int(open('/proc/self/status').read().split('VmSize:')[1].split()[0]) * 1024",
-            f"cap = vm + {headroom_mb} * 1024 * 1024",
-            "resource.setrlimit(resource.RLIMIT_AS, (cap, cap))",
+            cap_address_space(headroom_mb * 1024 * 1024),
             textwrap.dedent(body),
         ]
     )
@@ -62,6 +59,19 @@ def run_capped(setup, body, headroom_mb=HEADROOM_MB):
         pytest.fail(f"did not finish within {TIME_LIMIT_S} s")
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+def config_error_capped(path):
+    """The one-line error `load_config(path)` gives, in a capped child."""
+    return run_capped(
+        "from keras_saat.config import load_config\nfrom keras_saat.errors import KerasSaatError",
+        f"""
+        try:
+            load_config({str(path)!r})
+        except KerasSaatError as err:
+            print(err)
+        """,
+    )
 
 
 def test_special_files_named_like_images_are_error_rows_and_the_image_is_read(tmp_path):
@@ -114,15 +124,7 @@ def test_an_empty_folder_alone_is_still_a_command_error(tmp_path):
 def test_yaml_bombs_are_one_line_errors(tmp_path, text, error):
     path = tmp_path / "config.yaml"
     path.write_text(text)
-    out = run_capped(
-        "from keras_saat.config import load_config\nfrom keras_saat.errors import KerasSaatError",
-        f"""
-        try:
-            load_config({str(path)!r})
-        except KerasSaatError as err:
-            print(err)
-        """,
-    )
+    out = config_error_capped(path)
     assert out.strip() == f"config file {path} is not valid YAML: {error}"
 
 
@@ -136,15 +138,7 @@ def test_a_sparse_8gb_config_file_is_refused_unread(tmp_path):
     path = tmp_path / "config.yaml"
     with open(path, "wb") as file:
         file.truncate(8 * 1024**3)
-    out = run_capped(
-        "from keras_saat.config import load_config\nfrom keras_saat.errors import KerasSaatError",
-        f"""
-        try:
-            load_config({str(path)!r})
-        except KerasSaatError as err:
-            print(err)
-        """,
-    )
+    out = config_error_capped(path)
     assert out.strip() == f"config file {path} is over 1024 KiB; a config is a few lines"
 
 

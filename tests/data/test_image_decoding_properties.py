@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from tests.helpers import ROOT, forged_bmp, forged_gif, forged_jpeg, forged_png
+from tests.helpers import ROOT, cap_address_space, forged_bmp, forged_gif, forged_jpeg, forged_png
 
 SIZE = 32
 MAX_PIXELS = 4_000_000
@@ -35,8 +35,7 @@ WORKER = textwrap.dedent(
     from keras_saat.data.images import decode_images
     decode = tf.function(lambda data: decode_images(data, {SIZE}, "crop", {MAX_PIXELS}))
     decode(tf.constant([b"x"]))
-    peak = int(open("/proc/self/status").read().split("VmPeak:")[1].split()[0]) * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (peak + {HEADROOM}, peak + {HEADROOM}))
+    {cap_address_space(HEADROOM)}
     print("ready", flush=True)
     stdin = sys.stdin.buffer
     while True:

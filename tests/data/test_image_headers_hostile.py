@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 
 from keras_saat.bench import crafted_images
-from tests.helpers import ROOT, encode
+from tests.helpers import ROOT, cap_address_space, encode
 
 SIZE = 32
 HEADROOM = 640 * 1024 * 1024  # bytes of address space over what TensorFlow needs at rest
@@ -32,8 +32,7 @@ WORKER = textwrap.dedent(
     from keras_saat.data.images import decode_images
     decode = tf.function(lambda data: decode_images(data, {SIZE}))
     decode(tf.constant([b"x"]))
-    peak = int(open("/proc/self/status").read().split("VmPeak:")[1].split()[0]) * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (peak + {HEADROOM}, peak + {HEADROOM}))
+    {cap_address_space(HEADROOM)}
     print("ready", flush=True)
     for path in sys.stdin:
         _, valid, error = decode(tf.io.read_file(path.strip())[None])

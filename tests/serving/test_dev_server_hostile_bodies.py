@@ -30,7 +30,7 @@ from keras_saat.bench.crafted_requests import (
     string_tensor_request,
 )
 from keras_saat.serving.request_checks import MAX_JSON_VALUES
-from tests.helpers import ROOT
+from tests.helpers import ROOT, cap_address_space
 
 HEADROOM = 640 * MB  # address space over what the process holds at rest
 
@@ -146,8 +146,7 @@ CAPPED = textwrap.dedent(
     from keras_saat.bench.hostile import hostile_cases
     cases = {{case.name: case for case in hostile_cases()}}
     cases["baseline"].run(None)
-    peak = int(open("/proc/self/status").read().split("VmPeak:")[1].split()[0]) * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (peak + {HEADROOM}, peak + {HEADROOM}))
+    {cap_address_space(HEADROOM)}
     for name in sys.argv[1:]:
         print(name, "->", cases[name].run(None)[:200], flush=True)
     """
@@ -218,8 +217,7 @@ SERVER = textwrap.dedent(
     from keras_saat.serving import DevServer
     server = DevServer(sys.argv[1], "cap", port=0, grpc_port=0, log=lambda *_: None,
                        max_inflight=1, read_timeout=30).start()
-    peak = int(open("/proc/self/status").read().split("VmPeak:")[1].split()[0]) * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (peak + {HEADROOM}, peak + {HEADROOM}))
+    {cap_address_space(HEADROOM)}
     print(server.port, server.grpc_port, flush=True)
     sys.stdin.read()
     """
