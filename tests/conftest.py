@@ -36,6 +36,20 @@ def full_float32():
     yield
 
 
+@pytest.fixture(autouse=True)
+def xla_settings_stay_in_their_test():
+    """A training run in this process writes TF_XLA_FLAGS / XLA_FLAGS (its compilation
+    cache, the GPU compiler defaults); the child processes of later tests must not
+    inherit them."""
+    saved = {k: os.environ.get(k) for k in ("TF_XLA_FLAGS", "XLA_FLAGS")}
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 @pytest.fixture
 def tf32():
     """TensorFlow's default: TF32 tensor-core matmuls where the GPU has them."""

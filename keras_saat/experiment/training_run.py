@@ -136,8 +136,8 @@ def _train(config, workdir, log, callbacks):
 def start_runtime(train_config, workdir):
     """The settings TensorFlow reads when it starts, then the distribution strategy.
 
-    Returns a dict: strategy, chief, replicas, precision and cached (whether the XLA
-    compilation cache is on).
+    Returns a dict: strategy, chief, replicas, precision and cached (the XLA
+    compilation cache's directory, None when off).
     """
     # Before any TensorFlow work: TensorFlow reads the cache setting when it starts.
     cached = train_config.compilation_cache and enable_compilation_cache(workdir / XLA_CACHE_DIR)
@@ -254,7 +254,7 @@ def build_trainer(train_config, model, steps, runtime, workdir, log=print, resid
     )
     if trainer.jit_compile and train_config.compilation_cache:
         log(
-            f"XLA compilation cache: {workdir / XLA_CACHE_DIR} (a resumed or repeated run "
+            f"XLA compilation cache: {runtime['cached']} (a resumed or repeated run "
             "loads the compiled steps)"
             if runtime["cached"]
             else "XLA compilation cache off: TensorFlow was running before train() (set "

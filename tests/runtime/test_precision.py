@@ -1,6 +1,7 @@
 """Precision: the auto rule, bfloat16 training against float32, float32 files, TF32, the
 XLA compilation cache."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -152,19 +153,22 @@ def test_the_compilation_cache_is_written_once_and_read_by_a_second_process(tmp_
         del os.environ["XLA_FLAGS"]
         assert set_xla_defaults()
         assert os.environ["XLA_FLAGS"] == "--xla_gpu_enable_triton_gemm=false"
-        assert enable_compilation_cache({str(tmp_path / "cache")!r})
+        assert enable_compilation_cache({str(tmp_path / "cache")!r}).name == "cache"
         f = tf.function(lambda a: tf.nn.relu(a @ a) + 1.0, jit_compile=True)
         print(float(tf.reduce_sum(f(tf.ones([8, 8])))))
         assert tensorflow_started()
-        assert not enable_compilation_cache({str(tmp_path / "other")!r})  # too late now
+        assert enable_compilation_cache({str(tmp_path / "other")!r}) is None  # too late now
         assert not set_xla_defaults()
         """
     )
+    # The children start from the user's environment without XLA settings: the suite's
+    # own process may have set TF_XLA_FLAGS for an earlier in-process training run.
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_XLA_FLAGS", "XLA_FLAGS")}
     outputs = []
     entries = []
     for _ in range(2):
         done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
         )
         assert done.returncode == 0, done.stderr[-2000:]
         outputs.append(done.stdout.split()[-1])
@@ -173,6 +177,32 @@ def test_the_compilation_cache_is_written_once_and_read_by_a_second_process(tmp_
     assert len(entries[0]) == 1 and entries[0][0].startswith("xla_compile_cache")
     assert entries[1] == entries[0]
     assert not (tmp_path / "other").exists()
+
+
+def test_the_cache_setting_honours_the_users_flag_and_replaces_only_its_own(tmp_path):
+    """A second run in one process moves the cache to its own workdir; a directory the
+    user named in TF_XLA_FLAGS is kept and reported."""
+    code = textwrap.dedent(
+        f"""
+        import os
+        from keras_saat.runtime.xla import enable_compilation_cache
+        first = enable_compilation_cache({str(tmp_path / "a")!r})
+        second = enable_compilation_cache({str(tmp_path / "b")!r})
+        print(first.name, second.name, os.environ["TF_XLA_FLAGS"].count("cache_directory"))
+        os.environ["TF_XLA_FLAGS"] = "--tf_xla_persistent_cache_directory=/mine --x=1"
+        print(enable_compilation_cache({str(tmp_path / "c")!r}), os.environ["TF_XLA_FLAGS"])
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == [
+        "a b 1",
+        "/mine --tf_xla_persistent_cache_directory=/mine --x=1",
+    ]
+    assert not (tmp_path / "c").exists()
 
 
 def test_batching_settings_are_checked():
