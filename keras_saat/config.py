@@ -109,15 +109,18 @@ class DataConfig:
     # captions on the device, and the squeeze layer runs once per image. Every caption
     # is still trained on once per epoch. per_image keeps a GPU fed (`keras-saat bench
     # --part input`); a batch holds train.batch_size // (captions an image) images.
-    batching: str = "per_caption"
+    # "auto": per_image where the train split's features stream from the cache (they do
+    # not fit data.resident_budget, or resident_features is false) and captions are not
+    # bucketed, else per_caption.
+    batching: str = "auto"
     # Hold the train split's cached features in the training device's memory, so each step
     # receives only int32 image indices and tokens and gathers the rows on the device
     # (the same batches, order and weights as streaming them from the cache). true, false
     # (stream the cache through tf.data), or "auto": resident when the split fits
     # resident_budget. Not with a training backbone (no cache).
     resident_features: bool | str = "auto"
-    # The share of the device's memory (a GPU's, or the host's on a CPU) the resident
-    # features may take, in (0, 1].
+    # The share of the device's free memory (a GPU's, or the host's available memory on
+    # a CPU, measured when training starts) the resident features may take, in (0, 1].
     resident_budget: float = 0.5
     # Vocabulary size including the 4 special tokens (the top words by count are kept).
     vocab_size: int = 10000
@@ -292,7 +295,7 @@ _CHOICES = {
     ("export", "resize"): ("", "crop", "pad", "stretch"),
     ("export", "quantize"): ("none", "float16", "int8"),
     ("data", "cache_dtype"): ("float16", "float32"),
-    ("data", "batching"): ("per_caption", "per_image"),
+    ("data", "batching"): ("auto", "per_caption", "per_image"),
     ("data", "resident_features"): (True, False, "auto"),
     ("train", "optimizer"): ("adam", "rmsprop"),
     ("train", "lr_schedule"): ("constant", "cosine", "exponential"),

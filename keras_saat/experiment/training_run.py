@@ -86,8 +86,8 @@ def _train(config, workdir, log, callbacks):
     vocabulary = build_vocabulary(config.data, dataset, workdir, log)
     model = build_model(config, dataset, vocabulary, runtime, workdir, log)
     source = feature_source(config, model, dataset, workdir, log)
-    batches = batching(config, dataset.split("train"), source, runtime["replicas"])
     resident = resident_features(config, source, model, runtime, log)
+    batches = batching(config, dataset.split("train"), source, runtime["replicas"], resident)
     trainer = build_trainer(
         config.train, model, batches["steps"], runtime, workdir, log, resident=resident
     )
@@ -214,11 +214,12 @@ def resident_features(config, source, model, runtime, log=print):
         return None
     dtype = resident_dtype(source.index["dtype"], model.compute_dtype)
     need = resident_bytes(source, "train", dtype)
-    device, memory = device_memory()
-    budget = budget_share * memory
+    device, total, free = device_memory()
+    budget = budget_share * free
     sizes = (
         f"{need / 2**30:.2f} GiB of the {budget / 2**30:.1f} GiB budget "
-        f"({budget_share} of the {memory / 2**30:.1f} GiB of {device})"
+        f"({budget_share} of the {free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB "
+        f"on {device})"
     )
     if need > budget:
         if setting is True:
@@ -275,7 +276,7 @@ def epoch_datasets(config, dataset, vocabulary, source, batches, image_size):
         seed = train_config.seed * 1009 + epoch
         if not tokens:
             tokens.append(token_table(records, vocabulary, data.max_length))
-        if data.batching == "per_image":
+        if batches["mode"] == "per_image":
             return image_group_dataset(
                 source,
                 "train",
@@ -359,13 +360,25 @@ def _cpu_kernels_text():
     return ", oneDNN CPU kernels" if onednn_enabled() else ", TensorFlow's own CPU kernels"
 
 
-def batching(config, records, source, replicas):
+def batching_mode(data, source, resident=None):
+    """`data.batching` with "auto" resolved: per_image where the features stream from the
+    cache (each image's features read and shuffled once, not once per caption), else
+    per_caption."""
+    if data.batching != "auto":
+        return data.batching
+    streamed = resident is None and source != "images"
+    return "per_image" if streamed and not data.bucket_by_length else "per_caption"
+
+
+def batching(config, records, source, replicas, resident=None):
     """Steps per epoch and batch shape of `data.batching` (the train split's `records`;
-    images the cache could not read are left out)."""
+    images the cache could not read are left out; `resident` the ResidentFeatures the run
+    holds, or None where the features stream)."""
     batch_size, data = config.train.batch_size, config.data
     unreadable = {p for p, _ in source.skipped("train")} if source != "images" else set()
     captions = sum(len(r.captions) for p, r in enumerate(records) if p not in unreadable)
-    if data.batching == "per_image":
+    mode = batching_mode(data, source, resident)
+    if mode == "per_image":
         if data.bucket_by_length:
             raise KerasSaatError(
                 "data.bucket_by_length batches captions by length, which per-image batches "
@@ -375,6 +388,7 @@ def batching(config, records, source, replicas):
         images_per_batch = max(batch_size // per_image, 1)
         groups = image_group_count(records, per_image, unreadable)
         result = {
+            "mode": "per_image",
             "steps": groups // images_per_batch,
             "per_image": per_image,
             "images_per_batch": images_per_batch,
@@ -385,12 +399,15 @@ def batching(config, records, source, replicas):
         }
     else:
         result = {
+            "mode": "per_caption",
             "steps": captions // batch_size,
             "captions_per_batch": batch_size,
             "text": f"batch {batch_size}",
             "units": batch_size,
             "captions": captions,
         }
+    if data.batching == "auto" and mode == "per_image":
+        result["text"] += " (data.batching auto: the features stream from the cache)"
     if result["steps"] == 0:
         raise KerasSaatError(
             f"only {captions} training captions for a batch size of {batch_size} ({result['text']})"

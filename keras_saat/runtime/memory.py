@@ -62,11 +62,25 @@ def malloc_tuned():
     return _state["tuned"] or all(os.environ.get(k) == v for k, v in ENVIRONMENT.items())
 
 
+def _host_available():
+    """The host's available memory (the kernel's MemAvailable: free pages plus caches it
+    can drop), or its free pages where /proc/meminfo is not there."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
 def device_memory():
-    """(device, bytes): the memory of the device that trains.
+    """(device, total bytes, free bytes): the memory of the device that trains.
 
     The first GPU's memory as TensorFlow's allocator holds it (a virtual device's limit
-    included), or the host's physical memory where no GPU is visible.
+    included) less what this process has allocated on it, or the host's physical memory
+    and what the kernel reports available where no GPU is visible.
     """
     import tensorflow as tf
 
@@ -75,5 +89,8 @@ def device_memory():
 
         for device in device_lib.list_local_devices():
             if device.device_type == "GPU":
-                return device.name.replace("/device:", ""), int(device.memory_limit)
-    return "CPU", os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+                name, total = device.name.replace("/device:", ""), int(device.memory_limit)
+                used = tf.config.experimental.get_memory_info(name)["current"]
+                return name, total, max(total - used, 0)
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return "CPU", total, min(_host_available(), total)

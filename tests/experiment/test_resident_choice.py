@@ -9,7 +9,8 @@ from keras_saat.bench.pipelines import write_synthetic_cache
 from keras_saat.config import from_dict
 from keras_saat.data.feature_cache import FeatureCache
 from keras_saat.errors import KerasSaatError
-from keras_saat.experiment.training_run import resident_features
+from keras_saat.experiment.training_run import batching_mode, resident_features
+from keras_saat.runtime.memory import device_memory
 from keras_saat.runtime.precision import dtype_policy
 
 
@@ -66,3 +67,24 @@ def test_the_budget_is_a_share(cache, budget):
         KerasSaatError, match=r"resident_budget: .* out of range; give a number over 0.0 up to 1.0"
     ):
         choose(cache, resident_budget=budget)
+
+
+def test_the_budget_is_a_share_of_the_free_memory(cache):
+    device, total, free = device_memory()
+    assert device == "CPU" and 0 < free <= total
+    share = 0.5 * cache.count("train") * 16 * 8 * 2 / free  # the split (float16) is 2x it
+    chosen, lines = choose(cache, resident_budget=share)
+    assert chosen is None and "GiB free of" in lines[0]
+    assert choose(cache, resident_budget=4 * share)[0] is not None
+
+
+def test_auto_batching_goes_per_image_where_the_features_stream(cache):
+    def mode(resident, **data):
+        return batching_mode(from_dict({"data": data}).data, cache, resident)
+
+    resident = object()
+    assert mode(None) == "per_image" and mode(resident) == "per_caption"
+    assert mode(None, bucket_by_length=True) == "per_caption"  # buckets are per caption
+    assert mode(None, batching="per_caption") == "per_caption"
+    assert mode(resident, batching="per_image") == "per_image"
+    assert batching_mode(from_dict({}).data, "images") == "per_caption"  # a training backbone

@@ -173,6 +173,7 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path, shapes_dir):
         shapes_dir, epochs=2, checkpoint_every=4, deterministic=True, summary_images=0
     )
     config["model"].update(attention="hard", dropout=0.3)
+    config["data"]["batching"] = "per_caption"  # auto would batch streamed features per image
     streamed = json.dumps({**config, "data": {**config["data"], "resident_features": False}})
     resident = json.dumps({**config, "data": {**config["data"], "resident_features": True}})
 
