@@ -33,7 +33,7 @@ import tensorflow as tf
 
 from keras_saat.data.dataset import SPLITS, Skips
 from keras_saat.data.image_files import MAX_FILE_BYTES
-from keras_saat.data.images import decode_image
+from keras_saat.data.images import decode_calls, decode_image
 from keras_saat.data.pipeline_options import without_autotune
 from keras_saat.data.shard_checks import check_framing, damaged_shard_error, read_error_reason
 from keras_saat.errors import KerasSaatError
@@ -258,13 +258,6 @@ class FeatureCache:
         positions = np.concatenate(positions)
         order = np.argsort(positions)
         return positions[order], np.concatenate(features)[order]
-
-
-def decode_calls():
-    """Parallel reads and decodes of extraction's image stream: one a core this process
-    may run on (at least 2)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(2, cores or 2)
 
 
 def _read_file(position, path):

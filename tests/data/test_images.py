@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -61,15 +63,31 @@ def test_load_images_stacks_load_image_and_names_a_bad_file(tmp_path):
         pixels = np.random.default_rng(i).integers(0, 256, (h, w, 3), dtype=np.uint8)
         Image.fromarray(pixels).save(paths[-1])
     for mode in ("crop", "pad", "stretch"):
-        stacked = load_images(paths, 48, mode, batch_size=2)  # batches of 2, 2 and 1
-        expected = np.stack([load_image(p, 48, mode) for p in paths])
+        stacked = load_images(paths, 48, mode)
+        # the traced graph, run from threads, equals the ops run one by one
+        expected = np.stack([decode_image(tf.io.read_file(str(p)), 48, mode) for p in paths])
         assert stacked.shape == (5, 48, 48, 3) and stacked.dtype == np.float32
         np.testing.assert_array_equal(stacked, expected)
     assert load_images([], 48).shape == (0, 48, 48, 3)
     (tmp_path / "bad.png").write_bytes(b"not an image")
     with pytest.raises(KerasSaatError, match="cannot read image .*bad.png"):
-        load_images([*paths[:3], tmp_path / "bad.png", paths[3]], 48, batch_size=2)
+        load_images([*paths[:3], tmp_path / "bad.png", paths[3]], 48)
     with pytest.raises(KerasSaatError, match="image file not found: .*nope.png"):
         load_images([tmp_path / "nope.png", *paths], 48)
     with pytest.raises(KerasSaatError, match="resize mode 'squash'"):
         load_images(paths, 48, "squash")
+
+
+def test_only_regular_files_of_at_most_64_mib_are_read(tmp_path):
+    big = tmp_path / "big.png"
+    with open(big, "wb") as sparse:  # 65 MiB of holes: never read
+        sparse.truncate(65 << 20)
+    with pytest.raises(
+        KerasSaatError, match="big.png: the file is 68157440 bytes, over the 64 MiB"
+    ):
+        load_image(big, 48)
+    os.mkfifo(tmp_path / "pipe.png")  # opening it for reading would block
+    with pytest.raises(KerasSaatError, match="pipe.png: a FIFO, not a regular file"):
+        load_images([tmp_path / "pipe.png"], 48)
+    with pytest.raises(KerasSaatError, match="cannot read image .*: a folder"):
+        load_image(tmp_path, 48)
