@@ -4,15 +4,28 @@ shape, on a synthetic dataset of N images.
 The shapes: "coco" (5 captions an image, a Zipf vocabulary of 10k words) and "cc3m"
 (1 caption, 30k words), captions of 8-14 words, with a captions file (`data.dataset:
 captions`; each image an empty file, as the reader only stats it) and a feature cache of
-14x14x512 float16 rows. Each phase's wall time, and the process's peak resident memory
-once it is done (a running peak: a phase's own cost is its rise over the phase before):
+14x14x512 float16 rows for every split. The model is the paper's size (`bench/sizes.py`
+"paper": VGG-16's grid, LSTM 1000, the run's vocabulary), untrained. Each phase's wall
+time, and the process's peak resident memory once it is done (a running peak: a phase's
+own cost is its rise over the phase before):
 
-    read        `read_caption_table` of the captions file
-    vocabulary  `build_vocabulary` (the training captions tokenised once)
-    cache_open  `FeatureCache` of the cache folder and its framing check of every shard
-    token_table the training split's token table (built once a run)
-    epoch       an epoch's fixed work: its dataset with the run's token table, up to the
-                first batch, and the seeded validation subset (`data.val_images`)
+    read         `read_caption_table` of the captions file
+    vocabulary   `build_vocabulary` (the training captions tokenised once)
+    fingerprint  `dataset_fingerprint` (a stat of every image)
+    cache_open   `FeatureCache` of the cache folder and its framing check of every shard
+    model        the paper-size model built
+    resident     the resident-features choice (`data.resident_budget` of the free memory),
+                 and the train split's load where it fits
+    token_table  the training split's token table (built once a run)
+    first_step   the model and its Trainer built, the first batch drawn and the first
+                 training step run (XLA compile included)
+    epoch        an epoch's fixed work: its dataset with the run's token table, up to the
+                 first batch, and the seeded validation subset (`data.val_images`)
+    validation   greedy captions of the validation subset (`data.val_images`)
+    evaluate     beam-search captions of the whole test split and their BLEU scores
+
+`startup_seconds` sums the phases up to the first step; `fixed_epoch_seconds` is an
+epoch's fixed work plus validation's share (`train.validate_every`).
 """
 
 import csv
@@ -60,8 +73,9 @@ def write_captions_file(folder, images, shape, seed=0):
     return path
 
 
-def write_cache(folder, records, seed=0, shard_size=1000):
-    """A feature cache of the train split: 14x14x512 float16 rows, in extraction's layout."""
+def write_cache(folder, dataset, seed=0, shard_size=1000):
+    """A feature cache of every split of `dataset`: 14x14x512 float16 rows, in
+    extraction's layout."""
     import json
 
     import tensorflow as tf
@@ -71,37 +85,66 @@ def write_cache(folder, records, seed=0, shard_size=1000):
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     row = rng.standard_normal((196, 512)).astype(np.float16)  # one row: the contents do not matter
-    count = len(records)
-    shards = max(1, -(-count // shard_size))
-    entries = []
-    for number in range(shards):
-        name = f"train-{number:05d}-of-{shards:05d}.tfrecord"
-        positions = range(number * shard_size, min(count, (number + 1) * shard_size))
-        with tf.io.TFRecordWriter(str(folder / name)) as writer:
-            for position in positions:
-                writer.write(feature_example(position, row))
-        entries.append({"file": name, "done": True, "written": len(positions), "skipped": []})
-    index = {
-        "version": 1,
-        "grid": [14, 14],
-        "channels": 512,
-        "dtype": "float16",
-        "splits": {"train": {"count": count, "shards": entries}},
-    }
+    splits = {}
+    for split in ("train", "val", "test"):
+        count = len(dataset.split(split))
+        shards = max(1, -(-count // shard_size))
+        entries = []
+        for number in range(shards):
+            name = f"{split}-{number:05d}-of-{shards:05d}.tfrecord"
+            positions = range(number * shard_size, min(count, (number + 1) * shard_size))
+            with tf.io.TFRecordWriter(str(folder / name)) as writer:
+                for position in positions:
+                    writer.write(feature_example(position, row))
+            entries.append({"file": name, "done": True, "written": len(positions), "skipped": []})
+        splits[split] = {"count": count, "shards": entries}
+    index = {"version": 1, "grid": [14, 14], "channels": 512, "dtype": "float16", "splits": splits}
     (folder / INDEX).write_text(json.dumps(index))
 
 
-def measure_scale(shape, images):
-    """Each phase's wall time and the peak RSS after it, at `shape` with `images` images."""
+def _config(shape):
     from keras_saat.config import from_dict
-    from keras_saat.data.caption_table import read_caption_table
-    from keras_saat.data.feature_cache import FeatureCache
-    from keras_saat.experiment.preparation import build_vocabulary
-    from keras_saat.experiment.training_run import (
-        batching,
-        epoch_datasets,
-        validation_positions,
+
+    words = SHAPES[shape]["words"] + 4
+    return from_dict({"data": {"vocab_size": words}, "train": {"batch_size": 64}})
+
+
+def _model(vocabulary):
+    from keras_saat.bench.sizes import SIZES, captioner
+
+    return captioner({**SIZES["paper"], "vocab": len(vocabulary)}, "soft")
+
+
+def _resident(config, cache, model):
+    """The resident-features choice and its log line (the train split loaded where it
+    fits)."""
+    from keras_saat.experiment.training_run import resident_features
+
+    lines = []
+    runtime = {"strategy": model.distribute_strategy}
+    return resident_features(config, cache, model, runtime, lines.append), lines[0]
+
+
+def _first_step(model, resident, epoch_dataset):
+    """The Trainer, and one step on the first batch."""
+    import keras
+
+    from keras_saat.training.trainer import Trainer
+
+    trainer = Trainer(
+        model, keras.optimizers.Adam(1e-4), clipnorm=5.0, log=lambda _: None, resident=resident
     )
+    trainer.train_step(next(iter(epoch_dataset(0))))
+
+
+def measure_scale(shape, images, evaluate=True):
+    """Each phase's wall time and the peak RSS after it, at `shape` with `images` images."""
+    from keras_saat.data.caption_table import read_caption_table
+    from keras_saat.data.feature_cache import FeatureCache, dataset_fingerprint
+    from keras_saat.evaluation.bleu import corpus_bleu_scores
+    from keras_saat.experiment.preparation import build_vocabulary
+    from keras_saat.experiment.scoring import caption_split
+    from keras_saat.experiment.training_run import batching, epoch_datasets, validation_positions
 
     phases = {}
 
@@ -111,37 +154,63 @@ def measure_scale(shape, images):
         phases[name] = {"seconds": time.perf_counter() - start, "peak_rss_mb": _peak_mb()}
         return value
 
+    config = _config(shape)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         path = write_captions_file(root, images, shape)
         cache_dir = root / "cache"
         phases["start"] = {"seconds": 0.0, "peak_rss_mb": _peak_mb()}
         dataset = timed("read", lambda: read_caption_table(path))
-        train = dataset.split("train")
-        words = SHAPES[shape]["words"] + 4
-        config = from_dict(
-            {"data": {"vocab_size": words, "batching": "per_image"}, "train": {"batch_size": 64}}
-        )
         vocabulary = timed(
             "vocabulary", lambda: build_vocabulary(config.data, dataset, root, log=lambda _: None)
         )
-        write_cache(cache_dir, train)
+        timed("fingerprint", lambda: dataset_fingerprint(dataset))
+        write_cache(cache_dir, dataset)
         cache = timed("cache_open", lambda: (c := FeatureCache(cache_dir), c.files("train"))[0])
-        batches = batching(config, train, cache, 1)
-        epoch_dataset = epoch_datasets(config, dataset, vocabulary, cache, batches, None)
+        model = timed("model", lambda: _model(vocabulary))
+        resident, choice = timed("resident", lambda: _resident(config, cache, model))
+        batches = batching(config, dataset.split("train"), cache, 1, resident)
+        epoch_dataset = epoch_datasets(
+            config, dataset, vocabulary, resident or cache, batches, None
+        )
         timed("token_table", lambda: epoch_dataset(0))  # the first epoch builds the table
+        timed("first_step", lambda: _first_step(model, resident, epoch_dataset))
+        val = dataset.split("val")
+        positions = validation_positions(len(val), config.data.val_images, 0)
 
         def epoch():
             next(iter(epoch_dataset(1)))
-            validation_positions(len(dataset.split("val")), config.data.val_images, 0)
+            validation_positions(len(val), config.data.val_images, 0)
 
         timed("epoch", epoch)
+        timed(
+            "validation",
+            lambda: caption_split(model, cache, "val", val, config, positions=positions),
+        )
+        if evaluate:
+            test = dataset.split("test")
+
+            def score():
+                captions = caption_split(
+                    model, cache, "test", test, config, beam_size=config.decode.beam_size
+                )
+                references = [r.captions for p, r in enumerate(test) if p in captions]
+                return corpus_bleu_scores(references, [captions[p] for p in sorted(captions)])
+
+            timed("evaluate", score)
+    startup = [name for name in phases if name not in ("start", "epoch", "validation", "evaluate")]
+    every = config.train.validate_every
     return {
         "shape": shape,
         "images": images,
         "captions": sum(len(r.captions) for r in dataset.records),
         "vocabulary": len(vocabulary),
+        "resident": choice,
+        "batching": batches["text"],
+        "validation_images": len(val) if positions is None else len(positions),
         "phases": phases,
+        "startup_seconds": sum(phases[name]["seconds"] for name in startup),
+        "fixed_epoch_seconds": phases["epoch"]["seconds"] + phases["validation"]["seconds"] / every,
     }
 
 
@@ -152,4 +221,8 @@ def scale_line(row):
         for name, p in row["phases"].items()
         if name != "start"
     )
-    return f"scale {row['shape']} {row['images']} images ({row['captions']} captions): {phases}"
+    return (
+        f"scale {row['shape']} {row['images']} images ({row['captions']} captions): {phases}; "
+        f"start-up {row['startup_seconds']:.1f}s, an epoch's fixed work "
+        f"{row['fixed_epoch_seconds']:.1f}s"
+    )

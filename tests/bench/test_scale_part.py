@@ -1,10 +1,13 @@
 """`keras-saat bench --part scale`: the synthetic datasets have COCO's and CC3M's shape,
 and every phase is reported."""
 
+import pytest
+
 from keras_saat.bench.parts import PARTS
 from keras_saat.bench.scale import measure_scale
 
 
+@pytest.mark.slow
 def test_a_small_coco_shaped_run_reports_each_phase():
     row = measure_scale("coco", 40)
     assert row["captions"] == 200 and row["images"] == 40
@@ -12,12 +15,28 @@ def test_a_small_coco_shaped_run_reports_each_phase():
         "start",
         "read",
         "vocabulary",
+        "fingerprint",
         "cache_open",
+        "model",
+        "resident",
         "token_table",
+        "first_step",
         "epoch",
+        "validation",
+        "evaluate",
     ]
     peaks = [p["peak_rss_mb"] for p in row["phases"].values()]
     assert peaks == sorted(peaks) and all(p["seconds"] >= 0 for p in row["phases"].values())
+    # 36 train images fit any budget: resident, so per-caption batches (auto)
+    assert row["resident"].startswith("features resident on CPU: 36 images x 196x512")
+    assert row["batching"] == "batch 64" and row["validation_images"] == 2
+    phases = row["phases"]
+    assert row["startup_seconds"] == pytest.approx(
+        sum(phases[p]["seconds"] for p in list(phases)[1:9])
+    )
+    assert row["fixed_epoch_seconds"] == pytest.approx(
+        phases["epoch"]["seconds"] + phases["validation"]["seconds"]
+    )
 
 
 def test_the_plan_takes_the_images_option():
