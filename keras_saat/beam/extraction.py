@@ -206,6 +206,7 @@ class _WriteShard(beam.DoFn):
         from keras_saat.data.feature_cache import feature_example
 
         file, items = element
+        items = list(items)  # read twice; a runner's grouped values may be a one-pass iterable
         directory = Path(self._directory)
         header, images = read_shard_list(directory, file)
         rows = sorted((item[1], item[2]) for item in items if item[0] == "row")
