@@ -16,7 +16,9 @@ renamed, and recorded (one line appended to progress.jsonl, so recording stays
 constant work a shard however many there are), only once complete; a restarted
 run reads index.json with progress.jsonl's lines applied, keeps finished shards
 and redoes the rest. Decoding (tf.data, parallel), the
-backbone (a compiled function) and writing (a thread) overlap.
+backbone (a compiled function) and writing (a thread) overlap. The index and
+progress bookkeeping lives in `keras_saat.data.cache_index`, shared with the Beam
+extractor (`keras_saat.beam.extraction`), which writes this same layout.
 """
 
 import hashlib
