@@ -50,10 +50,12 @@ def check_experiment(args):
         raise KerasSaatError(f"backbone weights file not found: {weights} (model.backbone_weights)")
     _check_folder_argument("--workdir", args.workdir)
     args.experiment = config
-    if getattr(args, "runner", None):
-        from keras_saat.beam.extraction_command import check_extract_run
+    from keras_saat.beam.extraction_command import check_extract_run, check_no_runner_flags
 
+    if getattr(args, "runner", None):
         check_extract_run(args)
+    else:
+        check_no_runner_flags(args)
 
 
 def _check_folder_argument(flag, path):

@@ -26,7 +26,7 @@ def runner_arguments(parser):
     group.add_argument(
         "--batch-size",
         type=int,
-        default=32,
+        default=None,
         help="with --runner: images per encoder call (default 32)",
     )
     group.add_argument(
@@ -35,6 +35,20 @@ def runner_arguments(parser):
         help="with --runner: one encoder per machine, shared by its worker processes",
     )
     parser.set_defaults(beam_args=[])
+
+
+def check_no_runner_flags(args):
+    """Without --runner: --batch-size and --large-model, which only a Beam run honours,
+    are refused rather than ignored."""
+    from keras_saat.errors import KerasSaatError
+
+    for flag, given in (("--batch-size", getattr(args, "batch_size", None) is not None),
+                        ("--large-model", getattr(args, "large_model", False))):  # fmt: skip
+        if given:
+            raise KerasSaatError(
+                f"{flag} is for a Beam run: add --runner local (the one-process extractor "
+                "batches 32 images)"
+            )
 
 
 def check_extract_run(args):
@@ -50,6 +64,7 @@ def check_extract_run(args):
     from keras_saat.beam.pipeline_runs import runner_name
 
     args.runner = runner_name(args.runner)
+    args.batch_size = 32 if args.batch_size is None else args.batch_size
     if args.batch_size < 1:
         raise KerasSaatError(f"--batch-size {args.batch_size}: give at least 1")
 

@@ -116,9 +116,18 @@ def test_two_worker_processes_write_the_same_cache(shapes, single, tmp_path, cap
     assert_same_cache(workdir / "features", single)
 
 
-def test_a_runner_mistake_is_one_line(shapes, tmp_path, capsys):
-    assert main(argv(shapes[0], tmp_path / "w", "--runner", "mars")) == 2
-    assert "--runner mars: not a Beam runner here; give one of local," in capsys.readouterr().err
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--runner", "mars"], "--runner mars: not a Beam runner here; give one of local,"),
+        (["--runner", "local", "--batch-size", "0"], "--batch-size 0: give at least 1"),
+        (["--batch-size", "8"], "--batch-size is for a Beam run: add --runner local"),
+        (["--large-model"], "--large-model is for a Beam run: add --runner local"),
+    ],
+)
+def test_runner_mistakes_are_one_line(shapes, tmp_path, capsys, extra, message):
+    assert main(argv(shapes[0], tmp_path / "w", *extra)) == 2
+    assert message in capsys.readouterr().err
 
 
 @pytest.mark.slow
