@@ -9,6 +9,7 @@ the top loads TensorFlow.
 import argparse
 import sys
 
+from keras_saat.beam.extraction_command import runner_arguments as extraction_runner_arguments
 from keras_saat.commands import (
     check_bench,
     check_caption,
@@ -214,9 +215,11 @@ def build_parser():
             "keras-saat extract-features --config shapes_soft --workdir runs/shapes_soft",
             "keras-saat extract-features --config configs/flickr8k_vgg16_soft.yaml "
             "--workdir runs/flickr8k",
+            "keras-saat extract-features --config shapes_soft --workdir runs/x --runner local",
         ),
     )
     _experiment_arguments(p, "the cache goes to WORKDIR/features")
+    extraction_runner_arguments(p)
     p.set_defaults(func=cmd_extract_features, check=check_experiment)
 
     p = _command(

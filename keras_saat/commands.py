@@ -50,6 +50,12 @@ def check_experiment(args):
         raise KerasSaatError(f"backbone weights file not found: {weights} (model.backbone_weights)")
     _check_folder_argument("--workdir", args.workdir)
     args.experiment = config
+    from keras_saat.beam.extraction_command import check_extract_run, check_no_runner_flags
+
+    if getattr(args, "runner", None):
+        check_extract_run(args)
+    else:
+        check_no_runner_flags(args)
 
 
 def _check_folder_argument(flag, path):
@@ -178,9 +184,14 @@ def cmd_train(args):
 
 
 def cmd_extract_features(args):
-    from keras_saat.experiment import extract_only
+    if getattr(args, "runner", None):
+        from keras_saat.beam.extraction_command import cmd_extract_run
 
-    cache = extract_only(args.experiment, args.workdir, _log)
+        cache = cmd_extract_run(args, _log)
+    else:
+        from keras_saat.experiment import extract_only
+
+        cache = extract_only(args.experiment, args.workdir, _log)
     counts = ", ".join(f"{cache.count(s)} {s}" for s in cache.index["splits"])
     _log(
         f"feature cache {cache.directory}: {counts} images, grid {cache.grid_shape}, {cache.channels} channels"

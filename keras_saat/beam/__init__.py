@@ -1,4 +1,5 @@
-"""Captioning as an Apache Beam pipeline: one machine's cores, or Dataflow, Flink, Spark.
+"""Captioning and feature extraction as Apache Beam pipelines: one machine's cores, or
+Dataflow, Flink, Spark.
 
     pip install "keras-saat[beam]"
     keras-saat export --workdir runs/demo --out models/captioner
@@ -9,7 +10,10 @@
     with beam.Pipeline() as p:
         rows = p | beam.Create(["photos/*.jpg"]) | CaptionImages("models/captioner/1")
 
-The pipeline runs the SavedModel's `serving_default` signature (`SavedModelHandler`),
+`keras-saat extract-features --config C --workdir W --runner local` writes the feature
+cache `train` reads (`extract_features_beam`, `ExtractFeatures`, `EncoderHandler`).
+
+The captioning pipeline runs the SavedModel's `serving_default` signature (`SavedModelHandler`),
 so workers need TensorFlow but not this package's model code. Nothing here imports
 apache_beam until it is used (`require_beam` names the extra when it is missing).
 """
@@ -22,6 +26,9 @@ _EXPORTS = {
     "CaptionImages": "keras_saat.beam.captioning",
     "CaptionKeyedImages": "keras_saat.beam.captioning",
     "caption_row": "keras_saat.beam.captioning",
+    "EncoderHandler": "keras_saat.beam.extraction",
+    "ExtractFeatures": "keras_saat.beam.extraction",
+    "extract_features_beam": "keras_saat.beam.extraction_runs",
 }
 
 __all__ = sorted([*_EXPORTS, "require_beam"])

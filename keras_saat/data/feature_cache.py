@@ -16,11 +16,12 @@ renamed, and recorded (one line appended to progress.jsonl, so recording stays
 constant work a shard however many there are), only once complete; a restarted
 run reads index.json with progress.jsonl's lines applied, keeps finished shards
 and redoes the rest. Decoding (tf.data, parallel), the
-backbone (a compiled function) and writing (a thread) overlap.
+backbone (a compiled function) and writing (a thread) overlap. The index and
+progress bookkeeping lives in `keras_saat.data.cache_index`, shared with the Beam
+extractor (`keras_saat.beam.extraction`), which writes this same layout.
 """
 
 import hashlib
-import json
 import os
 import queue
 import sys
@@ -31,17 +32,28 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from keras_saat.data.cache_index import (  # noqa: F401  (the layout's names, here too)
+    INDEX,
+    MISSING,
+    PROGRESS,
+    UNDECODABLE,
+    VERSION,
+    compact_index,
+    file_skip_reason,
+    image_place,
+    open_index,
+    read_index,
+    record_shard,
+    skipped_entries,
+    split_entry,
+    todo_shards,
+)
 from keras_saat.data.dataset import SPLITS, Skips
-from keras_saat.data.image_files import MAX_FILE_BYTES
 from keras_saat.data.images import decode_calls, decode_image
 from keras_saat.data.pipeline_options import without_autotune
 from keras_saat.data.shard_checks import check_framing, damaged_shard_error, read_error_reason
 from keras_saat.errors import KerasSaatError
-from keras_saat.io_utils import write_json_atomic
 
-INDEX = "index.json"
-PROGRESS = "progress.jsonl"
-VERSION = 1
 DTYPES = {"float16": np.float16, "float32": np.float32}
 # One tf.train.Example per image.
 RECORD_SPEC = {
@@ -94,41 +106,6 @@ def dataset_fingerprint(dataset):
                 stamp = "missing"
         digest.update(f"{record.split}|{record.imgid}|{record.name}|{stamp}|".encode())
     return digest.hexdigest()[:16]
-
-
-def read_index(directory):
-    """index.json of a cache folder with the finished shards of progress.jsonl applied
-    (a line torn by a kill is ignored: its shard is written again)."""
-    directory = Path(directory)
-    index = json.loads((directory / INDEX).read_text())
-    progress = directory / PROGRESS
-    if progress.is_file():
-        for line in progress.read_text(errors="replace").splitlines():
-            try:
-                entry = json.loads(line)
-                split = index["splits"][entry["split"]]
-                shard = split["shards"][int(entry["shard"])]
-                shard.update(done=True, written=int(entry["written"]), skipped=entry["skipped"])
-            except (ValueError, KeyError, IndexError, TypeError):
-                continue
-    return index
-
-
-def _record_shard(directory, split, number, written, skipped):
-    """Appends one finished shard to progress.jsonl (flushed to disk before the next)."""
-    line = json.dumps({"split": split, "shard": number, "written": written, "skipped": skipped})
-    with open(directory / PROGRESS, "a", encoding="utf-8") as progress:
-        progress.write(line + "\n")
-        progress.flush()
-        os.fsync(progress.fileno())
-
-
-def _compact_index(directory, index):
-    """Folds progress.jsonl into index.json (the one whole rewrite of an extraction)."""
-    progress = directory / PROGRESS
-    if progress.exists():
-        write_json_atomic(directory / INDEX, index)
-        progress.unlink()
 
 
 class FeatureCache:
@@ -270,14 +247,9 @@ def _image_stream(dataset, split, records, start, stop, size, resize, skips):
         positions, paths = [], []
         for position in range(start, stop):
             path = records[position].path
-            if path is None or not Path(path).is_file():  # a device or FIFO is not a file
-                skips.add("missing image file", f"{path} (image {records[position].imgid})")
-                continue
-            if os.path.getsize(path) > MAX_FILE_BYTES:  # never read whole into memory
-                skips.add(
-                    f"image file over {MAX_FILE_BYTES >> 20} MiB",
-                    f"{path} (image {records[position].imgid})",
-                )
+            reason = file_skip_reason(path)
+            if reason:
+                skips.add(reason, image_place(records[position]))
                 continue
             positions.append(position)
             paths.append(str(path))
@@ -374,18 +346,10 @@ def extract_features(
         "encoder": encoder_fingerprint(encoder, resize, dtype),
         "dataset": dataset_fingerprint(dataset),
     }
-    index_path = directory / INDEX
-    if index_path.is_file():
-        index = read_index(directory)
-        if index.get("version") != VERSION or index.get("fingerprint") != fingerprint:
-            raise KerasSaatError(
-                f"the feature cache in {directory} was made with another backbone, weights, resize mode, "
-                "dtype, compute precision (train.mixed_precision) or dataset; delete the folder "
-                "or choose another workdir"
-            )
-    else:
-        index = {
-            "version": VERSION,
+    index = open_index(
+        directory,
+        fingerprint,
+        {
             "backbone": encoder.backbone_name,
             "image_size": encoder.image_size,
             "resize": resize,
@@ -393,39 +357,16 @@ def extract_features(
             "channels": encoder.feature_channels,
             "dtype": dtype,
             "compute_dtype": encoder.compute_dtype,
-            "fingerprint": fingerprint,
-            "splits": {},
-        }
+        },
+    )
     encode = encoder.compiled(dtype)
     skips = Skips(strict)
     for split in splits:
         records = dataset.split(split)
         count = len(records)
-        shards = max(1, -(-count // shard_size))
-        new_split = split not in index["splits"]
-        entry = index["splits"].setdefault(
-            split,
-            {
-                "count": count,
-                "shards": [
-                    {
-                        "file": f"{split}-{i:05d}-of-{shards:05d}.tfrecord",
-                        "done": False,
-                        "written": 0,
-                        "skipped": [],
-                    }
-                    for i in range(shards)
-                ],
-            },
-        )
-        if new_split:  # the split's shard list, before any shard is recorded against it
-            write_json_atomic(index_path, index)
-        # A finished shard whose file is gone (deleted as damaged) is written again.
-        todo = [
-            i
-            for i, s in enumerate(entry["shards"])
-            if not s["done"] or not (directory / s["file"]).is_file()
-        ]
+        entry = split_entry(directory, index, split, count, shard_size)
+        shards = len(entry["shards"])
+        todo = todo_shards(directory, entry)
         if not todo:
             log(f"  extract {split}: cached ({count} images)")
             continue
@@ -456,30 +397,17 @@ def extract_features(
                 writer.join()
             if writer.error:
                 raise KerasSaatError(f"cannot write the feature cache shard {tmp}: {writer.error}")
-            missing = sorted(set(range(start, stop)) - set(writer.written))
-            reported = set(shard_skips.where.get("missing image file", []))
-            reasons = []
-            for position in missing:
-                record = records[position]
-                place = (
-                    f"{record.path} (image {record.imgid})"
-                    if record.path is not None
-                    else f"image {record.imgid}"
-                )
-                reason = "missing image file" if place in reported else "undecodable image"
-                if reason == "undecodable image":
-                    shard_skips.add(reason, place)
-                reasons.append([position, reason])
+            reasons = skipped_entries(records, range(start, stop), writer.written, shard_skips)
             os.replace(tmp, directory / shard["file"])
             shard.update(done=True, written=len(writer.written), skipped=reasons)
-            _record_shard(directory, split, i, len(writer.written), reasons)
+            record_shard(directory, split, i, len(writer.written), reasons)
             skips.merge(shard_skips)
             done += stop - start
             rate = done / max(time.perf_counter() - start_time, 1e-9)
             log(
                 f"  extract {split}: {done}/{total} images (shard {todo.index(i) + 1}/{len(todo)}), {rate:.0f} img/s"
             )
-    _compact_index(directory, index)
+    compact_index(directory, index)
     for line in skips.summary():
         log(f"  {line}")
     return FeatureCache(directory), skips

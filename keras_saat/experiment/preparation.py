@@ -92,14 +92,19 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
     return dataclasses.replace(model, backbone_weights=str(path))
 
 
-def extract(config, encoder, dataset, workdir, log=print):
-    """Fills <workdir>/features with the encoder's output for every split (resumable)."""
+def extract(config, encoder, dataset, workdir, log=print, extractor=extract_features, **options):
+    """Fills <workdir>/features with the encoder's output for every split (resumable).
+
+    Args:
+        extractor: callable. `extract_features`, or one with its arguments (the Beam
+            pipeline's `extract_features_beam`), given `options` too.
+    """
     data = config.data
     log(
         f"feature cache {Path(workdir) / FEATURES_DIR} ({data.cache_dtype}, {data.cache_shard_size} images a shard)"
     )
     start = time.perf_counter()
-    cache, _ = extract_features(
+    cache, _ = extractor(
         encoder,
         dataset,
         Path(workdir) / FEATURES_DIR,
@@ -108,23 +113,20 @@ def extract(config, encoder, dataset, workdir, log=print):
         resize=data.resize,
         strict=data.strict,
         log=log,
+        **options,
     )
     log(f"  features ready in {time.perf_counter() - start:.0f}s")
     return cache
 
 
-def extract_only(config, workdir, log=print):
+def extract_only(config, workdir, log=print, extractor=extract_features, **options):
     """`keras-saat extract-features`: dataset, backbone weights and cache, no training."""
     get_backbone_spec(config.model.backbone)
     Path(workdir).mkdir(parents=True, exist_ok=True)
     with workdir_lock(workdir, "extract-features"):
-        return _extract_only(config, workdir, log)
-
-
-def _extract_only(config, workdir, log):
-    dataset = load_dataset(config, workdir, log)
-    model = prepare_backbone_weights(config, dataset, workdir, log)
-    # Seeded as build_captioner seeds it, so `train` finds the same encoder and reuses the cache.
-    keras.utils.set_random_seed(model.seed)
-    encoder = ImageEncoder(model.backbone, model.image_size or None, model.backbone_weights)
-    return extract(config, encoder, dataset, workdir, log)
+        dataset = load_dataset(config, workdir, log)
+        model = prepare_backbone_weights(config, dataset, workdir, log)
+        # Seeded as build_captioner seeds it, so `train` finds the same encoder and reuses the cache.
+        keras.utils.set_random_seed(model.seed)
+        encoder = ImageEncoder(model.backbone, model.image_size or None, model.backbone_weights)
+        return extract(config, encoder, dataset, workdir, log, extractor, **options)

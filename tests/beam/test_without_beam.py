@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from keras_saat.cli import split_beam_args
 
 ROOT = Path(__file__).parents[2]
@@ -14,15 +16,17 @@ SCRIPT = """
 import sys
 sys.modules["apache_beam"] = None
 from keras_saat.cli import main
-sys.exit(main(["caption", "--saved-model", "models/x", "photo.png", "--out", "o",
-               "--runner", "local"]))
+sys.exit(main(sys.argv[1:]))
 """
+CAPTION = ["caption", "--saved-model", "models/x", "photo.png", "--out", "o", "--runner", "local"]
+EXTRACT = ["extract-features", "--config", "shapes_soft", "--workdir", "w", "--runner", "local"]
 
 
-def test_runner_without_apache_beam_names_the_extra(tmp_path):
+@pytest.mark.parametrize("argv", [CAPTION, EXTRACT], ids=["caption", "extract-features"])
+def test_runner_without_apache_beam_names_the_extra(tmp_path, argv):
     (tmp_path / "photo.png").write_bytes(b"")
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
+        [sys.executable, "-c", SCRIPT, *argv],
         cwd=tmp_path,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
         capture_output=True,

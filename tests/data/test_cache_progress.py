@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_saat.data import feature_cache, read_karpathy
+from keras_saat.data import cache_index, feature_cache, read_karpathy
 from keras_saat.data.dataset import Skips
 from keras_saat.data.feature_cache import FeatureCache, extract_features
 from keras_saat.encoders import ImageEncoder
@@ -28,17 +28,17 @@ def extracted(shapes_dir, encoder, tmp_path_factory):
     dataset = read_karpathy(shapes_dir / "dataset_shapes.json")
     directory = tmp_path_factory.mktemp("progress") / "cache"
     writes = []
-    real = feature_cache.write_json_atomic
+    real = cache_index.write_json_atomic
 
     def counted(path, content, **kwargs):
         writes.append(path)
         return real(path, content, **kwargs)
 
-    feature_cache.write_json_atomic = counted
+    cache_index.write_json_atomic = counted
     try:
         extract_features(encoder, dataset, directory, shard_size=4, log=lambda _: None)
     finally:
-        feature_cache.write_json_atomic = real
+        cache_index.write_json_atomic = real
     return dataset, directory, writes
 
 
@@ -103,3 +103,20 @@ def test_extraction_decodes_with_one_call_a_core(shapes_dir, monkeypatch):
     stream = feature_cache._image_stream(dataset, "train", records, 0, 8, 128, "crop", Skips())
     assert _parallel_calls(stream) == [12, 12]  # the reads and the decodes
     assert len(list(stream)) == 8
+
+
+def test_an_image_file_over_the_read_limit_is_one_skip(shapes_dir, encoder, tmp_path):
+    import shutil
+
+    shutil.copytree(shapes_dir, tmp_path / "shapes")
+    dataset = read_karpathy(tmp_path / "shapes" / "dataset_shapes.json")
+    record = dataset.split("val")[3]
+    with open(record.path, "r+b") as f:  # sparse: over the limit on disk, nothing written
+        f.truncate((64 << 20) + 1)
+    _, skips = extract_features(
+        encoder, dataset, tmp_path / "cache", splits=("val",), log=lambda _: None
+    )
+    place = f"{record.path} (image {record.imgid})"
+    assert dict(skips.where) == {"image file over 64 MiB": [place]}
+    index = json.loads((tmp_path / "cache" / "index.json").read_text())
+    assert index["splits"]["val"]["shards"][0]["skipped"] == [[3, "undecodable image"]]

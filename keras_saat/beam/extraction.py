@@ -1,0 +1,286 @@
+"""ExtractFeatures: the feature cache's shards, written by a Beam pipeline.
+
+    import apache_beam as beam
+    from keras_saat.beam.extraction import EncoderHandler, ExtractFeatures
+    with beam.Pipeline() as p:
+        _ = p | beam.Create(shard_files) | ExtractFeatures("runs/x/features", handler)
+
+The driver (`keras_saat.beam.extraction_runs`) lists each shard to write in
+CACHE/.beam/<shard file>.txt (its split, number, and its images' positions, ids and
+paths) and saves the frozen encoder's weights there; the pipeline reads an image a
+worker, encodes batches on the workers (`EncoderHandler`, one encoder a worker), and
+writes each shard file whole (`feature_example`, the one-process path's records),
+then CACHE/.beam/<shard file>.json: the shard's progress.jsonl line. The driver folds
+those lines into index.json as the one-process path does.
+"""
+
+import collections
+import io
+import json
+import os
+import uuid
+from pathlib import Path
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.ml.inference.base import (
+    KeyedModelHandler,
+    ModelHandler,
+    PredictionResult,
+    RunInference,
+)
+
+from keras_saat.beam.captioning import _exception_line
+from keras_saat.errors import KerasSaatError
+
+BEAM_DIR = ".beam"  # in the cache folder, while a Beam extraction runs
+ENCODER_WEIGHTS = "encoder-{}.npz"
+# A shard's list of images and its record once written, in BEAM_DIR.
+LIST_SUFFIX, DONE_SUFFIX = ".txt", ".json"
+
+Image = collections.namedtuple("Image", "path imgid")  # what `image_place` names
+
+
+class EncodeBatch:
+    """The frozen encoder as a plain callable: (B, S, S, 3) pixels -> (B, L, C) features
+    in the cache dtype (Beam's large_model proxy forwards calls, not attributes)."""
+
+    def __init__(self, encode):
+        self._encode = encode
+
+    def __call__(self, pixels):
+        return self._encode(pixels).numpy()
+
+
+class EncoderHandler(ModelHandler):
+    """RunInference's model: the frozen ImageEncoder, rebuilt on each worker from its
+    backbone name and the weights the driver saved, checked against the cache's
+    encoder fingerprint. Holds only strings and numbers, so it pickles; TensorFlow and
+    Keras load on the worker.
+
+    Args:
+        backbone: str. Registry name.
+        image_size: int.
+        weights: str. The .npz of the encoder's weights (`save_encoder_weights`).
+        dtype: str. The cache dtype.
+        resize: str. The resize mode (part of the fingerprint).
+        fingerprint: str. The cache's encoder fingerprint.
+        policy: str. Keras dtype policy the encoder was built under. Defaults to "float32".
+        batch_size: int. Images per encoder call; every batch but the last. Defaults to 32.
+        large_model: bool. One encoder per machine, shared by its processes. Defaults to False.
+    """
+
+    def __init__(self, backbone, image_size, weights, dtype, resize, fingerprint,
+                 policy="float32", batch_size=32, large_model=False):  # fmt: skip
+        if int(batch_size) < 1:
+            raise KerasSaatError(f"batch_size must be at least 1; got {batch_size}")
+        super().__init__(
+            min_batch_size=int(batch_size),
+            max_batch_size=int(batch_size),
+            large_model=bool(large_model),
+        )
+        self._settings = (str(backbone), int(image_size), str(weights), str(dtype), str(resize))
+        self._fingerprint, self._policy = str(fingerprint), str(policy)
+
+    def load_model(self):
+        import keras
+
+        from keras_saat.data.feature_cache import encoder_fingerprint
+        from keras_saat.encoders.image_encoder import ImageEncoder
+
+        backbone, image_size, weights, dtype, resize = self._settings
+        keras.config.set_dtype_policy(self._policy)
+        encoder = ImageEncoder(backbone, image_size, None)
+        with open(weights, "rb") as stream:
+            saved = np.load(io.BytesIO(stream.read()))
+            encoder.feature_model.set_weights([saved[f"w{i}"] for i in range(len(saved.files))])
+        found = encoder_fingerprint(encoder, resize, dtype)
+        if found != self._fingerprint:
+            raise KerasSaatError(
+                f"the encoder rebuilt from {weights} has fingerprint {found}, not the cache's "
+                f"{self._fingerprint}: the workers need the launcher's TensorFlow and Keras"
+            )
+        return EncodeBatch(encoder.compiled(dtype))
+
+    def run_inference(self, batch, model, inference_args=None):
+        features = model(np.stack(batch))
+        return [PredictionResult(None, row) for row in features]
+
+    def get_num_bytes(self, batch):
+        return sum(x.nbytes for x in batch)
+
+    def get_metrics_namespace(self):
+        return "keras_saat"
+
+
+def save_encoder_weights(encoder, directory, fingerprint):
+    """Writes the encoder's weights to CACHE/.beam for the workers; returns the path."""
+    path = Path(directory) / BEAM_DIR / ENCODER_WEIGHTS.format(fingerprint)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.is_file():
+        tmp = path.with_name(path.name + ".tmp.npz")
+        weights = encoder.feature_model.get_weights()
+        np.savez(tmp, **{f"w{i}": w for i, w in enumerate(weights)})
+        os.replace(tmp, path)
+    return str(path)
+
+
+def write_shard_list(directory, split, number, file, images):
+    """CACHE/.beam/<file>.txt: a JSON header {split, shard, file}, then [position, imgid,
+    path] a line for each of `images` ((position, ImageRecord) pairs)."""
+    lines = [json.dumps({"split": split, "shard": number, "file": file})]
+    lines += [json.dumps([p, r.imgid, str(r.path)]) for p, r in images]
+    path = Path(directory) / BEAM_DIR / (file + LIST_SUFFIX)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
+
+
+def read_shard_list(directory, file):
+    """(header dict, {position: Image}) of a shard's list."""
+    path = Path(directory) / BEAM_DIR / (file + LIST_SUFFIX)
+    header, *rows = path.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+    images = {}
+    for row in rows:
+        position, imgid, image_path = json.loads(row)
+        images[position] = Image(image_path, imgid)
+    return json.loads(header), images
+
+
+def _shard_images(file, directory):
+    """A shard file's name -> ((file, position), path) for each of its images."""
+    _, images = read_shard_list(directory, file)
+    for position, image in images.items():
+        yield (file, position), image.path
+
+
+class _DecodeImage(beam.DoFn):
+    """((file, position), path) -> ((file, position), pixels), as the one-process path
+    decodes (`decode_image`); a file it does not read becomes a skip, an image that does
+    not decode simply gives nothing (the shard's writer names it "undecodable image")."""
+
+    def __init__(self, size, resize):
+        self._size, self._resize = int(size), str(resize)
+
+    def process(self, element):
+        import tensorflow as tf
+
+        from keras_saat.data.cache_index import file_skip_reason
+        from keras_saat.data.images import decode_image
+
+        (file, position), path = element
+        reason = file_skip_reason(path)
+        if reason:
+            yield beam.pvalue.TaggedOutput("skipped", (file, ("skip", position, reason)))
+            return
+        try:
+            pixels = decode_image(tf.io.read_file(path), self._size, self._resize).numpy()
+        except (tf.errors.OpError, ValueError):
+            return
+        yield (file, position), pixels
+
+
+def _row(element):
+    (file, position), result = element
+    return file, ("row", position, result.inference)
+
+
+def _failed(failure):
+    """A batch the encoder raised on: a skip for each of its images."""
+    batch, exception = failure
+    reason = f"the encoder raised {_exception_line(exception)}"
+    for (file, position), _ in batch if isinstance(batch, list) else [batch]:
+        yield file, ("skip", position, reason)
+
+
+class _WriteShard(beam.DoFn):
+    """(file, items) -> the shard file, written whole, then its record in CACHE/.beam."""
+
+    def __init__(self, directory):
+        self._directory = str(directory)
+
+    def process(self, element):
+        import tensorflow as tf
+
+        from keras_saat.data.cache_index import image_place, skipped_entries
+        from keras_saat.data.dataset import Skips
+        from keras_saat.data.feature_cache import feature_example
+
+        file, items = element
+        items = list(items)  # read twice; a runner's grouped values may be a one-pass iterable
+        directory = Path(self._directory)
+        header, images = read_shard_list(directory, file)
+        rows = sorted((item[1], item[2]) for item in items if item[0] == "row")
+        skips = Skips()
+        for item in items:
+            if item[0] == "skip":
+                skips.add(item[2], image_place(images[item[1]]))
+        tmp = directory / f"{file}.tmp-{uuid.uuid4().hex[:8]}"  # a retried bundle's own
+        with tf.io.TFRecordWriter(str(tmp)) as writer:
+            for position, row in rows:
+                writer.write(feature_example(position, row))
+        written = [position for position, _ in rows]
+        entry = {
+            "split": header["split"],
+            "shard": header["shard"],
+            "written": len(written),
+            "skipped": skipped_entries(images, images, written, skips),
+            "skips": dict(skips.where),
+        }
+        os.replace(tmp, directory / file)
+        done = directory / BEAM_DIR / (file + DONE_SUFFIX)
+        done_tmp = done.with_name(f"{done.name}.tmp-{uuid.uuid4().hex[:8]}")
+        done_tmp.write_text(json.dumps(entry), encoding="utf-8")
+        os.replace(done_tmp, done)
+        yield entry
+
+
+class ExtractFeatures(beam.PTransform):
+    """Shard file names -> the shards written into the cache folder, and one record
+    (dict: split, shard, written, skipped [[position, reason]], skips {reason: [image]})
+    a shard.
+
+    The shards' lists and the encoder's weights must be in CACHE/.beam already
+    (`keras_saat.beam.extraction_runs.extract_features_beam` writes them). The images
+    are spread over the workers (a Reshuffle after the list), decoded one a worker call,
+    encoded in batches of exactly the handler's batch size, and grouped back by shard.
+    Nothing fails a bundle: a missing, oversized or undecodable image, and a batch the
+    encoder raises on, are the shard's skips.
+
+    Args:
+        directory: str. The cache folder, as the workers see it.
+        handler: EncoderHandler.
+        image_size: int. The encoder's input side.
+        resize: str. "crop", "pad" or "stretch".
+    """
+
+    def __init__(self, directory, handler, image_size, resize="crop"):
+        super().__init__()
+        self._directory, self._handler = str(directory), handler
+        self._size, self._resize = int(image_size), str(resize)
+
+    def expand(self, files):
+        images = (
+            files
+            | "Images" >> beam.FlatMap(_shard_images, self._directory)
+            | "SpreadImages" >> beam.Reshuffle()
+        )
+        decoded = images | "Decode" >> beam.ParDo(
+            _DecodeImage(self._size, self._resize)
+        ).with_outputs("skipped", main="pixels")
+        results, dead = (
+            decoded.pixels
+            | "Encode" >> RunInference(KeyedModelHandler(self._handler)).with_exception_handling()
+        )
+        rows = results | "Rows" >> beam.Map(_row)
+        failed = dead.failed_inferences | "Failed" >> beam.FlatMap(_failed)
+        # Every shard reaches its writer, one whose images all fail (or none) included.
+        marks = files | "Marks" >> beam.Map(lambda file: (file, ("mark",)))
+        return (
+            (rows, failed, decoded.skipped, marks)
+            | "All" >> beam.Flatten()
+            | "ByShard" >> beam.GroupByKey()
+            | "Write" >> beam.ParDo(_WriteShard(self._directory))
+        )
+
+
+__all__ = ["EncoderHandler", "ExtractFeatures", "save_encoder_weights", "write_shard_list"]

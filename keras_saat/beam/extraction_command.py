@@ -1,0 +1,87 @@
+"""`keras-saat extract-features --runner NAME`: its arguments, checks and run.
+
+    keras-saat extract-features --config shapes_soft --workdir runs/x --runner local
+    keras-saat extract-features --config shapes_soft --workdir runs/x --runner local \\
+        -- --direct_num_workers=2 --direct_running_mode=multi_processing
+
+Without --runner the command extracts in this process (`keras_saat.experiment.extract_only`).
+Nothing here imports apache_beam or TensorFlow until the command runs.
+"""
+
+from keras_saat.beam import require_beam
+
+
+def runner_arguments(parser):
+    """--runner, --batch-size and --large-model of `extract-features`; Beam's own
+    options follow a `--`."""
+    group = parser.add_argument_group(
+        'Apache Beam (pip install "keras-saat[beam]"; Beam\'s own options after `--`)'
+    )
+    group.add_argument(
+        "--runner",
+        metavar="NAME",
+        help="write the cache's shards with a Beam pipeline: local (this machine), direct, "
+        "prism, dataflow, flink or spark; the same cache `train` reads",
+    )
+    group.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="with --runner: images per encoder call (default 32)",
+    )
+    group.add_argument(
+        "--large-model",
+        action="store_true",
+        help="with --runner: one encoder per machine, shared by its worker processes",
+    )
+    parser.set_defaults(beam_args=[])
+
+
+def check_no_runner_flags(args):
+    """Without --runner: --batch-size and --large-model, which only a Beam run honours,
+    are refused rather than ignored."""
+    from keras_saat.errors import KerasSaatError
+
+    for flag, given in (("--batch-size", getattr(args, "batch_size", None) is not None),
+                        ("--large-model", getattr(args, "large_model", False))):  # fmt: skip
+        if given:
+            raise KerasSaatError(
+                f"{flag} is for a Beam run: add --runner local (the one-process extractor "
+                "batches 32 images)"
+            )
+
+
+def check_extract_run(args):
+    """Before TensorFlow loads: apache_beam is installed, the runner is known, the batch
+    size positive. The runner's name goes to `args.runner`."""
+    from keras_saat.errors import KerasSaatError
+
+    if not getattr(args, "verbose", False):
+        import logging
+
+        logging.getLogger().setLevel(logging.ERROR)  # Beam's import-time notes
+    require_beam()
+    from keras_saat.beam.pipeline_runs import runner_name
+
+    args.runner = runner_name(args.runner)
+    args.batch_size = 32 if args.batch_size is None else args.batch_size
+    if args.batch_size < 1:
+        raise KerasSaatError(f"--batch-size {args.batch_size}: give at least 1")
+
+
+def cmd_extract_run(args, log=print):
+    """`extract_only` with the shards written by Beam (`extract_features_beam`): the same
+    dataset, seeded encoder and WORKDIR/features that `train` reads; returns the FeatureCache."""
+    from keras_saat.beam.extraction_runs import extract_features_beam
+    from keras_saat.experiment.preparation import extract_only
+
+    return extract_only(
+        args.experiment,
+        args.workdir,
+        log,
+        extract_features_beam,
+        runner=args.runner,
+        beam_args=args.beam_args,
+        batch_size=args.batch_size,
+        large_model=args.large_model,
+    )

@@ -1,0 +1,170 @@
+"""`keras-saat extract-features --runner`: the feature cache's shards written by Beam.
+
+The launcher opens (or resumes) the cache as `extract_features` does, with the same
+index, shard names and encoder fingerprint; lists the shards still to write; runs
+`ExtractFeatures` over them; and records each written shard in progress.jsonl and
+then index.json. A run that stops leaves whole shard files and their records in
+CACHE/.beam, which the next run records before deciding what is left, so finished
+shards are kept. `train` reads the result as any other cache.
+"""
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import apache_beam as beam
+
+from keras_saat.beam.extraction import (
+    BEAM_DIR,
+    DONE_SUFFIX,
+    EncoderHandler,
+    ExtractFeatures,
+    save_encoder_weights,
+    write_shard_list,
+)
+from keras_saat.beam.pipeline_runs import make_pipeline
+from keras_saat.data.cache_index import (
+    compact_index,
+    open_index,
+    record_shard,
+    split_entry,
+    todo_shards,
+)
+from keras_saat.data.dataset import SPLITS, Skips
+from keras_saat.data.feature_cache import (
+    DTYPES,
+    FeatureCache,
+    dataset_fingerprint,
+    encoder_fingerprint,
+)
+from keras_saat.errors import KerasSaatError
+
+
+def _fold_finished(directory, index, split, numbers, skips):
+    """Records the shards among `numbers` that a Beam run wrote (file and record in
+    CACHE/.beam both there) in progress.jsonl; returns their numbers."""
+    entry, folded = index["splits"][split], []
+    for number in numbers:
+        shard = entry["shards"][number]
+        done = directory / BEAM_DIR / (shard["file"] + DONE_SUFFIX)
+        if not (done.is_file() and (directory / shard["file"]).is_file()):
+            continue
+        record = json.loads(done.read_text(encoding="utf-8"))
+        shard_skips = Skips()
+        for reason, places in record["skips"].items():
+            for place in places:
+                shard_skips.add(reason, place)
+        skips.merge(shard_skips)  # strict: raises before the shard is recorded
+        shard.update(done=True, written=record["written"], skipped=record["skipped"])
+        record_shard(directory, split, number, record["written"], record["skipped"])
+        folded.append(number)
+    return folded
+
+
+def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size=1000,
+                          dtype="float16", batch_size=32, resize="crop", strict=False,
+                          runner="local", beam_args=(), large_model=False,
+                          log=print):  # fmt: skip
+    """`extract_features` as a Beam pipeline: the same cache, its shards written by workers.
+
+    Args:
+        encoder: ImageEncoder. The frozen backbone.
+        dataset: CaptionDataset. Its images must be files the workers can read.
+        directory: str or Path. The cache folder, on storage the workers share.
+        splits, shard_size, dtype, batch_size, resize, strict: as `extract_features`
+            (strict names the first skipped image after the run, and leaves that shard
+            unrecorded).
+        runner: str. A `runner_name`. Defaults to "local".
+        beam_args: list of str. Beam's pipeline options.
+        large_model: bool. One encoder per machine. Defaults to False.
+        log: callable.
+
+    Returns:
+        (FeatureCache, Skips) — the images skipped in this run.
+    """
+    if dtype not in DTYPES:
+        raise KerasSaatError(f"cache dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    if dataset.image_source is not None:
+        raise KerasSaatError(
+            f"dataset '{dataset.name}' streams its images (TFDS); --runner reads image files: "
+            "extract without --runner"
+        )
+    import keras
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    fingerprint = {
+        "encoder": encoder_fingerprint(encoder, resize, dtype),
+        "dataset": dataset_fingerprint(dataset),
+    }
+    header = {
+        "backbone": encoder.backbone_name,
+        "image_size": encoder.image_size,
+        "resize": resize,
+        "grid": list(encoder.grid_shape),
+        "channels": encoder.feature_channels,
+        "dtype": dtype,
+        "compute_dtype": encoder.compute_dtype,
+    }
+    index = open_index(directory, fingerprint, header)
+    skips, todo, total = Skips(strict), [], 0
+    for split in splits:
+        records = dataset.split(split)
+        entry = split_entry(directory, index, split, len(records), shard_size)
+        # Shards a stopped Beam run finished are recorded first, then kept.
+        _fold_finished(directory, index, split, todo_shards(directory, entry), skips)
+        numbers = todo_shards(directory, entry)
+        if not numbers:
+            log(f"  extract {split}: cached ({len(records)} images)")
+            continue
+        if len(numbers) < len(entry["shards"]):
+            log(
+                f"  extract {split}: resuming, {len(entry['shards']) - len(numbers)}/"
+                f"{len(entry['shards'])} shards already done"
+            )
+        for number in numbers:
+            start, stop = number * shard_size, min(len(records), (number + 1) * shard_size)
+            images = [(p, records[p]) for p in range(start, stop)]
+            write_shard_list(directory, split, number, entry["shards"][number]["file"], images)
+            todo.append((split, number))
+            total += stop - start
+    if todo:
+        handler = EncoderHandler(
+            encoder.backbone_name,
+            encoder.image_size,
+            save_encoder_weights(encoder, directory, fingerprint["encoder"]),
+            dtype,
+            resize,
+            fingerprint["encoder"],
+            policy=keras.config.dtype_policy().name,
+            batch_size=batch_size,
+            large_model=large_model,
+        )
+        files = [index["splits"][s]["shards"][n]["file"] for s, n in todo]
+        log(f"  extract: {len(files)} shards on Beam's {runner} runner")
+        start_time = time.perf_counter()
+        with make_pipeline(runner, beam_args) as pipeline:
+            _ = (
+                pipeline
+                | "Shards" >> beam.Create(files)
+                | "SpreadShards" >> beam.Reshuffle()
+                | "Extract" >> ExtractFeatures(directory, handler, encoder.image_size, resize)
+            )
+        seconds = time.perf_counter() - start_time
+        for split in {s for s, _ in todo}:
+            numbers = [n for s, n in todo if s == split]
+            folded = _fold_finished(directory, index, split, numbers, skips)
+            if len(folded) < len(numbers):
+                raise KerasSaatError(
+                    f"{len(numbers) - len(folded)} of {split}'s shards were not written; "
+                    f"run the command again to write them"
+                )
+        log(
+            f"  extract: {len(files)} shards in {seconds:.0f}s ({total / max(seconds, 1e-9):.0f} img/s)"
+        )
+    compact_index(directory, index)
+    shutil.rmtree(directory / BEAM_DIR, ignore_errors=True)
+    for line in skips.summary():
+        log(f"  {line}")
+    return FeatureCache(directory), skips

@@ -1,0 +1,142 @@
+"""The feature cache's bookkeeping: index.json, progress.jsonl and the skips of a shard.
+
+Shared by the one-process extraction (`keras_saat.data.feature_cache`) and the Beam
+one (`keras_saat.beam.extraction`), so both write one layout that `FeatureCache` reads.
+"""
+
+import json
+import os
+from pathlib import Path
+
+from keras_saat.data.image_files import MAX_FILE_BYTES
+from keras_saat.errors import KerasSaatError
+from keras_saat.io_utils import write_json_atomic
+
+INDEX = "index.json"
+PROGRESS = "progress.jsonl"
+MISSING, UNDECODABLE = "missing image file", "undecodable image"  # the index's skip reasons
+VERSION = 1
+
+
+def read_index(directory):
+    """index.json of a cache folder with the finished shards of progress.jsonl applied
+    (a line torn by a kill is ignored: its shard is written again)."""
+    directory = Path(directory)
+    index = json.loads((directory / INDEX).read_text())
+    progress = directory / PROGRESS
+    if progress.is_file():
+        for line in progress.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+                split = index["splits"][entry["split"]]
+                shard = split["shards"][int(entry["shard"])]
+                shard.update(done=True, written=int(entry["written"]), skipped=entry["skipped"])
+            except (ValueError, KeyError, IndexError, TypeError):
+                continue
+    return index
+
+
+def record_shard(directory, split, number, written, skipped):
+    """Appends one finished shard to progress.jsonl (flushed to disk before the next)."""
+    line = json.dumps({"split": split, "shard": number, "written": written, "skipped": skipped})
+    with open(directory / PROGRESS, "a", encoding="utf-8") as progress:
+        progress.write(line + "\n")
+        progress.flush()
+        os.fsync(progress.fileno())
+
+
+def compact_index(directory, index):
+    """Folds progress.jsonl into index.json (the one whole rewrite of an extraction)."""
+    progress = directory / PROGRESS
+    if progress.exists():
+        write_json_atomic(directory / INDEX, index)
+        progress.unlink()
+
+
+def open_index(directory, fingerprint, header):
+    """The cache's index: the one in `directory` (progress applied) when its fingerprint
+    matches, else a new one of `header` (backbone, grid, dtype, ...) with no splits.
+
+    Raises:
+        KerasSaatError: the folder holds a cache of another fingerprint or version.
+    """
+    directory = Path(directory)
+    if (directory / INDEX).is_file():
+        index = read_index(directory)
+        if index.get("version") != VERSION or index.get("fingerprint") != fingerprint:
+            raise KerasSaatError(
+                f"the feature cache in {directory} was made with another backbone, weights, resize mode, "
+                "dtype, compute precision (train.mixed_precision) or dataset; delete the folder "
+                "or choose another workdir"
+            )
+        return index
+    return {"version": VERSION, **header, "fingerprint": fingerprint, "splits": {}}
+
+
+def split_entry(directory, index, split, count, shard_size):
+    """The index's entry of `split`; a new split's shard list is written to index.json
+    before any shard is recorded against it."""
+    if split not in index["splits"]:
+        shards = max(1, -(-count // shard_size))
+        index["splits"][split] = {
+            "count": count,
+            "shards": [
+                {
+                    "file": f"{split}-{i:05d}-of-{shards:05d}.tfrecord",
+                    "done": False,
+                    "written": 0,
+                    "skipped": [],
+                }
+                for i in range(shards)
+            ],
+        }
+        write_json_atomic(Path(directory) / INDEX, index)
+    return index["splits"][split]
+
+
+def todo_shards(directory, entry):
+    """The numbers of a split's shards to write: not finished, or finished but whose file
+    is gone (deleted as damaged)."""
+    return [
+        i
+        for i, s in enumerate(entry["shards"])
+        if not s["done"] or not (Path(directory) / s["file"]).is_file()
+    ]
+
+
+def image_place(record):
+    """How a skip names an image: its path and id, or its id when streamed."""
+    if record.path is None:
+        return f"image {record.imgid}"
+    return f"{record.path} (image {record.imgid})"
+
+
+def file_skip_reason(path):
+    """Why an image file is not read ("missing image file", "image file over N MiB"), or
+    None when it may be."""
+    if path is None or not Path(path).is_file():  # a device or FIFO is not a file
+        return MISSING
+    if os.path.getsize(path) > MAX_FILE_BYTES:  # never read whole into memory
+        return f"image file over {MAX_FILE_BYTES >> 20} MiB"
+    return None
+
+
+def skipped_entries(records, positions, written, shard_skips):
+    """A finished shard's index entry of skips: [position, reason] for each of `positions`
+    not `written`, sorted; "missing image file" when `shard_skips` names it so, else
+    "undecodable image" (added to `shard_skips` when it names the image under no reason).
+
+    Args:
+        records: sequence of ImageRecord, indexed by position (or a dict position -> record).
+        positions: iterable of int. The shard's positions.
+        written: iterable of int. The positions written.
+        shard_skips: Skips. What the shard's reading skipped, by reason.
+    """
+    reported = {place: why for why, places in shard_skips.where.items() for place in places}
+    entries = []
+    for position in sorted(set(positions) - set(written)):
+        place = image_place(records[position])
+        if place not in reported:
+            shard_skips.add(UNDECODABLE, place)
+        entries.append([position, MISSING if reported.get(place) == MISSING else UNDECODABLE])
+    return entries

@@ -1,0 +1,188 @@
+"""`keras-saat extract-features --runner`: the one-process feature cache, written by Beam."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+beam = pytest.importorskip("apache_beam")
+
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: E402
+from apache_beam.testing.test_pipeline import TestPipeline  # noqa: E402
+from apache_beam.testing.util import assert_that, equal_to  # noqa: E402
+
+from keras_saat.cli import main  # noqa: E402
+from keras_saat.data.feature_cache import FeatureCache  # noqa: E402
+from tests.helpers import DEFAULTS  # noqa: E402
+
+TWO_PROCESSES = ["--", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+
+
+@pytest.fixture(scope="module")
+def shapes(shapes_dir, tmp_path_factory):
+    """The shared Shapes set (40 train, 8 val, 8 test) with train image 2 corrupt."""
+    target = tmp_path_factory.mktemp("beam_extract") / "shapes"
+    shutil.copytree(shapes_dir, target)
+    records = json.loads((target / "dataset_shapes.json").read_text())["images"]
+    corrupt = next(r for r in records if r["split"] == "train")  # position 0 of train
+    path = target / corrupt["filepath"] / corrupt["filename"]
+    path.write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    return target, f"{path} (image {corrupt['imgid']})"
+
+
+def argv(shapes, workdir, *extra):
+    return ["extract-features", "--config", DEFAULTS, "--workdir", str(workdir),
+            "--set", "data.dataset=karpathy",
+            "--set", f"data.path={shapes / 'dataset_shapes.json'}",
+            "--set", "data.cache_shard_size=16", *extra]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def single(shapes, tmp_path_factory):
+    """The one-process cache of `shapes`."""
+    workdir = tmp_path_factory.mktemp("single")
+    assert main(argv(shapes[0], workdir)) == 0
+    return workdir / "features"
+
+
+def assert_same_cache(found, expected):
+    """The same index.json, shard files, and every record's position and features."""
+    found, expected = FeatureCache(found), FeatureCache(expected)
+    assert found.index == expected.index
+    assert sorted(p.name for p in found.directory.iterdir()) == sorted(
+        p.name for p in expected.directory.iterdir()
+    )  # nothing else left behind (the run's lists and records)
+    for split in expected.index["splits"]:
+        for ours, theirs in zip(found.files(split), expected.files(split), strict=True):
+            pairs = zip(found.read_shard(ours), expected.read_shard(theirs), strict=True)
+            for (positions, features), (want_positions, want_features) in pairs:
+                np.testing.assert_array_equal(positions.numpy(), want_positions.numpy())
+                np.testing.assert_array_equal(features.numpy(), want_features.numpy())
+
+
+@pytest.mark.slow
+def test_a_beam_cache_equals_the_one_process_cache_and_train_reads_it(
+    shapes, single, tmp_path, capsys
+):
+    folder, corrupt = shapes
+    workdir = tmp_path / "beam"
+    capsys.readouterr()
+    assert main(argv(folder, workdir, "--runner", "local", "--batch-size", "5")) == 0
+    out = capsys.readouterr().out
+    assert f"skipped 1 x undecodable image (first: {corrupt})" in out
+    assert "39 train, 8 val, 8 test images, grid (8, 8), 128 channels" in out
+    assert_same_cache(workdir / "features", single)
+    assert FeatureCache(workdir / "features").skipped("train") == [(0, "undecodable image")]
+
+    # A stopped run: shard 1 written with its record in .beam, but not yet in index.json.
+    index_path = workdir / "features" / "index.json"
+    index = json.loads(index_path.read_text())
+    shard = index["splits"]["train"]["shards"][1]
+    record = {"split": "train", "shard": 1, "written": shard["written"],
+              "skipped": shard["skipped"], "skips": {}}  # fmt: skip
+    shard.update(done=False, written=0)
+    index_path.write_text(json.dumps(index))
+    (workdir / "features" / ".beam").mkdir()
+    (workdir / "features" / ".beam" / f"{shard['file']}.json").write_text(json.dumps(record))
+    # And shard 2 deleted (damaged): written again, the others kept.
+    (workdir / "features" / "train-00002-of-00003.tfrecord").unlink()
+    kept = {
+        name: os.stat(workdir / "features" / name).st_mtime_ns
+        for name in ("train-00000-of-00003.tfrecord", "train-00001-of-00003.tfrecord")
+    }
+    assert main(argv(folder, workdir, "--runner", "local")) == 0
+    out = capsys.readouterr().out
+    assert "extract train: resuming, 2/3 shards already done" in out
+    assert "extract: 1 shards on Beam's local runner" in out
+    assert "extract val: cached (8 images)" in out
+    for name, stamp in kept.items():
+        assert os.stat(workdir / "features" / name).st_mtime_ns == stamp
+    assert_same_cache(workdir / "features", single)
+
+    # `train` builds the same seeded encoder and reads the Beam-made cache.
+    steps = ["--set", "train.epochs=1", "--set", "train.batch_size=16"]
+    assert main(["train", *argv(folder, workdir)[1:], *steps]) == 0
+    out = capsys.readouterr().out
+    assert "extract train: cached (40 images)" in out and "epoch 1/1" in out
+
+
+@pytest.mark.slow
+def test_two_worker_processes_write_the_same_cache(shapes, single, tmp_path, capsys):
+    workdir = tmp_path / "two"
+    assert main(argv(shapes[0], workdir, "--runner", "local", *TWO_PROCESSES)) == 0
+    assert f"skipped 1 x undecodable image (first: {shapes[1]})" in capsys.readouterr().out
+    assert_same_cache(workdir / "features", single)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--runner", "mars"], "--runner mars: not a Beam runner here; give one of local,"),
+        (["--runner", "local", "--batch-size", "0"], "--batch-size 0: give at least 1"),
+        (["--batch-size", "8"], "--batch-size is for a Beam run: add --runner local"),
+        (["--large-model"], "--large-model is for a Beam run: add --runner local"),
+    ],
+)
+def test_runner_mistakes_are_one_line(shapes, tmp_path, capsys, extra, message):
+    assert main(argv(shapes[0], tmp_path / "w", *extra)) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_missing_files_and_a_batch_the_encoder_raises_on_are_skips_not_failures(shapes, tmp_path):
+    """ExtractFeatures in a TestPipeline: a missing file and an image whose batch the
+    encoder raises on are named in the shard's record; the others are written."""
+    import tensorflow as tf
+
+    from keras_saat.beam.extraction import (
+        EncoderHandler,
+        ExtractFeatures,
+        save_encoder_weights,
+        write_shard_list,
+    )
+    from keras_saat.data import read_karpathy
+    from keras_saat.data.feature_cache import encoder_fingerprint
+    from keras_saat.encoders import ImageEncoder
+
+    class RaisingHandler(EncoderHandler):
+        def run_inference(self, batch, model, inference_args=None):
+            if any(pixels.max() == 0 for pixels in batch):
+                raise RuntimeError("the encoder gave up on a black image")
+            return super().run_inference(batch, model, inference_args)
+
+    records = read_karpathy(shapes[0] / "dataset_shapes.json").split("val")[:3]
+    black = tmp_path / "black.png"
+    black.write_bytes(tf.io.encode_png(tf.zeros((32, 32, 3), tf.uint8)).numpy())
+    records[1].path, records[2].path = black, tmp_path / "missing.png"
+    tf.keras.utils.set_random_seed(0)
+    encoder = ImageEncoder("shapes_cnn")
+    fingerprint = encoder_fingerprint(encoder, "crop", "float16")
+    directory = tmp_path / "cache"
+    weights = save_encoder_weights(encoder, directory, fingerprint)
+    write_shard_list(directory, "val", 0, "val-00000-of-00001.tfrecord", enumerate(records))
+    handler = RaisingHandler("shapes_cnn", 128, weights, "float16", "crop", fingerprint,
+                             batch_size=1)  # fmt: skip
+    place = lambda r: f"{r.path} (image {r.imgid})"  # noqa: E731
+    expected = {
+        "split": "val",
+        "shard": 0,
+        "written": 1,
+        "skipped": [[1, "undecodable image"], [2, "missing image file"]],
+        "skips": {
+            "the encoder raised RuntimeError: the encoder gave up on a black image": [
+                place(records[1])
+            ],
+            "missing image file": [place(records[2])],
+        },
+    }
+    with TestPipeline(runner=FnApiRunner()) as pipeline:
+        done = (
+            pipeline
+            | beam.Create(["val-00000-of-00001.tfrecord"])
+            | ExtractFeatures(str(directory), handler, 128)
+        )
+        assert_that(done, equal_to([expected]))
+    written = list(tf.data.TFRecordDataset(str(directory / "val-00000-of-00001.tfrecord")))
+    assert len(written) == 1
