@@ -44,7 +44,12 @@ RECORD_SPEC = {
 
 
 def check_format(dtype, compression="none"):
-    """Raises KerasSaatError naming the allowed values when a cache format is unknown."""
+    """Raises KerasSaatError naming the allowed values when a cache format is unknown.
+
+    Args:
+        dtype: str. A cache dtype (`DTYPES`).
+        compression: str. A cache compression (`COMPRESSIONS`). Defaults to "none".
+    """
     if dtype not in DTYPES:
         raise KerasSaatError(f"cache dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     if compression not in COMPRESSIONS:
@@ -54,7 +59,12 @@ def check_format(dtype, compression="none"):
 
 
 def format_name(dtype, compression="none"):
-    """The format's one-word name ("int8", "int8+zlib"): the fingerprint hashes it."""
+    """The format's one-word name ("int8", "int8+zlib"): the fingerprint hashes it.
+
+    Args:
+        dtype: str. The cache dtype.
+        compression: str. The cache compression. Defaults to "none".
+    """
     return dtype if compression == "none" else f"{dtype}+{compression}"
 
 
@@ -65,7 +75,11 @@ def quantize_int8(rows):
     channel's scale is float16's subnormal, coarser: its error stays under half of it).
 
     A channel that is zero everywhere gets scale 0 and stays zero; values past 127 times
-    float16's largest scale (8.3e6) clip."""
+    float16's largest scale (8.3e6) clip.
+
+    Args:
+        rows: (..., L, C) array of floats: one image's grid, or a batch of them.
+    """
     rows = np.asarray(rows, np.float32)
     wanted = np.max(np.abs(rows), axis=-2).astype(np.float64) / _QMAX  # (..., C)
     scales = np.minimum(wanted, _HUGE).astype(SCALE_DTYPE)
@@ -78,7 +92,12 @@ def quantize_int8(rows):
 
 
 def dequantize_int8(quantized, scales):
-    """The NumPy inverse of `quantize_int8`: (..., L, C) int8, (..., C) scales -> float32."""
+    """The NumPy inverse of `quantize_int8`: (..., L, C) int8, (..., C) scales -> float32.
+
+    Args:
+        quantized: (..., L, C) int8 array.
+        scales: (..., C) array, each image's channel scales.
+    """
     return quantized.astype(np.float32) * scales.astype(np.float32)[..., None, :]
 
 
@@ -142,9 +161,15 @@ def decode_features(examples, shape, dtype, compression="none", out_dtype=None):
 
 
 def encoder_fingerprint(encoder, resize, dtype):
-    """A hash of what determines the features: backbone, size, weights, resize mode, dtype,
-    and the backbone's compute precision when it is not float32 (a bfloat16 backbone's
-    features differ in the third digit, so its cache and a float32 one never mix)."""
+    """A hash of what determines the features: backbone, size, weights, resize mode, cache
+    format, and the backbone's compute precision when it is not float32 (a bfloat16
+    backbone's features differ in the third digit, so its cache and a float32 one never mix).
+
+    Args:
+        encoder: ImageEncoder.
+        resize: str. The resize mode.
+        dtype: str. The cache format's name (`format_name`: "float16", "int8+zlib", ...).
+    """
     compute = encoder.compute_dtype
     precision = "" if compute == "float32" else f"|compute={compute}"
     digest = hashlib.sha256(
