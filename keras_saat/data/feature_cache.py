@@ -4,8 +4,9 @@ Layout of a cache folder:
     index.json                          what was extracted, how, and what was skipped
     <split>-<i>-of-<n>.tfrecord         one tf.train.Example per image:
                                         position (int64, the image's index in its split),
-                                        features (bytes, (L, C) in the cache dtype),
-                                        scales (bytes, int8 only): `cache_format`
+                                        features (bytes: the (L, C) grid in the cache
+                                        dtype; int8 with its channel scales, zlib when
+                                        compressed: `cache_format`)
 
     progress.jsonl                      only while an extraction runs or after it was
                                         killed: one JSON line per finished shard
