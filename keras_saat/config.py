@@ -90,8 +90,13 @@ class DataConfig:
     # How images reach the backbone's square input: "crop" (shorter side, centre crop),
     # "pad" or "stretch".
     resize: str = "crop"
-    # Feature cache dtype: "float16" (half the disk, the default) or "float32".
+    # Feature cache dtype: "float16" (half the disk, the default), "float32", or "int8"
+    # (a quarter of float32: each image's channels scaled to -127..127, dequantised in the
+    # input pipeline; resident features stay int8 on the device, half of float16's memory).
     cache_dtype: str = "float16"
+    # Feature cache compression of each image's record: "none" or "zlib" (the zeros a
+    # ReLU leaves; undone in the parallel parse). docs/performance.md, "Feature cache formats".
+    cache_compression: str = "none"
     # Images per feature cache shard (a killed extraction redoes at most one shard).
     cache_shard_size: int = 1000
     # Caption examples in the shuffle buffer.
@@ -294,7 +299,8 @@ _CHOICES = {
     ("data", "resize"): ("crop", "pad", "stretch"),
     ("export", "resize"): ("", "crop", "pad", "stretch"),
     ("export", "quantize"): ("none", "float16", "int8"),
-    ("data", "cache_dtype"): ("float16", "float32"),
+    ("data", "cache_dtype"): ("float16", "float32", "int8"),
+    ("data", "cache_compression"): ("none", "zlib"),
     ("data", "batching"): ("auto", "per_caption", "per_image"),
     ("data", "resident_features"): (True, False, "auto"),
     ("train", "optimizer"): ("adam", "rmsprop"),

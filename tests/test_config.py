@@ -73,6 +73,12 @@ def test_wrong_types_and_choices_are_errors():
         from_dict({"model": {"attention": "sofft"}})
     with pytest.raises(KerasSaatError, match="expected section.key=value"):
         parse_override("train.epochs")
+    with pytest.raises(
+        KerasSaatError, match="data.cache_compression: 'gzip' is not one of none, zlib"
+    ):
+        from_dict({"data": {"cache_compression": "gzip"}})
+    data = from_dict({"data": {"cache_dtype": "int8", "cache_compression": "zlib"}}).data
+    assert (data.cache_dtype, data.cache_compression) == ("int8", "zlib")
 
 
 def test_config_file_errors_name_the_file(tmp_path):

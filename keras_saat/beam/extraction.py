@@ -62,16 +62,19 @@ class EncoderHandler(ModelHandler):
         backbone: str. Registry name.
         image_size: int.
         weights: str. The .npz of the encoder's weights (`save_encoder_weights`).
-        dtype: str. The cache dtype.
+        dtype: str. The cache dtype (int8: the encoder computes float32, each row is
+            quantised as it is written).
         resize: str. The resize mode (part of the fingerprint).
         fingerprint: str. The cache's encoder fingerprint.
         policy: str. Keras dtype policy the encoder was built under. Defaults to "float32".
         batch_size: int. Images per encoder call; every batch but the last. Defaults to 32.
         large_model: bool. One encoder per machine, shared by its processes. Defaults to False.
+        compression: str. The cache compression (part of the fingerprint). Defaults to "none".
     """
 
     def __init__(self, backbone, image_size, weights, dtype, resize, fingerprint,
-                 policy="float32", batch_size=32, large_model=False):  # fmt: skip
+                 policy="float32", batch_size=32, large_model=False,
+                 compression="none"):  # fmt: skip
         if int(batch_size) < 1:
             raise KerasSaatError(f"batch_size must be at least 1; got {batch_size}")
         super().__init__(
@@ -80,12 +83,13 @@ class EncoderHandler(ModelHandler):
             large_model=bool(large_model),
         )
         self._settings = (str(backbone), int(image_size), str(weights), str(dtype), str(resize))
+        self._compression = str(compression)
         self._fingerprint, self._policy = str(fingerprint), str(policy)
 
     def load_model(self):
         import keras
 
-        from keras_saat.data.feature_cache import encoder_fingerprint
+        from keras_saat.data.feature_cache import encoder_fingerprint, format_name
         from keras_saat.encoders.image_encoder import ImageEncoder
 
         backbone, image_size, weights, dtype, resize = self._settings
@@ -94,13 +98,13 @@ class EncoderHandler(ModelHandler):
         with open(weights, "rb") as stream:
             saved = np.load(io.BytesIO(stream.read()))
             encoder.feature_model.set_weights([saved[f"w{i}"] for i in range(len(saved.files))])
-        found = encoder_fingerprint(encoder, resize, dtype)
+        found = encoder_fingerprint(encoder, resize, format_name(dtype, self._compression))
         if found != self._fingerprint:
             raise KerasSaatError(
                 f"the encoder rebuilt from {weights} has fingerprint {found}, not the cache's "
                 f"{self._fingerprint}: the workers need the launcher's TensorFlow and Keras"
             )
-        return EncodeBatch(encoder.compiled(dtype))
+        return EncodeBatch(encoder.compiled("float32" if dtype == "int8" else dtype))
 
     def run_inference(self, batch, model, inference_args=None):
         features = model(np.stack(batch))
@@ -195,8 +199,9 @@ def _failed(failure):
 class _WriteShard(beam.DoFn):
     """(file, items) -> the shard file, written whole, then its record in CACHE/.beam."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, dtype="float16", compression="none"):
         self._directory = str(directory)
+        self._format = (str(dtype), str(compression))
 
     def process(self, element):
         import tensorflow as tf
@@ -217,7 +222,7 @@ class _WriteShard(beam.DoFn):
         tmp = directory / f"{file}.tmp-{uuid.uuid4().hex[:8]}"  # a retried bundle's own
         with tf.io.TFRecordWriter(str(tmp)) as writer:
             for position, row in rows:
-                writer.write(feature_example(position, row))
+                writer.write(feature_example(position, row, *self._format))
         written = [position for position, _ in rows]
         entry = {
             "split": header["split"],
@@ -251,12 +256,16 @@ class ExtractFeatures(beam.PTransform):
         handler: EncoderHandler.
         image_size: int. The encoder's input side.
         resize: str. "crop", "pad" or "stretch".
+        dtype: str. The cache dtype. Defaults to "float16".
+        compression: str. The cache compression. Defaults to "none".
     """
 
-    def __init__(self, directory, handler, image_size, resize="crop"):
+    def __init__(self, directory, handler, image_size, resize="crop", dtype="float16",
+                 compression="none"):  # fmt: skip
         super().__init__()
         self._directory, self._handler = str(directory), handler
         self._size, self._resize = int(image_size), str(resize)
+        self._format = (str(dtype), str(compression))
 
     def expand(self, files):
         images = (
@@ -279,7 +288,7 @@ class ExtractFeatures(beam.PTransform):
             (rows, failed, decoded.skipped, marks)
             | "All" >> beam.Flatten()
             | "ByShard" >> beam.GroupByKey()
-            | "Write" >> beam.ParDo(_WriteShard(self._directory))
+            | "Write" >> beam.ParDo(_WriteShard(self._directory, *self._format))
         )
 
 

@@ -33,10 +33,11 @@ from keras_saat.data.cache_index import (
 )
 from keras_saat.data.dataset import SPLITS, Skips
 from keras_saat.data.feature_cache import (
-    DTYPES,
     FeatureCache,
+    check_format,
     dataset_fingerprint,
     encoder_fingerprint,
+    format_name,
 )
 from keras_saat.errors import KerasSaatError
 
@@ -64,6 +65,7 @@ def _fold_finished(directory, index, split, numbers, skips):
 
 def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size=1000,
                           dtype="float16", batch_size=32, resize="crop", strict=False,
+                          compression="none",
                           runner="local", beam_args=(), large_model=False,
                           log=print):  # fmt: skip
     """`extract_features` as a Beam pipeline: the same cache, its shards written by workers.
@@ -72,7 +74,8 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
         encoder: ImageEncoder. The frozen backbone.
         dataset: CaptionDataset. Its images must be files the workers can read.
         directory: str or Path. The cache folder, on storage the workers share.
-        splits, shard_size, dtype, batch_size, resize, strict: as `extract_features`
+        splits, shard_size, dtype, batch_size, resize, strict, compression: as
+            `extract_features`
             (strict names the first skipped image after the run, and leaves that shard
             unrecorded).
         runner: str. A `runner_name`. Defaults to "local".
@@ -83,8 +86,7 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
     Returns:
         (FeatureCache, Skips) — the images skipped in this run.
     """
-    if dtype not in DTYPES:
-        raise KerasSaatError(f"cache dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    check_format(dtype, compression)
     if dataset.image_source is not None:
         raise KerasSaatError(
             f"dataset '{dataset.name}' streams its images (TFDS); --runner reads image files: "
@@ -95,7 +97,7 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     fingerprint = {
-        "encoder": encoder_fingerprint(encoder, resize, dtype),
+        "encoder": encoder_fingerprint(encoder, resize, format_name(dtype, compression)),
         "dataset": dataset_fingerprint(dataset),
     }
     header = {
@@ -105,6 +107,7 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
         "grid": list(encoder.grid_shape),
         "channels": encoder.feature_channels,
         "dtype": dtype,
+        "compression": compression,
         "compute_dtype": encoder.compute_dtype,
     }
     index = open_index(directory, fingerprint, header)
@@ -140,6 +143,7 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
             policy=keras.config.dtype_policy().name,
             batch_size=batch_size,
             large_model=large_model,
+            compression=compression,
         )
         files = [index["splits"][s]["shards"][n]["file"] for s, n in todo]
         log(f"  extract: {len(files)} shards on Beam's {runner} runner")
@@ -149,7 +153,10 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
                 pipeline
                 | "Shards" >> beam.Create(files)
                 | "SpreadShards" >> beam.Reshuffle()
-                | "Extract" >> ExtractFeatures(directory, handler, encoder.image_size, resize)
+                | "Extract"
+                >> ExtractFeatures(
+                    directory, handler, encoder.image_size, resize, dtype, compression
+                )
             )
         seconds = time.perf_counter() - start_time
         for split in {s for s, _ in todo}:

@@ -107,11 +107,20 @@ def measure_extract(backbone, images=None, precision="float32"):
 
 
 def write_synthetic_cache(
-    folder, images, size, captions_per_image=5, seed=0, shard_size=1000, skip=()
+    folder,
+    images,
+    size,
+    captions_per_image=5,
+    seed=0,
+    shard_size=1000,
+    skip=(),
+    dtype="float16",
+    compression="none",
 ):
-    """A feature cache of `images` random float16 (L, C) rows of `size`, in shards of
-    `shard_size` as extraction writes them (the positions in `skip` left out, as unreadable
-    images are), and records with Shapes captions: the input bench's data."""
+    """A feature cache of `images` random (L, C) rows of `size` in the format `dtype` /
+    `compression` (float16 by default), in shards of `shard_size` as extraction writes
+    them (the positions in `skip` left out, as unreadable images are), and records with
+    Shapes captions: the input bench's data."""
     import numpy as np
     import tensorflow as tf
 
@@ -131,13 +140,14 @@ def write_synthetic_cache(
         with tf.io.TFRecordWriter(str(folder / name)) as writer:
             for position in positions:
                 row = rng.standard_normal((size["locations"], size["channels"]), np.float32)
-                writer.write(feature_example(position, row.astype(np.float16)))
+                writer.write(feature_example(position, row, dtype, compression))
         skipped = [[p, "undecodable image"] for p in everything if p in skip]
         shards.append({"file": name, "done": True, "written": len(positions), "skipped": skipped})
     index = {
         "grid": [side, side],
         "channels": size["channels"],
-        "dtype": "float16",
+        "dtype": dtype,
+        "compression": compression,
         "splits": {"train": {"count": images, "shards": shards}},
     }
     (folder / "index.json").write_text(json.dumps(index))

@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+from keras_saat.data.cache_format import format_name
 from keras_saat.data.image_files import MAX_FILE_BYTES
 from keras_saat.errors import KerasSaatError
 from keras_saat.io_utils import write_json_atomic
@@ -64,9 +65,16 @@ def open_index(directory, fingerprint, header):
     if (directory / INDEX).is_file():
         index = read_index(directory)
         if index.get("version") != VERSION or index.get("fingerprint") != fingerprint:
+            stored = format_name(index.get("dtype"), index.get("compression", "none"))
+            asked = format_name(header.get("dtype"), header.get("compression", "none"))
+            what = (
+                f"the format {stored} (asked: {asked}; data.cache_dtype, data.cache_compression)"
+                if stored != asked
+                else "another backbone, weights, resize mode, compute precision "
+                "(train.mixed_precision) or dataset"
+            )
             raise KerasSaatError(
-                f"the feature cache in {directory} was made with another backbone, weights, resize mode, "
-                "dtype, compute precision (train.mixed_precision) or dataset; delete the folder "
+                f"the feature cache in {directory} was made with {what}; delete the folder "
                 "or choose another workdir"
             )
         return index

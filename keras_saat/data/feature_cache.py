@@ -4,7 +4,9 @@ Layout of a cache folder:
     index.json                          what was extracted, how, and what was skipped
     <split>-<i>-of-<n>.tfrecord         one tf.train.Example per image:
                                         position (int64, the image's index in its split),
-                                        features (bytes, (L, C) in the cache dtype)
+                                        features (bytes: the (L, C) grid in the cache
+                                        dtype; int8 with its channel scales, zlib when
+                                        compressed: `cache_format`)
 
     progress.jsonl                      only while an extraction runs or after it was
                                         killed: one JSON line per finished shard
@@ -21,7 +23,6 @@ progress bookkeeping lives in `keras_saat.data.cache_index`, shared with the Bea
 extractor (`keras_saat.beam.extraction`), which writes this same layout.
 """
 
-import hashlib
 import os
 import queue
 import sys
@@ -32,6 +33,16 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from keras_saat.data.cache_format import (  # noqa: F401  (the record functions live there)
+    DTYPES,
+    RECORD_SPEC,
+    check_format,
+    dataset_fingerprint,
+    decode_features,
+    encoder_fingerprint,
+    feature_example,
+    format_name,
+)
 from keras_saat.data.cache_index import (  # noqa: F401  (the layout's names, here too)
     INDEX,
     MISSING,
@@ -53,59 +64,6 @@ from keras_saat.data.images import decode_calls, decode_image
 from keras_saat.data.pipeline_options import without_autotune
 from keras_saat.data.shard_checks import check_framing, damaged_shard_error, read_error_reason
 from keras_saat.errors import KerasSaatError
-
-DTYPES = {"float16": np.float16, "float32": np.float32}
-# One tf.train.Example per image.
-RECORD_SPEC = {
-    "position": tf.io.FixedLenFeature([], tf.int64),
-    "features": tf.io.FixedLenFeature([], tf.string),
-}
-
-
-def feature_example(position, row):
-    """The serialized tf.train.Example of one image: its position and its (L, C) row."""
-    return tf.train.Example(
-        features=tf.train.Features(
-            feature={
-                "position": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(position)])),
-                "features": tf.train.Feature(bytes_list=tf.train.BytesList(value=[row.tobytes()])),
-            }
-        )
-    ).SerializeToString()
-
-
-def encoder_fingerprint(encoder, resize, dtype):
-    """A hash of what determines the features: backbone, size, weights, resize mode, dtype,
-    and the backbone's compute precision when it is not float32 (a bfloat16 backbone's
-    features differ in the third digit, so its cache and a float32 one never mix)."""
-    compute = encoder.compute_dtype
-    precision = "" if compute == "float32" else f"|compute={compute}"
-    digest = hashlib.sha256(
-        f"{encoder.backbone_name}|{encoder.image_size}|{resize}|{dtype}{precision}".encode()
-    )
-    for weight in encoder.feature_model.weights:
-        digest.update(np.ascontiguousarray(weight.numpy()).tobytes())
-    return digest.hexdigest()[:16]
-
-
-def dataset_fingerprint(dataset):
-    """A hash of the whole dataset's images and splits (not only the splits extracted now).
-
-    Each image file counts by its name, size and modification time, so images
-    regenerated or replaced under the same names make a new cache, without reading
-    every file.
-    """
-    digest = hashlib.sha256(dataset.name.encode())
-    for record in dataset.records:
-        stamp = ""
-        if record.path is not None:
-            try:
-                stat = os.stat(record.path)
-                stamp = f"{stat.st_size}|{stat.st_mtime_ns}"
-            except OSError:
-                stamp = "missing"
-        digest.update(f"{record.split}|{record.imgid}|{record.name}|{stamp}|".encode())
-    return digest.hexdigest()[:16]
 
 
 class FeatureCache:
@@ -155,17 +113,23 @@ class FeatureCache:
         """[(position, reason), ...] of images that could not be read."""
         return [tuple(x) for s in self.index["splits"][split]["shards"] for x in s["skipped"]]
 
+    @property
+    def dtype(self):
+        return self.index["dtype"]
+
+    @property
+    def compression(self):
+        return self.index.get("compression", "none")
+
     def parse_fn(self, keep_dtype=False):
         """serialized tf.train.Example -> {"position": int32, "features": (L, C)}, float32
-        unless keep_dtype."""
-        dtype = tf.as_dtype(self.index["dtype"])
+        unless keep_dtype (then the cache dtype; an int8 cache's rows dequantised to float16)."""
         shape = (self.num_locations, self.channels)
+        out = None if keep_dtype else tf.float32
 
         def parse(serialized):
             example = tf.io.parse_single_example(serialized, RECORD_SPEC)
-            features = tf.reshape(tf.io.decode_raw(example["features"], dtype), shape)
-            if not keep_dtype:
-                features = tf.cast(features, tf.float32)
+            features = decode_features(example, shape, self.dtype, self.compression, out)
             return {"position": tf.cast(example["position"], tf.int32), "features": features}
 
         return parse
@@ -193,9 +157,10 @@ class FeatureCache:
         return records.map(self.parse_fn(keep_dtype), num_parallel_calls=tf.data.AUTOTUNE)
 
     def read_shard(self, name, chunk=1024):
-        """(positions int32 (n,), features (n, L, C) in the cache dtype) chunks of one shard
-        file, in the order it holds them, parsed a chunk at a time."""
-        dtype = tf.as_dtype(self.index["dtype"])
+        """(positions int32 (n,), features (n, L, C) in the cache dtype, scales (n, C) float16
+        or None) chunks of one shard file, in the order it holds them, parsed a chunk at a
+        time (scales: an int8 cache's per-image channel scales, `cache_format`)."""
+        shape = (self.num_locations, self.channels)
         chunks = iter(tf.data.TFRecordDataset(name).batch(chunk).prefetch(1))
         while True:
             try:
@@ -205,11 +170,15 @@ class FeatureCache:
             if serialized is None:
                 return
             examples = tf.io.parse_example(serialized, RECORD_SPEC)
-            features = tf.io.decode_raw(examples["features"], dtype)
-            yield (
-                tf.cast(examples["position"], tf.int32),
-                tf.reshape(features, (-1, self.num_locations, self.channels)),
-            )
+            positions = tf.cast(examples["position"], tf.int32)
+            if self.dtype == "int8":
+                rows, scales = decode_features(
+                    examples, shape, self.dtype, self.compression, tf.int8
+                )
+            else:
+                rows = decode_features(examples, shape, self.dtype, self.compression)
+                scales = None
+            yield positions, rows, scales
 
     def positions_dataset(self, split, shard_positions, shuffle_files=False, seed=None):
         """tf.data of {"position": int32} per image, in the order `dataset` gives for the
@@ -277,9 +246,10 @@ def _image_stream(dataset, split, records, start, stop, size, resize, skips):
 class _ShardWriter(threading.Thread):
     """Serialises and writes examples on a thread, so writing overlaps the backbone."""
 
-    def __init__(self, path):
+    def __init__(self, path, dtype, compression):
         super().__init__(daemon=True)
         self.path, self.queue, self.error, self.written = path, queue.Queue(maxsize=8), None, []
+        self.format = (dtype, compression)
 
     def run(self):
         try:
@@ -287,7 +257,7 @@ class _ShardWriter(threading.Thread):
                 while (item := self.queue.get()) is not None:
                     positions, features = item
                     for position, row in zip(positions, features, strict=True):
-                        writer.write(feature_example(position, row))
+                        writer.write(feature_example(position, row, *self.format))
                         self.written.append(int(position))
         except Exception as err:  # surfaced by the main thread
             self.error = err
@@ -316,6 +286,7 @@ def extract_features(
     splits=SPLITS,
     shard_size=1000,
     dtype="float16",
+    compression="none",
     batch_size=32,
     resize="crop",
     strict=False,
@@ -329,7 +300,9 @@ def extract_features(
         directory: str or Path. Cache folder (created).
         splits: tuple of str. Splits to extract. Defaults to train, val, test.
         shard_size: int. Images per TFRecord shard. Defaults to 1000.
-        dtype: str. "float16" (half the disk) or "float32". Defaults to "float16".
+        dtype: str. "float16" (half the disk), "float32" or "int8" (a quarter: per-image
+            channel scales, `cache_format`). Defaults to "float16".
+        compression: str. "none" or "zlib" (each record's features). Defaults to "none".
         batch_size: int. Images per backbone call. Defaults to 32.
         resize: str. "crop", "pad" or "stretch" (see `resize_image`). Defaults to "crop".
         strict: bool. Stop at the first unreadable image, naming it. Defaults to False.
@@ -338,12 +311,11 @@ def extract_features(
     Returns:
         (FeatureCache, Skips) — the images skipped in this run.
     """
-    if dtype not in DTYPES:
-        raise KerasSaatError(f"cache dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    check_format(dtype, compression)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     fingerprint = {
-        "encoder": encoder_fingerprint(encoder, resize, dtype),
+        "encoder": encoder_fingerprint(encoder, resize, format_name(dtype, compression)),
         "dataset": dataset_fingerprint(dataset),
     }
     index = open_index(
@@ -356,10 +328,11 @@ def extract_features(
             "grid": list(encoder.grid_shape),
             "channels": encoder.feature_channels,
             "dtype": dtype,
+            "compression": compression,
             "compute_dtype": encoder.compute_dtype,
         },
     )
-    encode = encoder.compiled(dtype)
+    encode = encoder.compiled("float32" if dtype == "int8" else dtype)  # int8: per image, on write
     skips = Skips(strict)
     for split in splits:
         records = dataset.split(split)
@@ -382,12 +355,12 @@ def extract_features(
                 dataset, split, records, start, stop, encoder.image_size, resize, shard_skips
             )
             tmp = directory / (shard["file"] + ".tmp")
-            writer = _ShardWriter(tmp)
+            writer = _ShardWriter(tmp, dtype, compression)
             writer.start()
             try:
                 if stream is not None:
                     for positions, pixels in stream.batch(batch_size).prefetch(2):
-                        features = encode(pixels).numpy()  # (B, L, C) in the cache dtype
+                        features = encode(pixels).numpy()  # (B, L, C)
                         writer.queue.put((positions.numpy(), features))
                         _bar(split, done + len(writer.written), total, start_time)
                         if writer.error:

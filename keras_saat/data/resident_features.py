@@ -5,7 +5,9 @@ to the device on every step; at the paper's size that is 100-200 KB a caption, a
 GPU the host could feed about half of what the step eats. `ResidentFeatures` reads the
 cache once into one (N, L, C) variable on the device (each replica's device under a
 distribution strategy). Batches then carry an int32 "image_index" beside the tokens, and
-the trainer gathers the rows on the device (`Trainer(resident=...)`).
+the trainer gathers the rows on the device (`Trainer(resident=...)`). An int8 cache stays
+int8 on the device beside its (N, C) channel scales (half of float16's memory), and
+`gather` dequantises the gathered rows.
 
 The batches are those of the tf.data path for the same seed (`positions_dataset` replays
 the cache's shard order; the captions, shuffling and batching code is shared), so a run
@@ -19,17 +21,22 @@ from keras_saat.errors import KerasSaatError
 
 
 def resident_dtype(cache_dtype, compute_dtype):
-    """The dtype the rows are held in: the compute dtype under mixed precision (what the
-    model casts the features to anyway, so the values are the same), else the cache's."""
+    """The dtype the rows are held in: an int8 cache's int8; the compute dtype under mixed
+    precision (what the model casts the features to anyway, so the values are the same),
+    else the cache's."""
+    if tf.as_dtype(cache_dtype) == tf.int8:
+        return tf.int8
     if tf.as_dtype(compute_dtype) != tf.float32:
         return tf.as_dtype(compute_dtype)
     return tf.as_dtype(cache_dtype)
 
 
 def resident_bytes(cache, split, dtype):
-    """The device memory a split's rows take in `dtype` (one row per image position)."""
+    """The device memory a split's rows take in `dtype` (one row per image position; int8
+    rows add their float16 channel scales)."""
     count = cache.index["splits"][split]["count"]
-    return count * cache.num_locations * cache.channels * tf.as_dtype(dtype).size
+    scales = cache.channels * 2 if tf.as_dtype(dtype) == tf.int8 else 0
+    return count * (cache.num_locations * cache.channels * tf.as_dtype(dtype).size + scales)
 
 
 class ResidentFeatures:
@@ -42,7 +49,8 @@ class ResidentFeatures:
         cache: FeatureCache.
         split: str. Defaults to "train".
         dtype: str or tf.DType. Defaults to the cache's dtype (`resident_dtype` picks one
-            for a compute precision).
+            for a compute precision). int8 needs an int8 cache; a float dtype over an int8
+            cache holds the dequantised rows.
         strategy: tf.distribute.Strategy whose replicas each hold a copy. Defaults to the
             current one.
         chunk: int. Images copied to the device at a time. Defaults to 1024.
@@ -50,8 +58,13 @@ class ResidentFeatures:
 
     def __init__(self, cache, split="train", dtype=None, strategy=None, chunk=1024):
         self.cache, self.split = cache, split
-        self.dtype = tf.as_dtype(dtype or cache.index["dtype"])
+        self.dtype = tf.as_dtype(dtype or cache.dtype)
         self.count = cache.index["splits"][split]["count"]
+        quantized = self.dtype == tf.int8
+        if quantized and cache.dtype != "int8":
+            raise KerasSaatError(
+                f"int8 resident features need an int8 cache; {cache.directory} holds {cache.dtype}"
+            )
         shape = (self.count, cache.num_locations, cache.channels)
         strategy = strategy or tf.distribute.get_strategy()
         with strategy.scope():
@@ -60,10 +73,23 @@ class ResidentFeatures:
                 trainable=False,
                 name="resident_features",
             )
+            self.scales = (
+                tf.Variable(
+                    lambda: tf.zeros((self.count, cache.channels), tf.float16),
+                    trainable=False,
+                    name="resident_scales",
+                )
+                if quantized
+                else None
+            )
         self.shard_positions = []
         for name in cache.files(split):
             positions = [np.zeros(0, np.int32)]
-            for index, rows in cache.read_shard(name, chunk):
+            for index, rows, scales in cache.read_shard(name, chunk):
+                if quantized:
+                    self.scales.scatter_update(tf.IndexedSlices(scales, index))
+                elif scales is not None:  # dequantised once, here
+                    rows = tf.cast(rows, tf.float32) * tf.cast(scales, tf.float32)[:, None, :]
                 if rows.dtype != self.dtype:
                     rows = tf.cast(tf.cast(rows, tf.float32), self.dtype)  # as the model casts
                 self.table.scatter_update(tf.IndexedSlices(rows, index))
@@ -92,5 +118,10 @@ class ResidentFeatures:
         return positions.map(lambda e: {"position": e["position"], "image_index": e["position"]})
 
     def gather(self, image_index):
-        """(...) int32 indices -> (..., L, C) rows, on the device that reads the table."""
-        return tf.gather(self.table, image_index)
+        """(...) int32 indices -> (..., L, C) rows, on the device that reads the table
+        (int8 rows dequantised there, to float16: what the model casts to anyway)."""
+        rows = tf.gather(self.table, image_index)
+        if self.scales is None:
+            return rows
+        scales = tf.cast(tf.gather(self.scales, image_index), tf.float32)
+        return tf.cast(tf.cast(rows, tf.float32) * scales[..., None, :], tf.float16)

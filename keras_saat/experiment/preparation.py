@@ -7,7 +7,7 @@ from pathlib import Path
 
 import keras
 
-from keras_saat.data.feature_cache import extract_features
+from keras_saat.data.feature_cache import extract_features, format_name
 from keras_saat.data.images import load_images
 from keras_saat.data.reader_registry import get_reader
 from keras_saat.encoders.image_encoder import ImageEncoder
@@ -101,7 +101,7 @@ def extract(config, encoder, dataset, workdir, log=print, extractor=extract_feat
     """
     data = config.data
     log(
-        f"feature cache {Path(workdir) / FEATURES_DIR} ({data.cache_dtype}, {data.cache_shard_size} images a shard)"
+        f"feature cache {Path(workdir) / FEATURES_DIR} ({format_name(data.cache_dtype, data.cache_compression)}, {data.cache_shard_size} images a shard)"
     )
     start = time.perf_counter()
     cache, _ = extractor(
@@ -110,6 +110,7 @@ def extract(config, encoder, dataset, workdir, log=print, extractor=extract_feat
         Path(workdir) / FEATURES_DIR,
         shard_size=data.cache_shard_size,
         dtype=data.cache_dtype,
+        compression=data.cache_compression,
         resize=data.resize,
         strict=data.strict,
         log=log,

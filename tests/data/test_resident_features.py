@@ -39,7 +39,7 @@ def test_the_table_holds_each_image_at_its_position(world):
     assert resident.nbytes == resident_bytes(cache, "train", "float16") == 30 * 64 * 128 * 2
     assert [len(p) for p in resident.shard_positions] == [6, 6, 7, 7, 2]
     for held, name in zip(resident.shard_positions, cache.files("train"), strict=True):
-        read = np.concatenate([p.numpy() for p, _ in cache.read_shard(name, chunk=4)])
+        read = np.concatenate([p.numpy() for p, _, _ in cache.read_shard(name, chunk=4)])
         np.testing.assert_array_equal(held, read)  # each shard's own order, gaps included
 
 
@@ -147,3 +147,52 @@ def test_another_split_is_refused(world):
     records, cache, vocabulary = world
     with pytest.raises(KerasSaatError, match="'train' split, not 'val'"):
         caption_dataset(ResidentFeatures(cache), "val", records, vocabulary, 20, 8)
+
+
+@pytest.fixture(scope="module")
+def int8_world(tmp_path_factory):
+    """The world's 30 images again, in an int8+zlib cache."""
+    folder = tmp_path_factory.mktemp("resident_int8") / "cache"
+    records = write_synthetic_cache(
+        folder, 30, SIZE, shard_size=7, skip=SKIPPED, dtype="int8", compression="zlib"
+    )
+    vocabulary = Vocabulary.build(c for r in records for c in r.references)
+    return records, FeatureCache(folder), vocabulary
+
+
+@pytest.mark.parametrize("compute", ["float32", "bfloat16"])
+def test_an_int8_cache_stays_int8_on_the_device(compute):
+    assert resident_dtype("int8", compute) == tf.int8
+
+
+def test_int8_rows_are_held_with_their_scales_and_dequantised_by_the_gather(int8_world, world):
+    records, cache, vocabulary = int8_world
+    resident = ResidentFeatures(cache)
+    assert resident.table.dtype == tf.int8 and resident.scales.shape == (30, 128)
+    assert resident.nbytes == 30 * (64 * 128 + 2 * 128)  # half of float16's, and the scales
+    positions, features = cache.load("train")  # dequantised in float32
+    np.testing.assert_array_equal(resident.gather(positions), features.astype(np.float16))
+    streamed = list(caption_dataset(cache, "train", records, vocabulary, 20, 8, 40, 3))
+    indexed = list(caption_dataset(resident, "train", records, vocabulary, 20, 8, 40, 3))
+    assert len(streamed) == len(indexed) > 5
+    for a, b in zip(streamed, indexed, strict=True):
+        assert a["features"].dtype == tf.float16  # dequantised in the input pipeline
+        np.testing.assert_array_equal(a["features"], resident.gather(b["image_index"]))
+    with pytest.raises(KerasSaatError, match="int8 resident features need an int8 cache"):
+        ResidentFeatures(world[1], dtype="int8")  # a float16 cache
+
+
+@pytest.mark.slow
+def test_a_step_on_int8_indices_equals_the_step_on_their_features(int8_world):
+    _, cache, _ = int8_world
+    resident = ResidentFeatures(cache)
+    index = tf.constant([0, 3, 3, 29], tf.int32)
+    tokens = tf.constant([[1, 4, 5, 2], [1, 6, 2, 0], [1, 4, 2, 0], [1, 5, 6, 2]], tf.int32)
+    losses = []
+    for trainer, batch in (
+        (_trainer(), {"features": resident.gather(index), "tokens": tokens}),
+        (_trainer(resident), {"image_index": index, "tokens": tokens}),
+    ):
+        losses.append([float(trainer.train_step(batch)["loss"]) for _ in range(2)])
+    assert np.isfinite(losses).all() and losses[0][1] < losses[0][0]
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-6)

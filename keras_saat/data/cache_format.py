@@ -1,0 +1,200 @@
+"""The feature cache's record format: one tf.train.Example per image, written and parsed here.
+
+Every writer of a cache (`extract_features`, a Beam pipeline, the benchmarks) builds its
+records with `feature_example`, so all of them write one format:
+
+    position   int64   the image's index in its split
+    features   bytes   float16 / float32: the (L, C) grid, row-major.
+                       int8: (C,) float16 scales, then the (C, L) int8 grid, channel-major;
+                       one symmetric scale per channel of this image (its largest |value|
+                       over the L locations / 127).
+                       zlib-compressed when the cache's compression is "zlib".
+
+int8 keeps a quarter of float32's bytes (half of float16's) and each channel's values to
+within half a step of its own range, so a weak channel keeps its resolution beside a
+strong one. zlib squeezes the zeros a ReLU leaves (exact zeros stay zero in int8): held
+channel-major, a channel silent over the image is one run of zeros (a quarter fewer
+bytes than row-major on the Shapes CNN's features, docs/performance.md, "Feature cache
+formats"). It is undone per record by `tf.io.decode_compressed` in the parallel parse,
+so the shard files stay plain TFRecords (their framing checked by a seek per record).
+
+The fingerprints key a cache by what made it (`encoder_fingerprint` hashes the format
+too), so a cache is never reused for another backbone, weights or format.
+"""
+
+import hashlib
+import os
+import zlib
+
+import numpy as np
+import tensorflow as tf
+
+from keras_saat.errors import KerasSaatError
+
+DTYPES = {"float16": np.float16, "float32": np.float32, "int8": np.int8}
+COMPRESSIONS = ("none", "zlib")
+SCALE_DTYPE = np.float16
+_LEVEL = 6  # zlib's default: level 9 packs the features about 1 % tighter at twice the time
+_QMAX = 127  # symmetric: -127..127, so 0.0 stays exactly 0
+_HUGE = float(np.finfo(np.float16).max)
+RECORD_SPEC = {
+    "position": tf.io.FixedLenFeature([], tf.int64),
+    "features": tf.io.FixedLenFeature([], tf.string),
+}
+
+
+def check_format(dtype, compression="none"):
+    """Raises KerasSaatError naming the allowed values when a cache format is unknown.
+
+    Args:
+        dtype: str. A cache dtype (`DTYPES`).
+        compression: str. A cache compression (`COMPRESSIONS`). Defaults to "none".
+    """
+    if dtype not in DTYPES:
+        raise KerasSaatError(f"cache dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    if compression not in COMPRESSIONS:
+        raise KerasSaatError(
+            f"cache compression {compression!r} is not one of {', '.join(COMPRESSIONS)}"
+        )
+
+
+def format_name(dtype, compression="none"):
+    """The format's one-word name ("int8", "int8+zlib"): the fingerprint hashes it.
+
+    Args:
+        dtype: str. The cache dtype.
+        compression: str. The cache compression. Defaults to "none".
+    """
+    return dtype if compression == "none" else f"{dtype}+{compression}"
+
+
+def quantize_int8(rows):
+    """(..., L, C) floats -> (int8 (..., L, C), float16 scales (..., C)): per channel of each
+    image, symmetric, scale = the smallest float16 >= max |value| over its locations / 127,
+    so no value clips and the stored scale is the one the values were divided by (a tiny
+    channel's scale is float16's subnormal, coarser: its error stays under half of it).
+
+    A channel that is zero everywhere gets scale 0 and stays zero; values past 127 times
+    float16's largest scale (8.3e6) clip.
+
+    Args:
+        rows: (..., L, C) array of floats: one image's grid, or a batch of them.
+    """
+    rows = np.asarray(rows, np.float32)
+    wanted = np.max(np.abs(rows), axis=-2).astype(np.float64) / _QMAX  # (..., C)
+    scales = np.minimum(wanted, _HUGE).astype(SCALE_DTYPE)
+    low = scales.astype(np.float64) < wanted
+    scales = np.where(low, np.nextafter(scales, SCALE_DTYPE(np.inf)), scales)
+    scales = np.minimum(scales, SCALE_DTYPE(_HUGE))
+    divisor = np.where(scales > 0, scales.astype(np.float32), 1.0)[..., None, :]
+    quantized = np.clip(np.rint(rows / divisor), -_QMAX, _QMAX).astype(np.int8)
+    return quantized, scales
+
+
+def dequantize_int8(quantized, scales):
+    """The NumPy inverse of `quantize_int8`: (..., L, C) int8, (..., C) scales -> float32.
+
+    Args:
+        quantized: (..., L, C) int8 array.
+        scales: (..., C) array, each image's channel scales.
+    """
+    return quantized.astype(np.float32) * scales.astype(np.float32)[..., None, :]
+
+
+def feature_example(position, row, dtype="float16", compression="none"):
+    """The serialized tf.train.Example of one image in the cache format `dtype`/`compression`.
+
+    Args:
+        position: int. The image's index in its split.
+        row: (L, C) array of floats (cast or quantised to `dtype` here).
+        dtype: str. "float16", "float32" or "int8". Defaults to "float16".
+        compression: str. "none" or "zlib". Defaults to "none".
+    """
+    if dtype == "int8":
+        values, scales = quantize_int8(row)
+        data = scales.tobytes() + np.ascontiguousarray(values.T).tobytes()
+    else:
+        data = np.ascontiguousarray(row, DTYPES[dtype]).tobytes()
+    if compression == "zlib":
+        data = zlib.compress(data, _LEVEL)
+    feature = {
+        "position": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(position)])),
+        "features": tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def decode_features(examples, shape, dtype, compression="none", out_dtype=None):
+    """Parsed records' "features" -> rows of `shape` ((L, C) per record).
+
+    Args:
+        examples: dict of the parsed string tensors (one record or a batch of them).
+        shape: tuple. Each record's (L, C); a batch gets a leading -1.
+        dtype: str. The cache dtype.
+        compression: str. The cache compression.
+        out_dtype: tf.DType or None. int8 is dequantised to this (float16 when None: what
+            the model casts to anyway, half of float32's bytes to the device); float
+            caches are cast to it when given.
+
+    Returns:
+        the rows, or for int8 with out_dtype tf.int8, (int8 rows, float16 scales).
+    """
+    data = examples["features"]
+    if compression == "zlib":
+        data = tf.io.decode_compressed(data, compression_type="ZLIB")
+    batched = data.shape.rank == 1
+    lead = (-1,) if batched else ()
+    if dtype != "int8":
+        values = tf.reshape(tf.io.decode_raw(data, tf.as_dtype(dtype)), (*lead, *shape))
+        return values if out_dtype is None else tf.cast(values, out_dtype)
+    locations, channels = shape
+    head = channels * np.dtype(SCALE_DTYPE).itemsize
+    scales = tf.io.decode_raw(tf.strings.substr(data, 0, head), tf.as_dtype(SCALE_DTYPE))
+    scales = tf.reshape(scales, (*lead, channels))
+    values = tf.io.decode_raw(tf.strings.substr(data, head, locations * channels), tf.int8)
+    values = tf.reshape(values, (*lead, channels, locations))
+    values = tf.transpose(values, [0, 2, 1] if batched else [1, 0])  # (..., L, C)
+    if out_dtype == tf.int8:
+        return values, scales
+    rows = tf.cast(values, tf.float32) * tf.cast(scales, tf.float32)[..., None, :]
+    return tf.cast(rows, out_dtype or tf.float16)
+
+
+def encoder_fingerprint(encoder, resize, dtype):
+    """A hash of what determines the features: backbone, size, weights, resize mode, cache
+    format, and the backbone's compute precision when it is not float32 (a bfloat16
+    backbone's features differ in the third digit, so its cache and a float32 one never mix).
+
+    Args:
+        encoder: ImageEncoder.
+        resize: str. The resize mode.
+        dtype: str. The cache format's name (`format_name`: "float16", "int8+zlib", ...).
+    """
+    compute = encoder.compute_dtype
+    precision = "" if compute == "float32" else f"|compute={compute}"
+    digest = hashlib.sha256(
+        f"{encoder.backbone_name}|{encoder.image_size}|{resize}|{dtype}{precision}".encode()
+    )
+    for weight in encoder.feature_model.weights:
+        digest.update(np.ascontiguousarray(weight.numpy()).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def dataset_fingerprint(dataset):
+    """A hash of the whole dataset's images and splits (not only the splits extracted now).
+
+    Each image file counts by its name, size and modification time, so images
+    regenerated or replaced under the same names make a new cache, without reading
+    every file.
+    """
+    digest = hashlib.sha256(dataset.name.encode())
+    for record in dataset.records:
+        stamp = ""
+        if record.path is not None:
+            try:
+                stat = os.stat(record.path)
+                stamp = f"{stat.st_size}|{stat.st_mtime_ns}"
+            except OSError:
+                stamp = "missing"
+        digest.update(f"{record.split}|{record.imgid}|{record.name}|{stamp}|".encode())
+    return digest.hexdigest()[:16]
