@@ -43,8 +43,10 @@ def same_cache(found, expected):
     for split in expected.index["splits"]:
         for ours, theirs in zip(found.files(split), expected.files(split), strict=True):
             pairs = zip(found.read_shard(ours), expected.read_shard(theirs), strict=True)
-            for (p, x), (q, y) in pairs:
+            for (p, x, a), (q, y, b) in pairs:
                 if not (np.array_equal(p, q) and np.array_equal(x.numpy(), y.numpy())):
+                    return False
+                if (a is None) != (b is None) or (a is not None and not np.array_equal(a, b)):
                     return False
     return True
 

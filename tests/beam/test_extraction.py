@@ -57,9 +57,12 @@ def assert_same_cache(found, expected):
     for split in expected.index["splits"]:
         for ours, theirs in zip(found.files(split), expected.files(split), strict=True):
             pairs = zip(found.read_shard(ours), expected.read_shard(theirs), strict=True)
-            for (positions, features), (want_positions, want_features) in pairs:
+            for (positions, features, scales), (want_positions, want_features, want) in pairs:
                 np.testing.assert_array_equal(positions.numpy(), want_positions.numpy())
                 np.testing.assert_array_equal(features.numpy(), want_features.numpy())
+                assert (scales is None) == (want is None)
+                if want is not None:  # an int8 cache's per-image channel scales
+                    np.testing.assert_array_equal(scales.numpy(), want.numpy())
 
 
 @pytest.mark.slow
@@ -109,11 +112,17 @@ def test_a_beam_cache_equals_the_one_process_cache_and_train_reads_it(
 
 
 @pytest.mark.slow
-def test_two_worker_processes_write_the_same_cache(shapes, single, tmp_path, capsys):
+def test_two_worker_processes_write_the_same_int8_cache(shapes, tmp_path, capsys):
+    """The compact format (int8 rows, their scales, zlib) from two worker processes."""
+    int8 = ["--set", "data.cache_dtype=int8", "--set", "data.cache_compression=zlib"]
+    assert main(argv(shapes[0], tmp_path / "one", *int8)) == 0
     workdir = tmp_path / "two"
-    assert main(argv(shapes[0], workdir, "--runner", "local", *TWO_PROCESSES)) == 0
-    assert f"skipped 1 x undecodable image (first: {shapes[1]})" in capsys.readouterr().out
-    assert_same_cache(workdir / "features", single)
+    assert main(argv(shapes[0], workdir, *int8, "--runner", "local", *TWO_PROCESSES)) == 0
+    out = capsys.readouterr().out
+    assert f"skipped 1 x undecodable image (first: {shapes[1]})" in out
+    assert "int8+zlib" in out
+    assert FeatureCache(workdir / "features").index["compression"] == "zlib"
+    assert_same_cache(workdir / "features", tmp_path / "one" / "features")
 
 
 @pytest.mark.parametrize(
