@@ -264,14 +264,15 @@ def build_trainer(train_config, model, steps, runtime, workdir, log=print, resid
 
 
 def epoch_datasets(config, dataset, vocabulary, source, batches, image_size):
-    """`epoch -> tf.data.Dataset` of training batches; each epoch's order is fixed by the
-    seed and the epoch, so a resumed run sees the batches it would have seen. The captions
-    are tokenised into the token table once, for every epoch."""
+    """`(epoch, start_step) -> tf.data.Dataset` of an epoch's training batches from batch
+    `start_step` on; each epoch's order is fixed by the seed and the epoch, so a resumed
+    run starts at the batch it stopped at, without producing those before it. The
+    captions are tokenised into the token table once, for every epoch."""
     data, train_config = config.data, config.train
     records = dataset.split("train")
     tokens = []  # the token table, built at the first epoch
 
-    def epoch_dataset(epoch):
+    def epoch_dataset(epoch, start_step=0):
         seed = train_config.seed * 1009 + epoch
         if not tokens:
             tokens.append(token_table(records, vocabulary, data.max_length))
@@ -289,6 +290,7 @@ def epoch_datasets(config, dataset, vocabulary, source, batches, image_size):
                 image_size=image_size,
                 resize=data.resize,
                 tokens_of=tokens[0],
+                start_step=start_step,
             )
         return caption_dataset(
             source,
@@ -303,6 +305,7 @@ def epoch_datasets(config, dataset, vocabulary, source, batches, image_size):
             image_size=image_size,
             resize=data.resize,
             tokens_of=tokens[0],
+            start_step=start_step,
         )
 
     return epoch_dataset

@@ -150,7 +150,7 @@ def test_many_non_finite_steps_stop_the_run(tmp_path):
     with pytest.raises(KerasSaatError, match="3 steps in a row had a non-finite loss"):
         train_loop(
             trainer,
-            lambda epoch: batches(vocab, n=64, nan=True),
+            lambda epoch, start: batches(vocab, n=64, nan=True),
             8,
             loop_config(),
             tmp_path,
@@ -167,7 +167,7 @@ def test_early_stopping_keeps_the_best_epoch(tmp_path):
     saved = []
     result = train_loop(
         trainer,
-        lambda epoch: batches(vocab, seed=epoch),
+        lambda epoch, start: batches(vocab, seed=epoch),
         2,
         loop_config(epochs=6, patience=2),
         tmp_path,
@@ -183,7 +183,7 @@ def test_early_stopping_keeps_the_best_epoch(tmp_path):
     # The same command again: the run is finished and nothing more trains.
     again = train_loop(
         trainer,
-        lambda epoch: batches(vocab, seed=epoch),
+        lambda epoch, start: batches(vocab, seed=epoch),
         2,
         loop_config(epochs=6, patience=2),
         tmp_path,
@@ -248,7 +248,7 @@ def test_validate_every_validates_some_epochs_and_the_last(tmp_path):
     metrics.every = 2
     result = train_loop(
         trainer,
-        lambda epoch: batches(vocab, seed=epoch),
+        lambda epoch, start: batches(vocab, seed=epoch),
         2,
         loop_config(epochs=5, patience=2),
         tmp_path,
