@@ -259,3 +259,36 @@ def test_validate_every_validates_some_epochs_and_the_last(tmp_path):
     assert len(evaluated) == 3  # epochs 2, 4 and 5 (the last)
     assert [h["val"] is not None for h in result["history"]] == [0, 1, 0, 1, 1]
     assert result["best_epoch"] == 2 and result["epochs_run"] == 5
+
+
+class StopAt(keras.callbacks.Callback):
+    """Raises at a batch, as a killed run stops (after its last checkpoint)."""
+
+    def __init__(self, batch):
+        super().__init__()
+        self.batch = batch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch == self.batch:
+            raise KeyboardInterrupt
+
+
+def test_a_resumed_run_asks_for_its_epoch_from_the_checkpointed_step(tmp_path):
+    """The loop hands the dataset the (epoch, step) of the checkpoint and trains every
+    batch it gets: the data starts there, nothing is skipped by the loop."""
+    model, vocab = tiny_model()
+    trainer = Trainer(model, keras.optimizers.Adam(1e-2), log=lambda m: None)
+    asked = []
+
+    def epoch_dataset(epoch, start):
+        asked.append((epoch, start))
+        return batches(vocab, n=48, seed=epoch).skip(start)  # 6 batches an epoch
+
+    config = loop_config(epochs=2, checkpoint_every=4, patience=0)
+    run = dict(metrics=ScriptedScores(lambda: 0.1), save_best=lambda: None, batch_size=8)
+    with pytest.raises(KeyboardInterrupt):  # at epoch 1's 5th step, after ckpt-4
+        train_loop(trainer, epoch_dataset, 6, config, tmp_path, callbacks=[StopAt(4)], **run)
+    result = train_loop(trainer, epoch_dataset, 6, config, tmp_path, **run)
+    assert asked == [(0, 0), (0, 4), (1, 0)]
+    assert result["resumed_from"] == 4 and result["global_step"] == 12
+    assert [h["steps"] for h in result["history"]] == [6, 6]
