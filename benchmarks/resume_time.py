@@ -1,4 +1,4 @@
-"""Time from a resumed run's start to its first batch, at the last step of an epoch:
+"""Time from a resumed run's start to its first batch, at 95 % of an epoch:
 the epoch's dataset from that step (`epoch_dataset(epoch, step)`), or, with code whose
 `epoch_dataset` takes only the epoch, the epoch's dataset with the steps before it
 skipped (`.skip(step)`, which builds and drops them).
@@ -44,7 +44,9 @@ with tempfile.TemporaryDirectory() as tmp:
     next(iter(epoch_dataset(0)))  # the token table, built once a run
     planned = "start_step" in inspect.signature(epoch_dataset).parameters
     rows = []
-    for step in (0, batches["steps"] // 2, batches["steps"] - 1):
+    # The plan drops each window's last partial batch, so an epoch may hold up to ~1 % fewer
+    # batches than `steps`: the last row resumes at 95 % of the epoch.
+    for step in (0, batches["steps"] // 2, batches["steps"] * 19 // 20):
         start = time.perf_counter()
         data = epoch_dataset(1, step) if planned else epoch_dataset(1).skip(step)
         next(iter(data))

@@ -13,8 +13,8 @@ once it is done (a running peak: a phase's own cost is its rise over the phase b
     token_table the training split's token table (built once a run)
     epoch       an epoch's fixed work: its dataset with the run's token table, up to the
                 first batch, and the seeded validation subset (`data.val_images`)
-    resume      a run resumed at the last step of an epoch: that epoch's dataset from
-                its step (`epoch_dataset(epoch, step)`), up to the first batch
+    resume      a run resumed 95 % into an epoch: that epoch's dataset from its step
+                (`epoch_dataset(epoch, step)`), up to the first batch
 """
 
 import csv
@@ -138,7 +138,8 @@ def measure_scale(shape, images):
             validation_positions(len(dataset.split("val")), config.data.val_images, 0)
 
         timed("epoch", epoch)
-        resume_step = batches["steps"] - 1
+        # 95 %: an epoch may hold a few batches fewer than `steps` (epoch_order.py).
+        resume_step = batches["steps"] * 19 // 20
         timed("resume", lambda: next(iter(epoch_dataset(1, resume_step))))
     return {
         "shape": shape,

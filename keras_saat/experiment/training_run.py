@@ -364,7 +364,10 @@ def _cpu_kernels_text():
 
 def batching(config, records, source, replicas):
     """Steps per epoch and batch shape of `data.batching` (the train split's `records`;
-    images the cache could not read are left out)."""
+    images the cache could not read are left out). The steps count full batches of the
+    whole split; an epoch's plan cuts batches window by window (`data.epoch_order`), so
+    it may hold a few fewer (up to batch_size - 1 captions a window are left for the
+    epoch: about 1 % at the default shuffle_buffer and batch 64)."""
     batch_size, data = config.train.batch_size, config.data
     unreadable = {p for p, _ in source.skipped("train")} if source != "images" else set()
     captions = sum(len(r.captions) for p, r in enumerate(records) if p not in unreadable)
