@@ -15,7 +15,9 @@ def test_a_small_coco_shaped_run_reports_each_phase():
         "cache_open",
         "token_table",
         "epoch",
+        "resume",
     ]
+    assert row["resume_step"] > 0
     peaks = [p["peak_rss_mb"] for p in row["phases"].values()]
     assert peaks == sorted(peaks) and all(p["seconds"] >= 0 for p in row["phases"].values())
 
