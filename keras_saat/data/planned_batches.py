@@ -129,7 +129,7 @@ def _cache_batches(cache, split, arrays, tokens, partial):
         check = tf.debugging.assert_equal(
             read["position"],
             expected[window],
-            message=f"the feature cache in {cache.directory} holds other '{split}' images "
+            message=f"the feature cache in {cache.directory} holds other {split} images "
             "than its index.json says; delete the folder to extract again",
         )
         with tf.control_dependencies([check]):

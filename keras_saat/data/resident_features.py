@@ -7,8 +7,8 @@ cache once into one (N, L, C) variable on the device (each replica's device unde
 distribution strategy). Batches then carry an int32 "image_index" beside the tokens, and
 the trainer gathers the rows on the device (`Trainer(resident=...)`).
 
-The batches are those of the tf.data path for the same seed (`positions_dataset` replays
-the cache's shard order; the captions, shuffling and batching code is shared), so a run
+The batches are those of the tf.data path for the same seed (both follow the epoch's
+plan, `epoch_order.epoch_plan`, over the shards' positions this table keeps), so a run
 trains to the same weights either way and resumes exactly.
 """
 
@@ -82,14 +82,6 @@ class ResidentFeatures:
     @property
     def device(self):
         return self.table.device
-
-    def dataset(self, shuffle_files=False, seed=None):
-        """tf.data of {"position", "image_index"} in the order the cache's `dataset` gives
-        for the same `shuffle_files` and `seed` (the index is the table's row)."""
-        positions = self.cache.positions_dataset(
-            self.split, self.shard_positions, shuffle_files, seed
-        )
-        return positions.map(lambda e: {"position": e["position"], "image_index": e["position"]})
 
     def gather(self, image_index):
         """(...) int32 indices -> (..., L, C) rows, on the device that reads the table."""

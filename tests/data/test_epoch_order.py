@@ -1,5 +1,8 @@
 """An epoch's order as a plan: a resumed epoch starts at its batch, reading nothing before it."""
 
+import json
+import shutil
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -119,3 +122,16 @@ def test_the_plan_is_a_function_of_the_seed_and_uses_each_unit_at_most_once(worl
     np.testing.assert_array_equal(
         np.searchsorted(row_splits, a["rows"], side="right") - 1, a["positions"]
     )
+
+
+def test_a_cache_whose_index_names_other_images_than_its_shards_is_refused(world, tmp_path):
+    records, folder, vocabulary = world
+    copy = tmp_path / "cache"
+    shutil.copytree(folder, copy)
+    index = json.loads((copy / "index.json").read_text())
+    index["splits"]["train"]["shards"][0]["skipped"] = [[0, "undecodable image"]]  # not 4
+    (copy / "index.json").write_text(json.dumps(index))
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="holds other train images than its index.json says"
+    ):
+        list(batches_of("caption", FeatureCache(copy), records, vocabulary))
