@@ -12,6 +12,8 @@ from keras_saat.data.epoch_order import epoch_plan, from_step, shard_positions_f
 from keras_saat.data.feature_cache import FeatureCache
 from keras_saat.data.input_pipeline import caption_dataset, image_group_dataset
 from keras_saat.data.resident_features import ResidentFeatures
+from keras_saat.data.shard_checks import cache_shards, naming_damaged_shards
+from keras_saat.errors import KerasSaatError
 from keras_saat.text import Vocabulary
 
 SIZE = {"locations": 16, "channels": 8}
@@ -131,7 +133,11 @@ def test_a_cache_whose_index_names_other_images_than_its_shards_is_refused(world
     index = json.loads((copy / "index.json").read_text())
     index["splits"]["train"]["shards"][0]["skipped"] = [[0, "undecodable image"]]  # not 4
     (copy / "index.json").write_text(json.dumps(index))
-    with pytest.raises(
-        tf.errors.InvalidArgumentError, match="holds other train images than its index.json says"
-    ):
-        list(batches_of("caption", FeatureCache(copy), records, vocabulary))
+    cache = FeatureCache(copy)
+    expected = (
+        r"^the feature cache in .* holds other train images than its index.json says; "
+        "delete the folder to extract again$"
+    )
+    with pytest.raises(KerasSaatError, match=expected):  # the training run's one line
+        with naming_damaged_shards(cache_shards(cache, ["train"])):
+            list(batches_of("caption", cache, records, vocabulary))
