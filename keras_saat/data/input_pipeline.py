@@ -158,7 +158,8 @@ def caption_dataset(
             (`keras_saat.data.epoch_order`). Defaults to None.
         bucket_by_length: bool. Batch captions of similar length together (fewer pads,
             several static shapes). Defaults to False (one static shape, best for XLA).
-        drop_remainder: bool. Drop the last partial batch (static shapes). Defaults to True.
+        drop_remainder: bool. Drop each window's (and length bucket's) last partial batch
+            (static shapes), or keep it. Defaults to True.
         image_size: int. Needed with "images". Defaults to None.
         resize: str. Resize mode with "images". Defaults to "crop".
         repeat: bool. Repeat forever, reshuffling each pass (pair with `steps_per_epoch`).
@@ -253,7 +254,8 @@ def image_group_dataset(
             `caption_dataset` does (0 = the cache's order). Defaults to 1000.
         seed: int or None. The epoch's seed: its order is a function of it alone.
             Defaults to None.
-        drop_remainder: bool. Drop the last partial batch (static shapes). Defaults to True.
+        drop_remainder: bool. Drop each window's (and length bucket's) last partial batch
+            (static shapes), or keep it. Defaults to True.
         image_size: int. Needed with "images". Defaults to None.
         resize: str. Resize mode with "images". Defaults to "crop".
         repeat: bool. Repeat forever, reshuffling each pass. Defaults to False.
