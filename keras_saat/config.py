@@ -99,7 +99,10 @@ class DataConfig:
     cache_compression: str = "none"
     # Images per feature cache shard (a killed extraction redoes at most one shard).
     cache_shard_size: int = 1000
-    # Caption examples in the shuffle buffer.
+    # Captions shuffled together: an epoch reads the cache's shards in a seeded order, in
+    # windows of whole shards holding at least this many, and permutes each window's
+    # captions (with per-image batches, this many captions' worth of image groups); 0
+    # keeps the cache's order.
     shuffle_buffer: int = 5000
     # Validation images captioned after each validated epoch: a fixed subset of the val
     # split, drawn once with train.seed (null = the whole split). The final test scoring

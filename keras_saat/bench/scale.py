@@ -21,6 +21,8 @@ own cost is its rise over the phase before):
                  training step run (XLA compile included)
     epoch        an epoch's fixed work: its dataset with the run's token table, up to the
                  first batch, and the seeded validation subset (`data.val_images`)
+    resume       a run resumed 95 % into an epoch: that epoch's dataset from its step
+                 (`epoch_dataset(epoch, step)`), up to the first batch
     validation   greedy captions of the validation subset (`data.val_images`)
     evaluate     beam-search captions of the whole test split and their BLEU scores
 
@@ -183,6 +185,9 @@ def measure_scale(shape, images, evaluate=True):
             validation_positions(len(val), config.data.val_images, 0)
 
         timed("epoch", epoch)
+        # 95 %: an epoch may hold a few batches fewer than `steps` (epoch_order.py).
+        resume_step = batches["steps"] * 19 // 20
+        timed("resume", lambda: next(iter(epoch_dataset(1, resume_step))))
         timed(
             "validation",
             lambda: caption_split(model, cache, "val", val, config, positions=positions),
@@ -198,7 +203,11 @@ def measure_scale(shape, images, evaluate=True):
                 return corpus_bleu_scores(references, [captions[p] for p in sorted(captions)])
 
             timed("evaluate", score)
-    startup = [name for name in phases if name not in ("start", "epoch", "validation", "evaluate")]
+    startup = [
+        name
+        for name in phases
+        if name not in ("start", "epoch", "resume", "validation", "evaluate")
+    ]
     every = config.train.validate_every
     return {
         "shape": shape,
@@ -208,6 +217,7 @@ def measure_scale(shape, images, evaluate=True):
         "resident": choice,
         "batching": batches["text"],
         "validation_images": len(val) if positions is None else len(positions),
+        "resume_step": resume_step,
         "phases": phases,
         "startup_seconds": sum(phases[name]["seconds"] for name in startup),
         "fixed_epoch_seconds": phases["epoch"]["seconds"] + phases["validation"]["seconds"] / every,

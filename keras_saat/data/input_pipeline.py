@@ -4,6 +4,10 @@ Every caption of every image is one example per epoch (the paper's practice).
 Captions are tokenised in the graph (tensorflow-text) and looked up with a
 static hash table; batches are {"features" or "images", "tokens"} with tokens
 `<start> w_1 .. w_n <end> <pad>..`, as `Captioner` expects.
+
+An epoch's batches are planned in NumPy from its seed (`epoch_order`) and fetched by
+`planned_batches`, so a resumed epoch (`start_step`) starts at its batch without
+building or reading the ones before it.
 """
 
 import collections
@@ -11,8 +15,10 @@ import collections
 import numpy as np
 import tensorflow as tf
 
+from keras_saat.data.epoch_order import epoch_plan, from_step, shard_positions_from_index
 from keras_saat.data.images import decode_image
 from keras_saat.data.pipeline_options import without_autotune
+from keras_saat.data.planned_batches import plan_arrays, planned_batches
 from keras_saat.data.resident_features import ResidentFeatures
 from keras_saat.errors import KerasSaatError
 from keras_saat.text.tokenizer import tokenize_graph
@@ -59,45 +65,58 @@ def token_width(tokens_of):
     return int(tokens_of.flat_values.shape[-1])
 
 
-def _batch(ds, batch_size, width, bucket_by_length, drop_remainder):
-    """Pads tokens to `width` (one static shape) or to their length bucket's boundary."""
-    spec = ds.element_spec
-    padding = {k: tf.constant(PAD_ID if k == "tokens" else 0, v.dtype) for k, v in spec.items()}
-    if not bucket_by_length:
-        shapes = {k: ([width] if k == "tokens" else v.shape) for k, v in spec.items()}
-        return ds.padded_batch(batch_size, shapes, padding, drop_remainder=drop_remainder)
-    # Bucket i holds token lengths below boundary i and is padded to boundary i - 1.
-    limits = sorted({b for b in (8, 11, 14, 17, 20, 25, 30) if b < width} | {width})
-    boundaries = [b + 1 for b in limits]
-    shapes = {k: ([None] if k == "tokens" else v.shape) for k, v in spec.items()}
-    return ds.bucket_by_sequence_length(
-        lambda ex: tf.shape(ex["tokens"])[0],
-        bucket_boundaries=boundaries,
-        bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
-        padded_shapes=shapes,
-        padding_values=padding,
-        pad_to_bucket_boundary=True,
-        drop_remainder=drop_remainder,
-    )
-
-
-def _image_source(cache_or_images, split, records, image_size, resize, shuffle, seed):
-    """("features", the cache's per-image rows in its dtype), ("image_index", rows of
-    device-resident features, in the cache's order) or ("images", decoded uint8 pixels: a
-    quarter of float32's memory in a shuffle buffer)."""
-    if isinstance(cache_or_images, ResidentFeatures):
-        if cache_or_images.split != split:
+def _shard_positions(source, split, records):
+    """Each shard's image positions in its order: the resident table's (read from the
+    shards), the cache index's, or one "shard" of every record for image files."""
+    if isinstance(source, ResidentFeatures):
+        if source.split != split:
             raise KerasSaatError(
-                f"the resident features hold the '{cache_or_images.split}' split, not '{split}'"
+                f"the resident features hold the '{source.split}' split, not '{split}'"
             )
-        return "image_index", cache_or_images.dataset(shuffle_files=shuffle, seed=seed)
-    if isinstance(cache_or_images, str):
-        return "images", decoded_images(
-            records, image_size, resize, tf.uint8, shuffle=shuffle, seed=seed
+        return source.shard_positions
+    if isinstance(source, str):
+        return [np.arange(len(records), dtype=np.int32)]
+    return shard_positions_from_index(source, split)
+
+
+def _pass_seed(seed, number):
+    """The seed of pass `number` of a repeated dataset (pass 0: `seed` itself)."""
+    if number == 0 or seed is None:
+        return seed
+    return [seed, number]
+
+
+def _planned(source, split, records, tokens_of, plan_of, start_step, repeat, **options):
+    """The batches of `plan_of(seed of the pass)` from `start_step` on; with `repeat`,
+    pass after pass, each its own order."""
+    shard_positions = _shard_positions(source, split, records)
+    count = len(records)
+
+    def arrays(number, step=0):
+        return plan_arrays(from_step(plan_of(number), step), shard_positions, count)
+
+    build = dict(records=records, **options)
+    if not repeat:
+        batches = planned_batches(source, split, arrays(0, start_step), tokens_of, **build)
+        return without_autotune(batches.prefetch(tf.data.AUTOTUNE))
+    first = arrays(0)
+    keys = list(first)
+
+    def one_pass(number):
+        values = tf.numpy_function(
+            lambda n: [arrays(int(n))[k] for k in keys],
+            [number],
+            [tf.as_dtype(first[k].dtype) for k in keys],
+            stateful=False,
         )
-    return "features", cache_or_images.dataset(
-        split, shuffle_files=shuffle, seed=seed, keep_dtype=True
-    )
+        for value, key in zip(values, keys, strict=True):
+            value.set_shape([None, *first[key].shape[1:]])
+        return planned_batches(
+            source, split, dict(zip(keys, values, strict=True)), tokens_of, **build
+        )
+
+    passes = tf.data.Dataset.range(2**62).flat_map(one_pass)
+    return without_autotune(passes.prefetch(tf.data.AUTOTUNE))
 
 
 def caption_dataset(
@@ -115,6 +134,7 @@ def caption_dataset(
     resize="crop",
     repeat=False,
     tokens_of=None,
+    start_step=0,
 ):
     """Batches of every (image, caption) pair of a split.
 
@@ -131,51 +151,50 @@ def caption_dataset(
         vocabulary: Vocabulary.
         max_length: int. Captions are cut to this many words.
         batch_size: int.
-        shuffle_buffer: int. Examples in the shuffle buffer (0 = no shuffling). Defaults to 5000.
-        seed: int or None. Shuffle seed. Defaults to None.
+        shuffle_buffer: int. Captions shuffled together: the shards come in a seeded
+            order, in windows of at least this many captions, each window's captions in a
+            seeded permutation (0 = the cache's order). Defaults to 5000.
+        seed: int or None. The epoch's seed: its order is a function of it alone
+            (`keras_saat.data.epoch_order`). Defaults to None.
         bucket_by_length: bool. Batch captions of similar length together (fewer pads,
             several static shapes). Defaults to False (one static shape, best for XLA).
-        drop_remainder: bool. Drop the last partial batch (static shapes). Defaults to True.
+        drop_remainder: bool. Drop each window's (and length bucket's) last partial batch
+            (static shapes), or keep it. Defaults to True.
         image_size: int. Needed with "images". Defaults to None.
         resize: str. Resize mode with "images". Defaults to "crop".
         repeat: bool. Repeat forever, reshuffling each pass (pair with `steps_per_epoch`).
             Defaults to False.
         tokens_of: the `token_table` of `records`, built once for a run's epochs, or None
             to build it here. Defaults to None.
+        start_step: int. The first batch (a resumed epoch's step): the batches before it
+            are never built, nor the shards before its window read. Defaults to 0.
     """
     if tokens_of is None:
         tokens_of = token_table(records, vocabulary, max_length)
-    key, images = _image_source(
-        cache_or_images, split, records, image_size, resize, bool(shuffle_buffer), seed
-    )
+    width = token_width(tokens_of)
+    row_splits = tokens_of.row_splits.numpy()
+    lengths = None
+    if bucket_by_length:  # each caption's tokens up to its <end>
+        lengths = tf.reduce_sum(tf.cast(tokens_of.flat_values != PAD_ID, tf.int32), -1).numpy()
 
-    def expand(example):
-        # One image -> its k (image, caption) rows, unbatched below.
-        tokens = tokens_of[example["position"]]  # (k, W)
-        repeated = tf.repeat(example[key][None], tf.shape(tokens)[0], axis=0)
-        return {key: repeated, "tokens": tokens}
+    def plan_of(number):
+        return epoch_plan(
+            _shard_positions(cache_or_images, split, records),
+            row_splits,
+            batch_size,
+            _pass_seed(seed, number),
+            shuffle_buffer,
+            lengths=lengths,
+            width=width,
+            drop_remainder=drop_remainder,
+            shuffle=bool(shuffle_buffer),
+        )
 
-    def unpad(example):  # each caption back to its own length, for the buckets
-        length = tf.reduce_sum(tf.cast(example["tokens"] != PAD_ID, tf.int32))
-        return {key: example[key], "tokens": example["tokens"][:length]}
-
-    def to_float(batch):
-        return {key: tf.cast(batch[key], tf.float32), "tokens": batch["tokens"]}
-
-    if repeat:
-        images = images.repeat()
-    # map + unbatch: flat_map's order, the images expanded in parallel at a fraction of
-    # flat_map's per-image cost.
-    ds = images.map(expand, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
-    if bucket_by_length:
-        ds = ds.map(unpad)
-    if shuffle_buffer:
-        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    ds = _batch(ds, batch_size, token_width(tokens_of), bucket_by_length, drop_remainder)
-    if key == "images":
-        ds = ds.map(to_float, num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.prefetch(tf.data.AUTOTUNE)
-    return without_autotune(ds)
+    return _planned(
+        cache_or_images, split, records, tokens_of, plan_of, start_step, repeat,
+        image_size=image_size, resize=resize, bucketed=bucket_by_length,
+        drop_remainder=drop_remainder, batch_size=batch_size, float_images=True,
+    )  # fmt: skip
 
 
 def captions_per_image(records):
@@ -210,6 +229,7 @@ def image_group_dataset(
     resize="crop",
     repeat=False,
     tokens_of=None,
+    start_step=0,
 ):
     """Per-image batches: {"features" (n, L, C) or "images" (n, S, S, 3), "tokens" (n, k, W)}.
 
@@ -230,41 +250,42 @@ def image_group_dataset(
         images_per_batch: int. Groups (images) per batch.
         per_image: int or None. k, caption rows per group. Defaults to the most common
             caption count of `records`.
-        shuffle_buffer: int. Images in the shuffle buffer (0 = no shuffling). Defaults to 1000.
-        seed: int or None. Shuffle seed. Defaults to None.
-        drop_remainder: bool. Drop the last partial batch (static shapes). Defaults to True.
+        shuffle_buffer: int. Groups shuffled together, in windows of whole shards as
+            `caption_dataset` does (0 = the cache's order). Defaults to 1000.
+        seed: int or None. The epoch's seed: its order is a function of it alone.
+            Defaults to None.
+        drop_remainder: bool. Drop each window's (and length bucket's) last partial batch
+            (static shapes), or keep it. Defaults to True.
         image_size: int. Needed with "images". Defaults to None.
         resize: str. Resize mode with "images". Defaults to "crop".
         repeat: bool. Repeat forever, reshuffling each pass. Defaults to False.
         tokens_of: the `token_table` of `records`, built once for a run's epochs, or None
             to build it here. Defaults to None.
+        start_step: int. The first batch (a resumed epoch's step). Defaults to 0.
     """
     per_image = int(per_image or captions_per_image(records))
     if tokens_of is None:
         tokens_of = token_table(records, vocabulary, max_length)
-    key, images = _image_source(
-        cache_or_images, split, records, image_size, resize, bool(shuffle_buffer), seed
-    )
-    width = token_width(tokens_of)
+    row_splits = tokens_of.row_splits.numpy()
 
-    def groups(example):
-        tokens = tokens_of[example["position"]]  # (c, width)
-        count = tf.shape(tokens)[0]
-        group_count = (count + per_image - 1) // per_image
-        tokens = tf.pad(
-            tokens, [[0, group_count * per_image - count], [0, 0]], constant_values=PAD_ID
+    def plan_of(number):
+        return epoch_plan(
+            _shard_positions(cache_or_images, split, records),
+            row_splits,
+            images_per_batch,
+            _pass_seed(seed, number),
+            shuffle_buffer,
+            per_image=per_image,
+            width=token_width(tokens_of),
+            drop_remainder=drop_remainder,
+            shuffle=bool(shuffle_buffer),
         )
-        tokens = tf.reshape(tokens, [group_count, per_image, width])
-        repeated = tf.repeat(example[key][None], group_count, axis=0)
-        return {key: repeated, "tokens": tokens}
 
-    if repeat:
-        images = images.repeat()
-    ds = images.map(groups, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
-    if shuffle_buffer:
-        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    ds = ds.batch(images_per_batch, drop_remainder=drop_remainder)
-    return without_autotune(ds.prefetch(tf.data.AUTOTUNE))
+    return _planned(
+        cache_or_images, split, records, tokens_of, plan_of, start_step, repeat,
+        image_size=image_size, resize=resize, drop_remainder=drop_remainder,
+        batch_size=images_per_batch,
+    )  # fmt: skip
 
 
 def decoded_images(

@@ -9,8 +9,8 @@ the trainer gathers the rows on the device (`Trainer(resident=...)`). An int8 ca
 int8 on the device beside its (N, C) channel scales (half of float16's memory), and
 `gather` dequantises the gathered rows.
 
-The batches are those of the tf.data path for the same seed (`positions_dataset` replays
-the cache's shard order; the captions, shuffling and batching code is shared), so a run
+The batches are those of the tf.data path for the same seed (both follow the epoch's
+plan, `epoch_order.epoch_plan`, over the shards' positions this table keeps), so a run
 trains to the same weights either way and resumes exactly.
 """
 
@@ -108,14 +108,6 @@ class ResidentFeatures:
     @property
     def device(self):
         return self.table.device
-
-    def dataset(self, shuffle_files=False, seed=None):
-        """tf.data of {"position", "image_index"} in the order the cache's `dataset` gives
-        for the same `shuffle_files` and `seed` (the index is the table's row)."""
-        positions = self.cache.positions_dataset(
-            self.split, self.shard_positions, shuffle_files, seed
-        )
-        return positions.map(lambda e: {"position": e["position"], "image_index": e["position"]})
 
     def gather(self, image_index):
         """(...) int32 indices -> (..., L, C) rows, on the device that reads the table

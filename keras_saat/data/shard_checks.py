@@ -74,7 +74,8 @@ def first_damaged(paths):
 @contextlib.contextmanager
 def naming_damaged_shards(paths):
     """Turns a DataLossError raised inside the block into a `damaged_shard_error` naming
-    the first of `paths` (a split's shards) that fails to read.
+    the first of `paths` (a split's shards) that fails to read, and a shard that holds
+    other images than the cache's index says (`planned_batches`) into that one line.
 
     Args:
         paths: list of str. The shard files the block reads.
@@ -89,6 +90,11 @@ def naming_damaged_shards(paths):
                 "delete the cache folder and run `keras-saat extract-features` again"
             ) from None
         raise damaged_shard_error(path, reason) from None
+    except tf.errors.InvalidArgumentError as err:
+        found = re.search(r"\[(the feature cache in [^\]]*index\.json says[^\]]*)\]", err.message)
+        if found is None:
+            raise
+        raise KerasSaatError(found.group(1)) from None
 
 
 def cache_shards(source, splits):

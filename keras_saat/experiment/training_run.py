@@ -265,14 +265,15 @@ def build_trainer(train_config, model, steps, runtime, workdir, log=print, resid
 
 
 def epoch_datasets(config, dataset, vocabulary, source, batches, image_size):
-    """`epoch -> tf.data.Dataset` of training batches; each epoch's order is fixed by the
-    seed and the epoch, so a resumed run sees the batches it would have seen. The captions
-    are tokenised into the token table once, for every epoch."""
+    """`(epoch, start_step) -> tf.data.Dataset` of an epoch's training batches from batch
+    `start_step` on; each epoch's order is fixed by the seed and the epoch, so a resumed
+    run starts at the batch it stopped at, without producing those before it. The
+    captions are tokenised into the token table once, for every epoch."""
     data, train_config = config.data, config.train
     records = dataset.split("train")
     tokens = []  # the token table, built at the first epoch
 
-    def epoch_dataset(epoch):
+    def epoch_dataset(epoch, start_step=0):
         seed = train_config.seed * 1009 + epoch
         if not tokens:
             tokens.append(token_table(records, vocabulary, data.max_length))
@@ -290,6 +291,7 @@ def epoch_datasets(config, dataset, vocabulary, source, batches, image_size):
                 image_size=image_size,
                 resize=data.resize,
                 tokens_of=tokens[0],
+                start_step=start_step,
             )
         return caption_dataset(
             source,
@@ -304,6 +306,7 @@ def epoch_datasets(config, dataset, vocabulary, source, batches, image_size):
             image_size=image_size,
             resize=data.resize,
             tokens_of=tokens[0],
+            start_step=start_step,
         )
 
     return epoch_dataset
@@ -373,7 +376,10 @@ def batching_mode(data, source, resident=None):
 def batching(config, records, source, replicas, resident=None):
     """Steps per epoch and batch shape of `data.batching` (the train split's `records`;
     images the cache could not read are left out; `resident` the ResidentFeatures the run
-    holds, or None where the features stream)."""
+    holds, or None where the features stream). The steps count full batches of the
+    whole split; an epoch's plan cuts batches window by window (`data.epoch_order`), so
+    it may hold a few fewer (up to batch_size - 1 captions a window are left for the
+    epoch: about 1 % at the default shuffle_buffer and batch 64)."""
     batch_size, data = config.train.batch_size, config.data
     unreadable = {p for p, _ in source.skipped("train")} if source != "images" else set()
     captions = sum(len(r.captions) for p, r in enumerate(records) if p not in unreadable)

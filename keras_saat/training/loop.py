@@ -6,8 +6,9 @@ states of dropout and the hard-attention sampler included, and the REINFORCE
 baseline), the optimiser, and the run's progress (global step, epoch, step in
 the epoch, best validation score, patience count). The data order of an
 epoch is a function of the seed and the epoch number, so the iterator position
-is the (epoch, step) pair: a resumed run rebuilds that epoch's stream and
-skips the batches already trained on. With `deterministic` on, a run killed
+is the (epoch, step) pair: a resumed run asks for that epoch's batches from its
+step on (`epoch_dataset(epoch, step)`), which starts there without building or
+reading the batches already trained on. With `deterministic` on, a run killed
 at any point and restarted with the same command ends with the same weights
 as an uninterrupted one.
 """
@@ -142,8 +143,9 @@ def train_loop(
 
     Args:
         trainer: Trainer.
-        epoch_dataset: callable(epoch) -> tf.data.Dataset of global batches; the same
-            epoch number must give the same order (seeded).
+        epoch_dataset: callable(epoch, start_step) -> tf.data.Dataset of the epoch's
+            global batches from batch `start_step` on; the same epoch number must give
+            the same order (seeded).
         steps_per_epoch: int. Expected steps per epoch (progress display and schedules).
         train_config: TrainConfig. epochs, patience, checkpoint_every, max_checkpoints,
             max_nonfinite_steps, log_every.
@@ -188,7 +190,7 @@ def train_loop(
                     run.save()
                     break
                 hooks.on_epoch_begin(epoch)
-                data = epoch_dataset(epoch)
+                data = epoch_dataset(epoch, run["step_in_epoch"])
                 totals = run_epoch(
                     trainer, run, data, steps_per_epoch, train_config, batch_size, hooks
                 )
@@ -200,10 +202,9 @@ def train_loop(
 
 
 def run_epoch(trainer, run, data, steps_per_epoch, train_config, batch_size, hooks):
-    """Trains one epoch (from the step a checkpoint stopped at); returns its loss totals."""
+    """Trains one epoch from the step a checkpoint stopped at (`data` starts there);
+    returns its loss totals."""
     epoch = run["epoch"]
-    if run["step_in_epoch"]:
-        data = data.skip(run["step_in_epoch"])
     progress = _Progress(steps_per_epoch, trainer.log)
     window_start, window_steps = time.perf_counter(), 0
     totals = {"loss": 0.0, "nll": 0.0, "n": 0, "start": time.perf_counter()}

@@ -22,9 +22,11 @@ def test_a_small_coco_shaped_run_reports_each_phase():
         "token_table",
         "first_step",
         "epoch",
+        "resume",
         "validation",
         "evaluate",
     ]
+    assert row["resume_step"] > 0
     peaks = [p["peak_rss_mb"] for p in row["phases"].values()]
     assert peaks == sorted(peaks) and all(p["seconds"] >= 0 for p in row["phases"].values())
     # 36 train images fit any budget: resident, so per-caption batches (auto)

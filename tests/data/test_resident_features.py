@@ -50,7 +50,8 @@ def test_caption_batches_are_the_streamed_ones_as_indices(world, seed):
     streamed = list(caption_dataset(cache, "train", records, vocabulary, 20, 8, 40, seed))
     indexed = list(caption_dataset(resident, "train", records, vocabulary, 20, 8, 40, seed))
     readable = sum(len(r.captions) for p, r in enumerate(records) if p not in SKIPPED)
-    assert len(streamed) == len(indexed) == readable // 8
+    # Windows of two shards (at least 40 captions), each dropping its last partial batch.
+    assert len(streamed) == len(indexed) >= (readable - 3 * 7) // 8
     for a, b in zip(streamed, indexed, strict=True):
         assert sorted(b) == ["image_index", "tokens"] and b["image_index"].dtype == tf.int32
         np.testing.assert_array_equal(a["tokens"], b["tokens"])

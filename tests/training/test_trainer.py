@@ -150,7 +150,7 @@ def test_many_non_finite_steps_stop_the_run(tmp_path):
     with pytest.raises(KerasSaatError, match="3 steps in a row had a non-finite loss"):
         train_loop(
             trainer,
-            lambda epoch: batches(vocab, n=64, nan=True),
+            lambda epoch, start: batches(vocab, n=64, nan=True),
             8,
             loop_config(),
             tmp_path,
@@ -167,7 +167,7 @@ def test_early_stopping_keeps_the_best_epoch(tmp_path):
     saved = []
     result = train_loop(
         trainer,
-        lambda epoch: batches(vocab, seed=epoch),
+        lambda epoch, start: batches(vocab, seed=epoch),
         2,
         loop_config(epochs=6, patience=2),
         tmp_path,
@@ -183,7 +183,7 @@ def test_early_stopping_keeps_the_best_epoch(tmp_path):
     # The same command again: the run is finished and nothing more trains.
     again = train_loop(
         trainer,
-        lambda epoch: batches(vocab, seed=epoch),
+        lambda epoch, start: batches(vocab, seed=epoch),
         2,
         loop_config(epochs=6, patience=2),
         tmp_path,
@@ -248,7 +248,7 @@ def test_validate_every_validates_some_epochs_and_the_last(tmp_path):
     metrics.every = 2
     result = train_loop(
         trainer,
-        lambda epoch: batches(vocab, seed=epoch),
+        lambda epoch, start: batches(vocab, seed=epoch),
         2,
         loop_config(epochs=5, patience=2),
         tmp_path,
@@ -259,3 +259,36 @@ def test_validate_every_validates_some_epochs_and_the_last(tmp_path):
     assert len(evaluated) == 3  # epochs 2, 4 and 5 (the last)
     assert [h["val"] is not None for h in result["history"]] == [0, 1, 0, 1, 1]
     assert result["best_epoch"] == 2 and result["epochs_run"] == 5
+
+
+class StopAt(keras.callbacks.Callback):
+    """Raises at a batch, as a killed run stops (after its last checkpoint)."""
+
+    def __init__(self, batch):
+        super().__init__()
+        self.batch = batch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch == self.batch:
+            raise KeyboardInterrupt
+
+
+def test_a_resumed_run_asks_for_its_epoch_from_the_checkpointed_step(tmp_path):
+    """The loop hands the dataset the (epoch, step) of the checkpoint and trains every
+    batch it gets: the data starts there, nothing is skipped by the loop."""
+    model, vocab = tiny_model()
+    trainer = Trainer(model, keras.optimizers.Adam(1e-2), log=lambda m: None)
+    asked = []
+
+    def epoch_dataset(epoch, start):
+        asked.append((epoch, start))
+        return batches(vocab, n=48, seed=epoch).skip(start)  # 6 batches an epoch
+
+    config = loop_config(epochs=2, checkpoint_every=4, patience=0)
+    run = dict(metrics=ScriptedScores(lambda: 0.1), save_best=lambda: None, batch_size=8)
+    with pytest.raises(KeyboardInterrupt):  # at epoch 1's 5th step, after ckpt-4
+        train_loop(trainer, epoch_dataset, 6, config, tmp_path, callbacks=[StopAt(4)], **run)
+    result = train_loop(trainer, epoch_dataset, 6, config, tmp_path, **run)
+    assert asked == [(0, 0), (0, 4), (1, 0)]
+    assert result["resumed_from"] == 4 and result["global_step"] == 12
+    assert [h["steps"] for h in result["history"]] == [6, 6]

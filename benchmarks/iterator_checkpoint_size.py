@@ -1,0 +1,53 @@
+"""The size of a tf.data iterator checkpoint (`tf.train.Checkpoint(iterator=...)`) of a
+caption pipeline that shuffles features in a buffer, after its first batch: what saving
+the input position as iterator state would add to every checkpoint.
+
+    PYTHONPATH=CHECKOUT python benchmarks/iterator_checkpoint_size.py IMAGES [SHUFFLE] > row.json
+
+CHECKOUT is a keras-saat whose `caption_dataset` shuffles (image, caption) examples in a
+buffer of SHUFFLE captions (default 5000); COCO-shaped synthetic data
+(`keras_saat.bench.scale`: 5 captions an image, 14x14x512 float16 features), batch 64.
+"""
+
+import json
+import platform
+import sys
+import tempfile
+from pathlib import Path
+
+import tensorflow as tf
+
+from keras_saat.bench.scale import write_cache, write_captions_file
+from keras_saat.config import from_dict
+from keras_saat.data.caption_table import read_caption_table
+from keras_saat.data.feature_cache import FeatureCache
+from keras_saat.data.input_pipeline import caption_dataset
+from keras_saat.experiment.preparation import build_vocabulary
+
+images = int(sys.argv[1])
+shuffle = int(sys.argv[2]) if len(sys.argv) > 2 else 5000
+with tempfile.TemporaryDirectory() as tmp:
+    root = Path(tmp)
+    dataset = read_caption_table(write_captions_file(root, images, "coco"))
+    train = dataset.split("train")
+    config = from_dict({"data": {"vocab_size": 10_004}})
+    vocabulary = build_vocabulary(config.data, dataset, root, log=lambda _: None)
+    write_cache(root / "cache", train)
+    data = caption_dataset(
+        FeatureCache(root / "cache"), "train", train, vocabulary, 20, 64,
+        shuffle_buffer=shuffle, seed=0,
+    )  # fmt: skip
+    iterator = iter(data)
+    next(iterator)
+    prefix = tf.train.Checkpoint(iterator=iterator).write(str(root / "ckpt" / "it"))
+    size = sum(p.stat().st_size for p in (root / "ckpt").iterdir())
+print(
+    json.dumps(
+        {
+            "images": images,
+            "shuffle_buffer": shuffle,
+            "iterator_checkpoint_bytes": size,
+            "machine": f"{platform.processor() or platform.machine()}, Python {platform.python_version()}",
+        }
+    )
+)
