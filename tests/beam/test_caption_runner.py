@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -25,9 +26,18 @@ def runner_argv(base, images, out, *extra):
             "--runner", "local", "--shard-size", "2", *extra]  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def runner_out(export_base, test_images, tmp_path_factory):
+    """The shard folder of one `caption --runner local` run over `test_images` (read-only:
+    a test that changes it works on a copy)."""
+    out = tmp_path_factory.mktemp("runner") / "captions"
+    assert main(runner_argv(export_base, test_images, out)) == 0
+    return out
+
+
 @pytest.mark.slow
 def test_rows_equal_caption_out_and_a_rerun_redoes_only_missing_shards(
-    export_base, trained_workdir, test_images, tmp_path, capsys
+    runner_out, export_base, trained_workdir, test_images, tmp_path, capsys
 ):
     single = tmp_path / "single.jsonl"
     argv = ["caption", "--workdir", str(trained_workdir), *map(str, test_images)]
@@ -37,7 +47,7 @@ def test_rows_equal_caption_out_and_a_rerun_redoes_only_missing_shards(
     }
 
     out = tmp_path / "captions"
-    assert main(runner_argv(export_base, test_images, out)) == 0
+    shutil.copytree(runner_out, out)
     shards = sorted(out.glob("captions-*.jsonl"))
     assert len(shards) == 2  # 3 images, 2 a shard
     rows = shard_rows(out)
@@ -57,9 +67,8 @@ def test_rows_equal_caption_out_and_a_rerun_redoes_only_missing_shards(
 
 
 @pytest.mark.slow
-def test_two_worker_processes_write_the_same_rows(export_base, test_images, tmp_path):
-    one, two = tmp_path / "one", tmp_path / "two"
-    assert main(runner_argv(export_base, test_images, one)) == 0
+def test_two_worker_processes_write_the_same_rows(runner_out, export_base, test_images, tmp_path):
+    one, two = runner_out, tmp_path / "two"
     processes = ["--", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
     assert main(runner_argv(export_base, test_images, two, *processes)) == 0
     rows, expected = shard_rows(two), shard_rows(one)
