@@ -16,6 +16,76 @@ def shapes_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def trained_workdir(shapes_dir, tmp_path_factory):
+    """A captioner trained for 4 epochs on the small Shapes dataset, through the CLI: the
+    one trained model the serving and Beam tests share (tests that need only a working
+    model use `small_preset` and `small_export`, which train nothing).
+
+    Its captions are real words (one epoch only ever says <end>).
+    """
+    from keras_saat.cli import main
+    from tests.helpers import DEFAULTS
+
+    workdir = tmp_path_factory.mktemp("serving") / "run"
+    argv = ["train", "--config", DEFAULTS, "--workdir", str(workdir)]
+    for setting in (
+        "data.dataset=karpathy",
+        f"data.path={shapes_dir / 'dataset_shapes.json'}",
+        "train.epochs=4",
+        "train.learning_rate=0.005",
+        "train.batch_size=16",
+        "decode.max_length=8",
+    ):
+        argv += ["--set", setting]
+    assert main(argv) == 0
+    return workdir
+
+
+@pytest.fixture(scope="session")
+def export_base(trained_workdir):
+    """`keras-saat export` of that model: BASE/1."""
+    from keras_saat.cli import main
+
+    base = trained_workdir.parent / "models" / "captioner"
+    argv = ["export", "--workdir", str(trained_workdir), "--out", str(base), "--name", "cap"]
+    assert main(argv) == 0
+    return base
+
+
+@pytest.fixture(scope="session")
+def test_images(shapes_dir):
+    """Paths of three test-split images of the small Shapes dataset, the one
+    `trained_workdir` trains on."""
+    from keras_saat.data import read_karpathy
+
+    return [r.path for r in read_karpathy(shapes_dir / "dataset_shapes.json").split("test")[:3]]
+
+
+@pytest.fixture(scope="session")
+def small_preset(tmp_path_factory):
+    """The preset folder of an untrained small captioner (`tests.helpers.small_model`,
+    captions of at most 5 words, beam 2): what the `caption` tests run, read-only."""
+    from tests.helpers import small_model
+
+    model, _ = small_model(max_length=5, beam_size=2)
+    return model.save_to_preset(tmp_path_factory.mktemp("small_preset") / "preset")
+
+
+@pytest.fixture(scope="session")
+def small_export(small_preset, tmp_path_factory):
+    """`keras-saat export` of that preset: BASE/1. For tests of the plumbing around a
+    SavedModel (arguments, error rows, signatures), which need a working export but not
+    one of a model that learned, and so no training run (`trained_workdir`) in
+    `pytest -m "not slow"`."""
+    from keras_saat.cli import main
+
+    base = tmp_path_factory.mktemp("small_export") / "captioner"
+    argv = ["export", "--workdir", str(small_preset), "--out", str(base), "--name", "cap"]
+    assert main(argv) == 0
+    return base
+
+
+@pytest.fixture(scope="session")
 def tutorial_runs(tmp_path_factory):
     """The tutorial notebooks' shared runs folder, with the demo's model trained into it
     once (`tools/docs.py`'s `train_demo`, which `execute_notebook` then finds there):

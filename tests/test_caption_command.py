@@ -13,12 +13,6 @@ from keras_saat.cli import main
 from tests.helpers import small_model
 
 
-@pytest.fixture(scope="module")
-def preset_dir(tmp_path_factory):
-    model, _ = small_model(max_length=5, beam_size=2)
-    return model.save_to_preset(tmp_path_factory.mktemp("preset") / "p")
-
-
 @pytest.fixture
 def photos(shapes_dir, tmp_path):
     """A folder of 5 Shapes images (2 in a sub-folder), a broken PNG and a text file."""
@@ -43,11 +37,11 @@ def read_jsonl(path):
 
 @pytest.mark.slow
 def test_a_folder_to_json_lines_with_attention_and_a_broken_file(
-    preset_dir, photos, tmp_path, capsys
+    small_preset, photos, tmp_path, capsys
 ):
     out = tmp_path / "captions.jsonl"
     code, _, err = run(
-        capsys, "caption", "--preset", preset_dir, photos, "--out", out, "--attention",
+        capsys, "caption", "--preset", small_preset, photos, "--out", out, "--attention",
         "--batch-size", 2,
     )  # fmt: skip
     assert code == 2 and "broken.png" in err and "1 of 6 images could not be captioned" in err
@@ -57,7 +51,7 @@ def test_a_folder_to_json_lines_with_attention_and_a_broken_file(
     broken = [r for r in rows if r["image"].endswith("broken.png")]
     assert broken[0]["caption"] is None and "not an image" in broken[0]["error"]
 
-    model = Captioner.from_preset(preset_dir)
+    model = Captioner.from_preset(small_preset)
     good = [p for p in images if p.name != "broken.png"]
     expected = model.generate(good, return_details=True)  # the model's own beam size, 2
     by_image = {r["image"]: r for r in rows}
@@ -78,17 +72,17 @@ def test_a_folder_to_json_lines_with_attention_and_a_broken_file(
 
 @pytest.mark.slow
 def test_a_second_run_skips_what_is_captioned_and_retries_failures(
-    preset_dir, photos, tmp_path, capsys
+    small_preset, photos, tmp_path, capsys
 ):
     out = tmp_path / "captions.jsonl"
-    assert run(capsys, "caption", "--preset", preset_dir, photos, "--out", out)[0] == 2
+    assert run(capsys, "caption", "--preset", small_preset, photos, "--out", out)[0] == 2
     first = read_jsonl(out)
-    code, stdout, err = run(capsys, "caption", "--preset", preset_dir, photos, "--out", out)
+    code, stdout, err = run(capsys, "caption", "--preset", small_preset, photos, "--out", out)
     assert code == 2 and "5 images already captioned" in stdout and "1 of 1 images" in err
     assert len(read_jsonl(out)) == 6  # the failed row replaced, not repeated
 
     shutil.copy(next(photos.glob("*.png")), photos / "sub" / "broken.png")  # now readable
-    code, stdout, _ = run(capsys, "caption", "--preset", preset_dir, photos, "--out", out)
+    code, stdout, _ = run(capsys, "caption", "--preset", small_preset, photos, "--out", out)
     assert code == 0 and "wrote 1 captions" in stdout
     rows = read_jsonl(out)
     assert len(rows) == 6 and all(r["error"] == "" for r in rows)
@@ -96,9 +90,9 @@ def test_a_second_run_skips_what_is_captioned_and_retries_failures(
 
 
 @pytest.mark.slow
-def test_a_glob_to_csv_and_bad_arguments(preset_dir, photos, tmp_path, capsys):
+def test_a_glob_to_csv_and_bad_arguments(small_preset, photos, tmp_path, capsys):
     out = tmp_path / "captions.csv"
-    code, _, _ = run(capsys, "caption", "--preset", preset_dir, f"{photos}/*.png", "--out", out)
+    code, _, _ = run(capsys, "caption", "--preset", small_preset, f"{photos}/*.png", "--out", out)
     assert code == 0
     with out.open() as f:
         rows = list(csv.DictReader(f))
@@ -106,13 +100,13 @@ def test_a_glob_to_csv_and_bad_arguments(preset_dir, photos, tmp_path, capsys):
     assert set(rows[0]) == {"image", "caption", "log_prob", "error"}
 
     code, _, err = run(
-        capsys, "caption", "--preset", preset_dir, photos, "--out", out, "--attention"
+        capsys, "caption", "--preset", small_preset, photos, "--out", out, "--attention"
     )
     assert code == 2 and "do not fit a CSV cell" in err
-    code, _, err = run(capsys, "caption", "--preset", preset_dir, f"{photos}/*.gif")
+    code, _, err = run(capsys, "caption", "--preset", small_preset, f"{photos}/*.gif")
     assert code == 2 and "holds no image files" in err
     code, _, err = run(
-        capsys, "caption", "--preset", preset_dir, photos, "--out", tmp_path / "x.txt"
+        capsys, "caption", "--preset", small_preset, photos, "--out", tmp_path / "x.txt"
     )
     assert code == 2 and ".jsonl (JSON lines) or .csv" in err
 
@@ -138,14 +132,14 @@ def test_generate_stream_reads_a_generator_a_few_batches_ahead(shapes_dir):
 
 
 @pytest.mark.slow
-def test_a_file_name_that_is_not_utf8_is_an_error_row(preset_dir, photos, tmp_path, capsys):
+def test_a_file_name_that_is_not_utf8_is_an_error_row(small_preset, photos, tmp_path, capsys):
     import os
 
     bad = os.path.join(os.fsencode(photos), b"caf\xe9.png")
     shutil.copy(next(photos.glob("*.png")), bad)
     out = tmp_path / "captions.csv"
     for _ in range(2):  # and again: a rerun retries it, it never crashes the run
-        code, _, err = run(capsys, "caption", "--preset", preset_dir, photos, "--out", out)
+        code, _, err = run(capsys, "caption", "--preset", small_preset, photos, "--out", out)
         assert code == 2 and "caf\\xe9.png: the file name is not valid UTF-8" in err
         assert "2 of 7 images" in err or "2 of 2 images" in err  # broken.png too
     with out.open(encoding="utf-8") as f:
@@ -156,20 +150,20 @@ def test_a_file_name_that_is_not_utf8_is_an_error_row(preset_dir, photos, tmp_pa
 
 @pytest.mark.slow
 def test_the_csv_header_is_written_once_and_a_missing_folder_is_named(
-    preset_dir, photos, tmp_path, capsys
+    small_preset, photos, tmp_path, capsys
 ):
     out = tmp_path / "captions.csv"
-    run(capsys, "caption", "--preset", preset_dir, photos / "sub" / "broken.png", "--out", out)
-    run(capsys, "caption", "--preset", preset_dir, photos / "sub" / "broken.png", "--out", out)
+    run(capsys, "caption", "--preset", small_preset, photos / "sub" / "broken.png", "--out", out)
+    run(capsys, "caption", "--preset", small_preset, photos / "sub" / "broken.png", "--out", out)
     assert out.read_text().count("image,caption,log_prob,error") == 1
     missing = tmp_path / "nowhere" / "captions.csv"
-    code, _, err = run(capsys, "caption", "--preset", preset_dir, photos, "--out", missing)
+    code, _, err = run(capsys, "caption", "--preset", small_preset, photos, "--out", missing)
     assert code == 2 and "the folder" in err and "does not exist" in err and "Traceback" not in err
 
 
 @pytest.mark.slow
 def test_plots_one_figure_per_input_named_after_it(
-    preset_dir, photos, shapes_dir, tmp_path, capsys
+    small_preset, photos, shapes_dir, tmp_path, capsys
 ):
     from PIL import Image
 
@@ -182,7 +176,7 @@ def test_plots_one_figure_per_input_named_after_it(
     plots = tmp_path / "plots"
     plots.mkdir()
     code, out, err = run(
-        capsys, "caption", "--preset", preset_dir, photos, "--plot", plots / "att.png"
+        capsys, "caption", "--preset", small_preset, photos, "--plot", plots / "att.png"
     )
     assert code == 2 and "1 of 7 images could not be captioned" in err  # broken.png
     good = [p for p in find_images([photos]) if p.name != "broken.png"]
@@ -199,7 +193,7 @@ def test_plots_one_figure_per_input_named_after_it(
 
 
 @pytest.mark.slow
-def test_the_command_prints_no_tensorflow_log_lines(preset_dir, photos):
+def test_the_command_prints_no_tensorflow_log_lines(small_preset, photos):
     import os
     import subprocess
     import sys
@@ -207,7 +201,7 @@ def test_the_command_prints_no_tensorflow_log_lines(preset_dir, photos):
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     image = sorted(photos.glob("*.png"))[0]
     result = subprocess.run(
-        [sys.executable, "-m", "keras_saat.cli", "caption", "--preset", str(preset_dir), str(image)],
+        [sys.executable, "-m", "keras_saat.cli", "caption", "--preset", str(small_preset), str(image)],
         capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip
     assert result.returncode == 0 and result.stdout.startswith(f"{image}: ")

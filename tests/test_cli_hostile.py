@@ -28,7 +28,7 @@ from keras_saat.config import ExperimentConfig, load_config, save_config
 from keras_saat.config_ranges import RANGES
 from keras_saat.errors import KerasSaatError
 from keras_saat.workdir import CONFIG_FILE
-from tests.helpers import ROOT, cap_address_space, small_model
+from tests.helpers import ROOT, cap_address_space
 
 HEADROOM_MB = 512  # address space over what the child holds after its imports
 TIME_LIMIT_S = 120  # the unbounded code needs minutes, or never ends (a FIFO)
@@ -230,12 +230,10 @@ def test_train_refuses_a_shuffle_buffer_of_2_31_before_it_starts(tmp_path):
 
 
 @pytest.mark.slow
-def test_caption_gives_every_special_file_a_row_and_captions_the_image(tmp_path):
-    model, _ = small_model(max_length=5, beam_size=2)
-    preset = model.save_to_preset(tmp_path / "preset")
+def test_caption_gives_every_special_file_a_row_and_captions_the_image(small_preset, tmp_path):
     paths = special_image_files(tmp_path)
     out = tmp_path / "captions.jsonl"
-    argv = ["caption", "--preset", str(preset), *map(str, paths.values()), "--out", str(out)]
+    argv = ["caption", "--preset", str(small_preset), *map(str, paths.values()), "--out", str(out)]
     run_capped(
         "import sys\nfrom keras_saat.cli import main",
         f"sys.exit(0 if main({argv!r}) == 2 else 1)",

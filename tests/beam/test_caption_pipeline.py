@@ -58,12 +58,12 @@ def test_rows_equal_the_captioner_and_bad_files_are_error_rows(
     assert by_image[str(missing)] == caption_row(missing, error="file not found")
 
 
-def test_a_folder_argument_expands_like_keras_saat_caption(export_base, test_images, tmp_path):
+def test_a_folder_argument_expands_like_keras_saat_caption(small_export, test_images, tmp_path):
     folder = tmp_path / "photos" / "deeper"
     folder.mkdir(parents=True)
     for image in test_images[:2]:
         (folder / image.name).write_bytes(image.read_bytes())
-    rows = run_rows([tmp_path / "photos"], SavedModelHandler(str(export_base / "1")), tmp_path, 2)
+    rows = run_rows([tmp_path / "photos"], SavedModelHandler(str(small_export / "1")), tmp_path, 2)
     assert [r["image"] for r in rows] == sorted(str(folder / p.name) for p in test_images[:2])
     assert all(r["error"] == "" and r["caption"] for r in rows)
 
@@ -81,10 +81,10 @@ class RaisingHandler(SavedModelHandler):
         return super().run_inference(batch, model, inference_args)
 
 
-def test_a_batch_the_model_raises_on_becomes_error_rows(export_base, test_images, tmp_path):
+def test_a_batch_the_model_raises_on_becomes_error_rows(small_export, test_images, tmp_path):
     refused = tmp_path / "refused.png"
     refused.write_bytes(test_images[0].read_bytes() + b"!")  # decodes; differs in bytes
-    handler = RaisingHandler(str(export_base / "1"), refused.read_bytes())
+    handler = RaisingHandler(str(small_export / "1"), refused.read_bytes())
     rows = run_rows([refused, *test_images[1:]], handler, tmp_path)
 
     by_image = {row["image"]: row for row in rows}
@@ -105,9 +105,9 @@ def test_large_model_serves_one_copy_through_beams_proxy(export_base, test_image
     assert shared == plain
 
 
-def test_an_unknown_signature_names_the_ones_there(export_base):
+def test_an_unknown_signature_names_the_ones_there(small_export):
     from keras_saat.beam.model_handler import SignatureCall
     from keras_saat.errors import KerasSaatError
 
     with pytest.raises(KerasSaatError, match="no signature 'nope'; it has .*serving_default"):
-        SignatureCall(str(export_base / "1"), "nope", "image_bytes", ("caption",))
+        SignatureCall(str(small_export / "1"), "nope", "image_bytes", ("caption",))

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -25,9 +26,18 @@ def runner_argv(base, images, out, *extra):
             "--runner", "local", "--shard-size", "2", *extra]  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def runner_out(export_base, test_images, tmp_path_factory):
+    """The shard folder of one `caption --runner local` run over `test_images` (read-only:
+    a test that changes it works on a copy)."""
+    out = tmp_path_factory.mktemp("runner") / "captions"
+    assert main(runner_argv(export_base, test_images, out)) == 0
+    return out
+
+
 @pytest.mark.slow
 def test_rows_equal_caption_out_and_a_rerun_redoes_only_missing_shards(
-    export_base, trained_workdir, test_images, tmp_path, capsys
+    runner_out, export_base, trained_workdir, test_images, tmp_path, capsys
 ):
     single = tmp_path / "single.jsonl"
     argv = ["caption", "--workdir", str(trained_workdir), *map(str, test_images)]
@@ -37,7 +47,7 @@ def test_rows_equal_caption_out_and_a_rerun_redoes_only_missing_shards(
     }
 
     out = tmp_path / "captions"
-    assert main(runner_argv(export_base, test_images, out)) == 0
+    shutil.copytree(runner_out, out)
     shards = sorted(out.glob("captions-*.jsonl"))
     assert len(shards) == 2  # 3 images, 2 a shard
     rows = shard_rows(out)
@@ -57,9 +67,8 @@ def test_rows_equal_caption_out_and_a_rerun_redoes_only_missing_shards(
 
 
 @pytest.mark.slow
-def test_two_worker_processes_write_the_same_rows(export_base, test_images, tmp_path):
-    one, two = tmp_path / "one", tmp_path / "two"
-    assert main(runner_argv(export_base, test_images, one)) == 0
+def test_two_worker_processes_write_the_same_rows(runner_out, export_base, test_images, tmp_path):
+    one, two = runner_out, tmp_path / "two"
     processes = ["--", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
     assert main(runner_argv(export_base, test_images, two, *processes)) == 0
     rows, expected = shard_rows(two), shard_rows(one)
@@ -70,12 +79,12 @@ def test_two_worker_processes_write_the_same_rows(export_base, test_images, tmp_
 
 
 def test_an_unreadable_image_is_an_error_row_and_exit_status_2(
-    export_base, test_images, tmp_path, capsys
+    small_export, test_images, tmp_path, capsys
 ):
     corrupt = tmp_path / "corrupt.jpg"
     corrupt.write_bytes(b"\xff\xd8\xff garbage")
     out = tmp_path / "captions"
-    assert main(runner_argv(export_base, [corrupt, *test_images], out)) == 2
+    assert main(runner_argv(small_export, [corrupt, *test_images], out)) == 2
     rows = shard_rows(out)
     assert rows[str(corrupt)]["caption"] is None and rows[str(corrupt)]["error"]
     assert all(rows[str(p)]["error"] == "" for p in test_images)
@@ -90,19 +99,19 @@ def test_an_unreadable_image_is_an_error_row_and_exit_status_2(
         (["--runner", "local", "--beam-size", "2"], "--beam-size is not available with --runner"),
     ],
 )
-def test_runner_mistakes_are_one_line(export_base, test_images, tmp_path, capsys, extra, message):
-    argv = ["caption", "--saved-model", str(export_base), str(test_images[0])]
+def test_runner_mistakes_are_one_line(small_export, test_images, tmp_path, capsys, extra, message):
+    argv = ["caption", "--saved-model", str(small_export), str(test_images[0])]
     assert main([*argv, "--out", str(tmp_path / "o"), *extra]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_a_runner_needs_a_saved_model_and_a_saved_model_a_runner(
-    trained_workdir, export_base, test_images, tmp_path, capsys
+    small_preset, small_export, test_images, tmp_path, capsys
 ):
-    argv = ["caption", "--workdir", str(trained_workdir), str(test_images[0])]
+    argv = ["caption", "--workdir", str(small_preset), str(test_images[0])]
     assert main([*argv, "--out", str(tmp_path / "o"), "--runner", "local"]) == 2
     assert "give --saved-model BASE" in capsys.readouterr().err
-    argv = ["caption", "--saved-model", str(export_base), str(test_images[0])]
+    argv = ["caption", "--saved-model", str(small_export), str(test_images[0])]
     assert main(argv) == 2
     assert "--saved-model runs in a Beam pipeline: add --runner local" in capsys.readouterr().err
 
@@ -113,7 +122,7 @@ def test_a_missing_saved_model_is_one_line(test_images, tmp_path, capsys):
     assert "no saved_model.pb there nor in a version folder below it" in capsys.readouterr().err
 
 
-def test_a_location_without_its_beam_file_system_is_one_line(export_base, tmp_path, capsys):
+def test_a_location_without_its_beam_file_system_is_one_line(small_export, tmp_path, capsys):
     from apache_beam.io.filesystems import FileSystems
 
     try:
@@ -121,7 +130,7 @@ def test_a_location_without_its_beam_file_system_is_one_line(export_base, tmp_pa
         pytest.skip("apache-beam[gcp] is installed here")
     except ValueError:
         pass
-    argv = ["caption", "--saved-model", str(export_base), "gs://bucket/photos/*.jpg"]
+    argv = ["caption", "--saved-model", str(small_export), "gs://bucket/photos/*.jpg"]
     assert main([*argv, "--out", str(tmp_path / "o"), "--runner", "dataflow"]) == 2
     assert capsys.readouterr().err.strip() == (
         "keras-saat: error: gs://bucket/photos/*.jpg: Beam has no file system for gs:// here; "
