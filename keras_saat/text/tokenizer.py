@@ -23,6 +23,14 @@ _ASCII_WORD = re.compile("[A-Za-z0-9]")
 
 def normalize(text):
     """The normalised caption string (Python)."""
+    if text.isascii():
+        # NFKC leaves ASCII as it is, and every ASCII punctuation mark or symbol is in
+        # string.punctuation: the per-character pass below would change nothing.
+        return text.lower().translate(_ASCII_PUNCT)
+    return _normalize_unicode(text)
+
+
+def _normalize_unicode(text):
     text = unicodedata.normalize("NFKC", text).lower().translate(_ASCII_PUNCT)
     return "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in text)
 

@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from keras_saat.data.input_pipeline import encode_captions, word_table
 from keras_saat.text import Vocabulary
-from keras_saat.text.tokenizer import tokenize, tokenize_graph
+from keras_saat.text.tokenizer import _normalize_unicode, normalize, tokenize, tokenize_graph
 
 TRICKY = [
     "A child in a pink dress is climbing up a set of stairs in an entry way .",
@@ -22,6 +22,13 @@ TRICKY = [
 def test_graph_and_python_tokenisers_agree(text):
     graph = [t.decode("utf-8") for t in tokenize_graph(tf.constant([text])).to_list()[0]]
     assert graph == tokenize(text)
+
+
+def test_the_ascii_path_equals_the_unicode_rules():
+    """Every ASCII character, alone and in a caption: the fast path changes nothing."""
+    every = "".join(chr(c) for c in range(128))
+    for text in [every, *every, *(t for t in TRICKY if t.isascii())]:
+        assert normalize(text) == _normalize_unicode(text), repr(text)
 
 
 def test_karpathy_style_tokens():
