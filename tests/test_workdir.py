@@ -11,7 +11,8 @@ import pytest
 
 from keras_saat.cli import main
 from keras_saat.config import DataConfig, load_config
-from keras_saat.data.feature_cache import dataset_fingerprint
+from keras_saat.data.caption_table import read_caption_table
+from keras_saat.data.feature_cache import dataset_fingerprint, shard_inputs
 from keras_saat.data.karpathy import read_karpathy
 from keras_saat.data.reader_registry import get_reader
 from keras_saat.errors import KerasSaatError
@@ -93,7 +94,7 @@ def test_a_workdirs_shapes_world_is_made_anew_for_other_settings(tmp_path):
     lines = []
     first = read(shapes_data(seed=0), tmp_path, lines.append)
     image = first.split("train")[0].path
-    before, fingerprint = image.read_bytes(), dataset_fingerprint(first)
+    before, inputs = image.read_bytes(), shard_inputs(first.split("train"))
     (tmp_path / BACKBONE_WEIGHTS_FILE).write_bytes(b"a CNN pre-trained on the seed-0 world")
     again = read(shapes_data(seed=0), tmp_path, lines.append)
     assert again.counts() == first.counts() and image.read_bytes() == before  # reused as is
@@ -101,7 +102,7 @@ def test_a_workdirs_shapes_world_is_made_anew_for_other_settings(tmp_path):
     assert image.read_bytes() != before and other.counts() == first.counts()
     assert not (tmp_path / BACKBONE_WEIGHTS_FILE).exists()
     assert any("is 6/2/2 images, seed 0; generating 6/2/2 images, seed 1" in line for line in lines)
-    assert dataset_fingerprint(other) != fingerprint  # its feature cache is not reused
+    assert shard_inputs(other.split("train")) != inputs  # its cache's shards are not reused
 
 
 def test_a_named_shapes_file_of_other_settings_is_refused(tmp_path):
@@ -118,10 +119,31 @@ def test_the_cache_fingerprint_sees_a_replaced_image(shapes_dir, tmp_path):
     copy = tmp_path / "shapes"
     shutil.copytree(shapes_dir, copy)
     dataset = read_karpathy(copy / "dataset_shapes.json")
-    before = dataset_fingerprint(dataset)
     records = dataset.split("train")
+    before, others = shard_inputs(records[:16]), shard_inputs(records[16:])
     shutil.copy(records[1].path, records[0].path)  # same name, other pixels
-    assert dataset_fingerprint(read_karpathy(copy / "dataset_shapes.json")) != before
+    again = read_karpathy(copy / "dataset_shapes.json")
+    assert dataset_fingerprint(again) == dataset_fingerprint(dataset)  # the same images, named
+    assert shard_inputs(again.split("train")[:16]) != before  # its shard is extracted again
+    assert shard_inputs(again.split("train")[16:]) == others  # the others are kept
+
+
+def test_a_captions_file_stamps_each_image_once_for_the_cache(tmp_path):
+    (tmp_path / "a.png").write_bytes(b"x")
+    (tmp_path / "b.png").write_bytes(b"yy")
+    (tmp_path / "c.png").mkdir()  # not a file: missing
+    path = tmp_path / "captions.csv"
+    path.write_text("image,caption,split\na.png,a cat,train\nb.png,a dog,train\nc.png,a,train\n")
+    dataset = read_caption_table(path)
+    assert [r.name for r in dataset.records] == ["a.png", "b.png"]
+    assert dataset.skips.summary() == [f"skipped 1 x missing image file (first: {path}:4: "
+                                       f"{tmp_path / 'c.png'})"]  # fmt: skip
+    stamps = [r.stamp for r in dataset.records]
+    assert stamps[0].startswith("1|") and stamps[1].startswith("2|")
+    inputs = shard_inputs(dataset.records)
+    for record in dataset.records:
+        record.path.unlink()  # the cache fingerprints with the reader's stamps, not a stat
+    assert shard_inputs(dataset.records) == inputs
 
 
 @pytest.mark.slow

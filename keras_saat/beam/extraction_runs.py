@@ -28,6 +28,8 @@ from keras_saat.data.cache_index import (
     compact_index,
     open_index,
     record_shard,
+    reopen_changed,
+    shard_records,
     split_entry,
     todo_shards,
 )
@@ -38,13 +40,15 @@ from keras_saat.data.feature_cache import (
     dataset_fingerprint,
     encoder_fingerprint,
     format_name,
+    shard_inputs,
 )
 from keras_saat.errors import KerasSaatError
 
 
-def _fold_finished(directory, index, split, numbers, skips):
+def _fold_finished(directory, index, split, numbers, skips, inputs):
     """Records the shards among `numbers` that a Beam run wrote (file and record in
-    CACHE/.beam both there) in progress.jsonl; returns their numbers."""
+    CACHE/.beam both there) in progress.jsonl, with `inputs[number]` (the shard's
+    `shard_inputs`, taken before the run read its images); returns their numbers."""
     entry, folded = index["splits"][split], []
     for number in numbers:
         shard = entry["shards"][number]
@@ -57,8 +61,13 @@ def _fold_finished(directory, index, split, numbers, skips):
             for place in places:
                 shard_skips.add(reason, place)
         skips.merge(shard_skips)  # strict: raises before the shard is recorded
-        shard.update(done=True, written=record["written"], skipped=record["skipped"])
-        record_shard(directory, split, number, record["written"], record["skipped"])
+        shard.update(
+            done=True,
+            written=record["written"],
+            skipped=record["skipped"],
+            inputs=inputs[number],
+        )
+        record_shard(directory, split, number, record["written"], record["skipped"], inputs[number])
         folded.append(number)
     return folded
 
@@ -111,12 +120,19 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
         "compute_dtype": encoder.compute_dtype,
     }
     index = open_index(directory, fingerprint, header)
-    skips, todo, total = Skips(strict), [], 0
+    skips, todo, total, inputs = Skips(strict), [], 0, {}
     for split in splits:
         records = dataset.split(split)
         entry = split_entry(directory, index, split, len(records), shard_size)
+        changed = reopen_changed(entry, records, shard_size)
+        if changed:
+            log(f"  extract {split}: images changed in {len(changed)} shard(s) since extraction")
+        inputs[split] = {
+            n: shard_inputs(shard_records(records, n, shard_size))
+            for n in todo_shards(directory, entry)
+        }
         # Shards a stopped Beam run finished are recorded first, then kept.
-        _fold_finished(directory, index, split, todo_shards(directory, entry), skips)
+        _fold_finished(directory, index, split, list(inputs[split]), skips, inputs[split])
         numbers = todo_shards(directory, entry)
         if not numbers:
             log(f"  extract {split}: cached ({len(records)} images)")
@@ -161,7 +177,7 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
         seconds = time.perf_counter() - start_time
         for split in {s for s, _ in todo}:
             numbers = [n for s, n in todo if s == split]
-            folded = _fold_finished(directory, index, split, numbers, skips)
+            folded = _fold_finished(directory, index, split, numbers, skips, inputs[split])
             if len(folded) < len(numbers):
                 raise KerasSaatError(
                     f"{len(numbers) - len(folded)} of {split}'s shards were not written; "

@@ -11,7 +11,8 @@ own cost is its rise over the phase before):
 
     read         `read_caption_table` of the captions file
     vocabulary   `build_vocabulary` (the training captions tokenised once)
-    fingerprint  `dataset_fingerprint` (a stat of every image)
+    fingerprint  the cache's fingerprints: `dataset_fingerprint` (which image sits where)
+                 and each train shard's `shard_inputs` (from the reader's stamps: no stat)
     cache_open   `FeatureCache` of the cache folder and its framing check of every shard
     model        the paper-size model built
     resident     the resident-features choice (`data.resident_budget` of the free memory),
@@ -39,6 +40,8 @@ from pathlib import Path
 import numpy as np
 
 SHAPES = {"coco": {"captions": 5, "words": 10_000}, "cc3m": {"captions": 1, "words": 30_000}}
+
+SHARD_SIZE = 1000  # images a shard of the synthetic cache, as extraction's default
 
 
 def _peak_mb():
@@ -75,14 +78,14 @@ def write_captions_file(folder, images, shape, seed=0):
     return path
 
 
-def write_cache(folder, dataset, seed=0, shard_size=1000):
+def write_cache(folder, dataset, seed=0, shard_size=SHARD_SIZE):
     """A feature cache of every split of `dataset`: 14x14x512 float16 rows, in
     extraction's layout."""
     import json
 
     import tensorflow as tf
 
-    from keras_saat.data.feature_cache import INDEX, feature_example
+    from keras_saat.data.feature_cache import INDEX, VERSION, feature_example
 
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
@@ -100,7 +103,13 @@ def write_cache(folder, dataset, seed=0, shard_size=1000):
                     writer.write(feature_example(position, row))
             entries.append({"file": name, "done": True, "written": len(positions), "skipped": []})
         splits[split] = {"count": count, "shards": entries}
-    index = {"version": 1, "grid": [14, 14], "channels": 512, "dtype": "float16", "splits": splits}
+    index = {
+        "version": VERSION,
+        "grid": [14, 14],
+        "channels": 512,
+        "dtype": "float16",
+        "splits": splits,
+    }
     (folder / INDEX).write_text(json.dumps(index))
 
 
@@ -141,8 +150,9 @@ def _first_step(model, resident, epoch_dataset):
 
 def measure_scale(shape, images, evaluate=True):
     """Each phase's wall time and the peak RSS after it, at `shape` with `images` images."""
+    from keras_saat.data.cache_index import shard_records
     from keras_saat.data.caption_table import read_caption_table
-    from keras_saat.data.feature_cache import FeatureCache, dataset_fingerprint
+    from keras_saat.data.feature_cache import FeatureCache, dataset_fingerprint, shard_inputs
     from keras_saat.evaluation.bleu import corpus_bleu_scores
     from keras_saat.experiment.preparation import build_vocabulary
     from keras_saat.experiment.scoring import caption_split
@@ -166,7 +176,14 @@ def measure_scale(shape, images, evaluate=True):
         vocabulary = timed(
             "vocabulary", lambda: build_vocabulary(config.data, dataset, root, log=lambda _: None)
         )
-        timed("fingerprint", lambda: dataset_fingerprint(dataset))
+        train = dataset.split("train")
+
+        def fingerprints():
+            dataset_fingerprint(dataset)
+            for number in range(-(-len(train) // SHARD_SIZE)):
+                shard_inputs(shard_records(train, number, SHARD_SIZE))
+
+        timed("fingerprint", fingerprints)
         write_cache(cache_dir, dataset)
         cache = timed("cache_open", lambda: (c := FeatureCache(cache_dir), c.files("train"))[0])
         model = timed("model", lambda: _model(vocabulary))

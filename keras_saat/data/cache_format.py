@@ -181,20 +181,40 @@ def encoder_fingerprint(encoder, resize, dtype):
 
 
 def dataset_fingerprint(dataset):
-    """A hash of the whole dataset's images and splits (not only the splits extracted now).
-
-    Each image file counts by its name, size and modification time, so images
-    regenerated or replaced under the same names make a new cache, without reading
-    every file.
+    """A hash of which image sits at each position of each split: the dataset's name and
+    every image's split, id and file name (the whole dataset, not only the splits extracted
+    now). No file is looked at: what the files hold is fingerprinted per shard
+    (`shard_inputs`), so a changed image makes its shard be extracted again, not the cache.
     """
     digest = hashlib.sha256(dataset.name.encode())
     for record in dataset.records:
-        stamp = ""
-        if record.path is not None:
-            try:
-                stat = os.stat(record.path)
-                stamp = f"{stat.st_size}|{stat.st_mtime_ns}"
-            except OSError:
-                stamp = "missing"
-        digest.update(f"{record.split}|{record.imgid}|{record.name}|{stamp}|".encode())
+        digest.update(f"{record.split}|{record.imgid}|{record.name}|".encode())
+    return digest.hexdigest()[:16]
+
+
+def file_stamp(record):
+    """An image file's "size|mtime_ns": the one its reader took (`ImageRecord.stamp`),
+    else a stat now; "missing" when there is no file, "" for a streamed image."""
+    if record.stamp is not None:
+        return record.stamp
+    if record.path is None:
+        return ""
+    try:
+        found = os.stat(record.path)
+    except (OSError, ValueError):
+        return "missing"
+    return f"{found.st_size}|{found.st_mtime_ns}"
+
+
+def shard_inputs(records):
+    """A hash of a shard's image files by their size and modification time, so images
+    regenerated or replaced under the same names make that shard be extracted again,
+    without reading any file.
+
+    Args:
+        records: sequence of ImageRecord. The shard's images, in position order.
+    """
+    digest = hashlib.sha256()
+    for record in records:
+        digest.update(f"{record.name}|{file_stamp(record)}|".encode())
     return digest.hexdigest()[:16]

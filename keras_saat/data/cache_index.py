@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from keras_saat.data.cache_format import format_name
+from keras_saat.data.cache_format import format_name, shard_inputs
 from keras_saat.data.image_files import MAX_FILE_BYTES
 from keras_saat.errors import KerasSaatError
 from keras_saat.io_utils import write_json_atomic
@@ -16,7 +16,7 @@ from keras_saat.io_utils import write_json_atomic
 INDEX = "index.json"
 PROGRESS = "progress.jsonl"
 MISSING, UNDECODABLE = "missing image file", "undecodable image"  # the index's skip reasons
-VERSION = 1
+VERSION = 2  # 2: each shard records its inputs (`shard_inputs`)
 
 
 def read_index(directory):
@@ -31,15 +31,26 @@ def read_index(directory):
                 entry = json.loads(line)
                 split = index["splits"][entry["split"]]
                 shard = split["shards"][int(entry["shard"])]
-                shard.update(done=True, written=int(entry["written"]), skipped=entry["skipped"])
+                shard.update(
+                    done=True,
+                    written=int(entry["written"]),
+                    skipped=entry["skipped"],
+                    inputs=entry.get("inputs"),
+                )
             except (ValueError, KeyError, IndexError, TypeError):
                 continue
     return index
 
 
-def record_shard(directory, split, number, written, skipped):
-    """Appends one finished shard to progress.jsonl (flushed to disk before the next)."""
-    line = json.dumps({"split": split, "shard": number, "written": written, "skipped": skipped})
+def record_shard(directory, split, number, written, skipped, inputs):
+    """Appends one finished shard to progress.jsonl (flushed to disk before the next).
+
+    Args:
+        inputs: str. The shard's `shard_inputs`, taken before its images were read.
+    """
+    line = json.dumps(
+        {"split": split, "shard": number, "written": written, "skipped": skipped, "inputs": inputs}
+    )
     with open(directory / PROGRESS, "a", encoding="utf-8") as progress:
         progress.write(line + "\n")
         progress.flush()
@@ -64,7 +75,13 @@ def open_index(directory, fingerprint, header):
     directory = Path(directory)
     if (directory / INDEX).is_file():
         index = read_index(directory)
-        if index.get("version") != VERSION or index.get("fingerprint") != fingerprint:
+        if index.get("version") != VERSION:
+            raise KerasSaatError(
+                f"the feature cache in {directory} has the layout of version "
+                f"{index.get('version')}, this keras-saat reads version {VERSION}; delete the "
+                "folder (it is extracted again) or choose another workdir"
+            )
+        if index.get("fingerprint") != fingerprint:
             stored = format_name(index.get("dtype"), index.get("compression", "none"))
             asked = format_name(header.get("dtype"), header.get("compression", "none"))
             what = (
@@ -100,6 +117,31 @@ def split_entry(directory, index, split, count, shard_size):
         }
         write_json_atomic(Path(directory) / INDEX, index)
     return index["splits"][split]
+
+
+def shard_records(records, number, shard_size):
+    """The images of shard `number`, in position order."""
+    return records[number * shard_size : (number + 1) * shard_size]
+
+
+def reopen_changed(entry, records, shard_size):
+    """Marks not done each finished shard whose images changed since it was written (their
+    `shard_inputs` differ from the ones it recorded), so only those shards are extracted
+    again; returns their numbers.
+
+    Args:
+        entry: dict. The split's index entry (`split_entry`).
+        records: sequence of ImageRecord. The split's images, in position order.
+        shard_size: int. Images a shard.
+    """
+    changed = []
+    for number, shard in enumerate(entry["shards"]):
+        if not shard["done"]:
+            continue
+        if shard.get("inputs") != shard_inputs(shard_records(records, number, shard_size)):
+            shard["done"] = False
+            changed.append(number)
+    return changed
 
 
 def todo_shards(directory, entry):

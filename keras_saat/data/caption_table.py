@@ -15,7 +15,8 @@ Every row is checked before anything is trained or extracted, and all problems a
 reported at once, each with its file and line: an empty caption, text that is not
 UTF-8, an unknown split, an image given two splits. An image file is only looked up
 (one stat per image, never opened: millions of rows read in seconds, even on network
-storage). A missing one is skipped and counted, its first offenders named (an error
+storage; the feature cache fingerprints each shard's images with what that stat found,
+so a run stats each image once). A missing one is skipped and counted, its first offenders named (an error
 with `data.strict`); an image that does not decode is skipped and counted when the
 features are extracted.
 """
@@ -24,6 +25,8 @@ import csv
 import hashlib
 import io
 import json
+import os
+import stat
 from pathlib import Path
 
 from keras_saat.data.dataset import SPLITS, ImageRecord, Skips, check_file, finish
@@ -59,6 +62,18 @@ def _rows(path, text):
         )
     for row in reader:
         yield reader.line_num, row
+
+
+def _stat_file(path):
+    """A regular file's "size|mtime_ns" (the feature cache's stamp of it), or None when
+    there is none at `path`."""
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(found.st_mode):
+        return None
+    return f"{found.st_size}|{found.st_mtime_ns}"
 
 
 def auto_split(name):
@@ -126,14 +141,17 @@ def read_caption_table(path, images_dir=None, strict=False):
             continue
         if name not in records:
             file = root / name
-            if not file.is_file():  # one stat; the contents are checked at extraction
+            found = _stat_file(file)  # one stat; the contents are checked at extraction
+            if found is None:
                 if strict:
                     problems.append(f"{where}: image file not found: {file}")
                 else:
                     skips.add("missing image file", f"{where}: {file}")
                 missing.add(name)
                 continue
-            records[name] = ImageRecord(imgid=len(records), path=file, split=split, captions=[])
+            records[name] = ImageRecord(
+                imgid=len(records), path=file, split=split, captions=[], stamp=found
+            )
         records[name].captions.append(caption)
     if problems:
         shown = "\n  ".join(problems[:MAX_LISTED])

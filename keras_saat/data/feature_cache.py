@@ -1,7 +1,9 @@
 """The feature cache: the frozen backbone's output, computed once, in sharded TFRecords.
 
 Layout of a cache folder:
-    index.json                          what was extracted, how, and what was skipped
+    index.json                          what was extracted, how (the encoder's and the
+                                        dataset's fingerprints), and per shard: its
+                                        images' stamps (`shard_inputs`), what was skipped
     <split>-<i>-of-<n>.tfrecord         one tf.train.Example per image:
                                         position (int64, the image's index in its split),
                                         features (bytes: the (L, C) grid in the cache
@@ -10,14 +12,15 @@ Layout of a cache folder:
 
     progress.jsonl                      only while an extraction runs or after it was
                                         killed: one JSON line per finished shard
-                                        ({"split", "shard", "written", "skipped"}),
+                                        ({"split", "shard", "written", "skipped", "inputs"}),
                                         folded into index.json when extraction ends
 
 Extraction is resumable: a shard is written under a temporary name and
 renamed, and recorded (one line appended to progress.jsonl, so recording stays
 constant work a shard however many there are), only once complete; a restarted
 run reads index.json with progress.jsonl's lines applied, keeps finished shards
-and redoes the rest. Decoding (tf.data, parallel), the
+and redoes the rest, and the shards whose image files changed since (`reopen_changed`).
+Decoding (tf.data, parallel), the
 backbone (a compiled function) and writing (a thread) overlap. The index and
 progress bookkeeping lives in `keras_saat.data.cache_index`, shared with the Beam
 extractor (`keras_saat.beam.extraction`), which writes this same layout.
@@ -42,6 +45,7 @@ from keras_saat.data.cache_format import (  # noqa: F401  (the record functions 
     encoder_fingerprint,
     feature_example,
     format_name,
+    shard_inputs,
 )
 from keras_saat.data.cache_index import (  # noqa: F401  (the layout's names, here too)
     INDEX,
@@ -55,6 +59,8 @@ from keras_saat.data.cache_index import (  # noqa: F401  (the layout's names, he
     open_index,
     read_index,
     record_shard,
+    reopen_changed,
+    shard_records,
     skipped_entries,
     split_entry,
     todo_shards,
@@ -339,6 +345,9 @@ def extract_features(
         count = len(records)
         entry = split_entry(directory, index, split, count, shard_size)
         shards = len(entry["shards"])
+        changed = reopen_changed(entry, records, shard_size)
+        if changed:
+            log(f"  extract {split}: images changed in {len(changed)} shard(s) since extraction")
         todo = todo_shards(directory, entry)
         if not todo:
             log(f"  extract {split}: cached ({count} images)")
@@ -350,6 +359,7 @@ def extract_features(
         for i in todo:
             shard = entry["shards"][i]
             start, stop = i * shard_size, min(count, (i + 1) * shard_size)
+            inputs = shard_inputs(shard_records(records, i, shard_size))  # before reading
             shard_skips = Skips(strict)
             stream = _image_stream(
                 dataset, split, records, start, stop, encoder.image_size, resize, shard_skips
@@ -372,8 +382,8 @@ def extract_features(
                 raise KerasSaatError(f"cannot write the feature cache shard {tmp}: {writer.error}")
             reasons = skipped_entries(records, range(start, stop), writer.written, shard_skips)
             os.replace(tmp, directory / shard["file"])
-            shard.update(done=True, written=len(writer.written), skipped=reasons)
-            record_shard(directory, split, i, len(writer.written), reasons)
+            shard.update(done=True, written=len(writer.written), skipped=reasons, inputs=inputs)
+            record_shard(directory, split, i, len(writer.written), reasons, inputs)
             skips.merge(shard_skips)
             done += stop - start
             rate = done / max(time.perf_counter() - start_time, 1e-9)

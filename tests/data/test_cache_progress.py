@@ -65,8 +65,9 @@ def test_a_killed_extraction_resumes_from_the_progress_lines(extracted, encoder,
             if split == "train" and number < 3:  # finished before the kill
                 (killed / shard["file"]).write_bytes((directory / shard["file"]).read_bytes())
                 line = {"split": split, "shard": number, "written": shard["written"]}
-                progress.append(json.dumps({**line, "skipped": shard["skipped"]}))
-            shard.update(done=False, written=0, skipped=[])
+                line.update(skipped=shard["skipped"], inputs=shard["inputs"])
+                progress.append(json.dumps(line))
+            shard.update(done=False, written=0, skipped=[], inputs=None)
     del index["splits"]["val"], index["splits"]["test"]
     (killed / "index.json").write_text(json.dumps(index))
     # The third line was torn by the kill: its shard is written again.

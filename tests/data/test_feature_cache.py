@@ -172,6 +172,39 @@ def test_missing_and_corrupt_images_are_skipped_counted_and_named(shapes_copy, e
         )
 
 
+def test_a_changed_image_extracts_only_its_shard_again(shapes_copy, encoder, tmp_path):
+    quiet = lambda _: None  # noqa: E731
+    directory = tmp_path / "c"
+    extract_features(encoder, shapes_copy, directory, shard_size=16, log=quiet)
+    shards = [f"train-0000{i}-of-00003.tfrecord" for i in range(3)]
+    before = {name: (directory / name).stat().st_mtime_ns for name in shards}
+    train = shapes_copy.split("train")
+    shutil.copy(train[1].path, train[20].path)  # shard 1's image 20: other pixels, same name
+    lines = []
+    cache, _ = extract_features(encoder, shapes_copy, directory, shard_size=16, log=lines.append)
+    assert "  extract train: images changed in 1 shard(s) since extraction" in lines
+    assert any("resuming, 2/3 shards already done" in line for line in lines)
+    after = {name: (directory / name).stat().st_mtime_ns for name in shards}
+    assert after[shards[0]] == before[shards[0]] and after[shards[2]] == before[shards[2]]
+    assert after[shards[1]] != before[shards[1]]
+    features = cache.load("train")[1]
+    np.testing.assert_array_equal(features[20], features[1])  # the new pixels' features
+    lines.clear()
+    extract_features(encoder, shapes_copy, directory, shard_size=16, log=lines.append)
+    assert "  extract train: cached (40 images)" in lines  # recorded: not extracted a third time
+
+
+def test_a_cache_of_another_layout_version_is_named(shapes_copy, encoder, tmp_path):
+    directory = tmp_path / "c"
+    extract_features(encoder, shapes_copy, directory, splits=("val",), log=lambda _: None)
+    index = json.loads((directory / "index.json").read_text())
+    (directory / "index.json").write_text(json.dumps({**index, "version": 1}))
+    with pytest.raises(
+        KerasSaatError, match="layout of version 1, this keras-saat reads version 2"
+    ):
+        extract_features(encoder, shapes_copy, directory, splits=("val",), log=lambda _: None)
+
+
 def test_a_cache_from_other_weights_is_refused(shapes_copy, encoder, tmp_path):
     extract_features(encoder, shapes_copy, tmp_path / "c", log=lambda _: None)
     other = ImageEncoder("shapes_cnn")
