@@ -26,8 +26,8 @@ from keras_saat.beam.extraction import (
 from keras_saat.beam.pipeline_runs import make_pipeline
 from keras_saat.data.cache_index import (
     compact_index,
+    finish_shard,
     open_index,
-    record_shard,
     reopen_changed,
     shard_records,
     split_entry,
@@ -61,13 +61,9 @@ def _fold_finished(directory, index, split, numbers, skips, inputs):
             for place in places:
                 shard_skips.add(reason, place)
         skips.merge(shard_skips)  # strict: raises before the shard is recorded
-        shard.update(
-            done=True,
-            written=record["written"],
-            skipped=record["skipped"],
-            inputs=inputs[number],
+        finish_shard(
+            directory, split, number, shard, record["written"], record["skipped"], inputs[number]
         )
-        record_shard(directory, split, number, record["written"], record["skipped"], inputs[number])
         folded.append(number)
     return folded
 

@@ -13,7 +13,8 @@ own cost is its rise over the phase before):
     vocabulary   `build_vocabulary` (the training captions tokenised once)
     fingerprint  the cache's fingerprints: `dataset_fingerprint` (which image sits where)
                  and each train shard's `shard_inputs` (from the reader's stamps: no stat)
-    cache_open   `FeatureCache` of the cache folder and its framing check of every shard
+    cache_open   `FeatureCache` of the cache folder and its check of every train shard
+                 (`check_shard`: its size against the index's, a stat a shard)
     model        the paper-size model built
     resident     the resident-features choice (`data.resident_budget` of the free memory),
                  and the train split's load where it fits
@@ -101,7 +102,15 @@ def write_cache(folder, dataset, seed=0, shard_size=SHARD_SIZE):
             with tf.io.TFRecordWriter(str(folder / name)) as writer:
                 for position in positions:
                     writer.write(feature_example(position, row))
-            entries.append({"file": name, "done": True, "written": len(positions), "skipped": []})
+            entries.append(
+                {
+                    "file": name,
+                    "done": True,
+                    "written": len(positions),
+                    "skipped": [],
+                    "bytes": (folder / name).stat().st_size,
+                }
+            )
         splits[split] = {"count": count, "shards": entries}
     index = {
         "version": VERSION,

@@ -36,22 +36,38 @@ def read_index(directory):
                     written=int(entry["written"]),
                     skipped=entry["skipped"],
                     inputs=entry.get("inputs"),
+                    bytes=entry.get("bytes"),
                 )
             except (ValueError, KeyError, IndexError, TypeError):
                 continue
     return index
 
 
-def record_shard(directory, split, number, written, skipped, inputs):
-    """Appends one finished shard to progress.jsonl (flushed to disk before the next).
+def finish_shard(directory, split, number, shard, written, skipped, inputs):
+    """Records a shard whose file is in place: its index entry (`shard`) is updated and one
+    line appended to progress.jsonl (flushed to disk before the next).
 
     Args:
+        directory: Path. The cache folder.
+        split, number: the shard's split and number.
+        shard: dict. Its entry in the index.
+        written: int. Records in the file.
+        skipped: list of [position, reason].
         inputs: str. The shard's `shard_inputs`, taken before its images were read.
     """
+    size = os.path.getsize(Path(directory) / shard["file"])  # checked when the cache opens
+    shard.update(done=True, written=written, skipped=skipped, inputs=inputs, bytes=size)
     line = json.dumps(
-        {"split": split, "shard": number, "written": written, "skipped": skipped, "inputs": inputs}
+        {
+            "split": split,
+            "shard": number,
+            "written": written,
+            "skipped": skipped,
+            "inputs": inputs,
+            "bytes": size,
+        }
     )
-    with open(directory / PROGRESS, "a", encoding="utf-8") as progress:
+    with open(Path(directory) / PROGRESS, "a", encoding="utf-8") as progress:
         progress.write(line + "\n")
         progress.flush()
         os.fsync(progress.fileno())

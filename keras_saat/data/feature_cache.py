@@ -55,10 +55,10 @@ from keras_saat.data.cache_index import (  # noqa: F401  (the layout's names, he
     VERSION,
     compact_index,
     file_skip_reason,
+    finish_shard,
     image_place,
     open_index,
     read_index,
-    record_shard,
     reopen_changed,
     shard_records,
     skipped_entries,
@@ -68,7 +68,7 @@ from keras_saat.data.cache_index import (  # noqa: F401  (the layout's names, he
 from keras_saat.data.dataset import SPLITS, Skips
 from keras_saat.data.images import decode_calls, decode_image
 from keras_saat.data.pipeline_options import without_autotune
-from keras_saat.data.shard_checks import check_framing, damaged_shard_error, read_error_reason
+from keras_saat.data.shard_checks import check_shard, damaged_shard_error, read_error_reason
 from keras_saat.errors import KerasSaatError
 
 
@@ -101,16 +101,17 @@ class FeatureCache:
         return all(s["done"] for s in shards)
 
     def files(self, split):
-        """The split's shard files, each checked to be whole (`check_framing`: a seek per
-        record), so a missing or truncated one is named here, before any is read."""
+        """The split's shard files, each checked to be whole (`check_shard`: its size
+        against the one written, a stat a shard), so a missing or truncated one is named
+        here, before any is read."""
         if split not in self.index["splits"] or not self.complete(split):
             raise KerasSaatError(
                 f"the feature cache in {self.directory} has no complete '{split}' split"
             )
-        files = [str(self.directory / s["file"]) for s in self.index["splits"][split]["shards"]]
-        for name in files:
-            check_framing(name)
-        return files
+        shards = self.index["splits"][split]["shards"]
+        for shard in shards:
+            check_shard(self.directory / shard["file"], shard.get("bytes"))
+        return [str(self.directory / s["file"]) for s in shards]
 
     def count(self, split):
         return sum(s["written"] for s in self.index["splits"][split]["shards"])
@@ -382,8 +383,7 @@ def extract_features(
                 raise KerasSaatError(f"cannot write the feature cache shard {tmp}: {writer.error}")
             reasons = skipped_entries(records, range(start, stop), writer.written, shard_skips)
             os.replace(tmp, directory / shard["file"])
-            shard.update(done=True, written=len(writer.written), skipped=reasons, inputs=inputs)
-            record_shard(directory, split, i, len(writer.written), reasons, inputs)
+            finish_shard(directory, split, i, shard, len(writer.written), reasons, inputs)
             skips.merge(shard_skips)
             done += stop - start
             rate = done / max(time.perf_counter() - start_time, 1e-9)

@@ -1,9 +1,12 @@
 """Damaged feature cache shards: found by name, with what to do, never a DataLossError.
 
 A TFRecord file is a run of records, each `length (8 bytes) | crc of length (4) |
-data (length) | crc of data (4)`. `check_framing` walks the lengths alone (a seek per
-record, no data read), so a truncated or cut shard is named when the cache is
-opened; a flipped bit inside a record's data shows only when it is read, and
+data (length) | crc of data (4)`. `check_shard` compares a shard's size with the one
+its index recorded when it was written (one stat a shard, so opening a cache is
+O(shards) file-system calls however many images it holds), and where they differ, or
+no size was recorded, `check_framing` walks the lengths alone (a seek per record, no
+data read) to say where it is cut: a truncated, cut or padded shard is named when the
+cache is opened. A flipped bit inside a record's data shows only when it is read, and
 `naming_damaged_shards` turns that DataLossError into the shard's name.
 """
 
@@ -57,6 +60,27 @@ def check_framing(path):
                     )
     except FileNotFoundError:
         raise damaged_shard_error(path, "the file is missing") from None
+
+
+def check_shard(path, size=None):
+    """Raises `damaged_shard_error` when `path` is missing, or is not `size` bytes (the
+    size written, from the cache's index) or, with no size recorded, its records do not
+    end exactly at its end (`check_framing`).
+
+    Args:
+        path: str or Path. The shard.
+        size: int or None. Its bytes as written. Defaults to None (walk its framing).
+    """
+    if size is None:
+        check_framing(path)
+        return
+    try:
+        found = os.path.getsize(path)
+    except FileNotFoundError:
+        raise damaged_shard_error(path, "the file is missing") from None
+    if found != size:
+        check_framing(path)  # where a record is cut, when one is
+        raise damaged_shard_error(path, f"{found} bytes, where {size} were written")
 
 
 def first_damaged(paths):

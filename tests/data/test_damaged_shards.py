@@ -47,6 +47,25 @@ def test_a_truncated_shard_is_named_when_the_cache_is_opened(tmp_path):
         evaluation_batches(FeatureCache(tmp_path), "train", records=None, batch_size=4)
 
 
+def test_a_shard_cut_at_a_record_boundary_is_named_by_the_size_it_was_written(tmp_path):
+    write_synthetic_cache(tmp_path, 24, {"locations": 4, "channels": 8}, shard_size=8)
+    index = json.loads((tmp_path / "index.json").read_text())
+    for shard in index["splits"]["train"]["shards"]:  # as extraction records them
+        shard["bytes"] = (tmp_path / shard["file"]).stat().st_size
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    assert len(FeatureCache(tmp_path).files("train")) == 3  # a stat a shard, all whole
+    shard = tmp_path / "train-00001.tfrecord"
+    whole = shard.read_bytes()
+    record = 12 + int.from_bytes(whole[:8], "little") + 4  # a record: all are one size here
+    shard.write_bytes(whole[: len(whole) - record])  # its framing still ends at its end
+    check_framing(shard)
+    with pytest.raises(KerasSaatError) as caught:
+        FeatureCache(tmp_path).files("train")
+    message = str(caught.value)
+    assert message.startswith(damaged(shard)) and WHAT_TO_DO in message
+    assert f"({len(whole) - record} bytes, where {len(whole)} were written)" in message
+
+
 def test_a_missing_shard_is_named(tmp_path):
     write_synthetic_cache(tmp_path, 24, {"locations": 4, "channels": 8}, shard_size=8)
     (tmp_path / "train-00002.tfrecord").unlink()
