@@ -96,7 +96,7 @@ def main():
             )
         report = {
             "machine": f"{platform.node()} {platform.processor() or platform.machine()}, "
-            f"{os.cpu_count()} CPU cores (shared with other jobs)",
+            f"{os.cpu_count()} CPU cores",
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "command": " ".join(["python benchmarks/beam_extract.py", *sys.argv[1:]]),
             "rows": rows,

@@ -166,19 +166,18 @@ class _DecodeImage(beam.DoFn):
         self._size, self._resize = int(size), str(resize)
 
     def process(self, element):
-        import tensorflow as tf
-
         from keras_saat.data.cache_index import file_skip_reason
-        from keras_saat.data.images import decode_image
+        from keras_saat.data.images import load_image
+        from keras_saat.errors import KerasSaatError
 
         (file, position), path = element
         reason = file_skip_reason(path)
         if reason:
             yield beam.pvalue.TaggedOutput("skipped", (file, ("skip", position, reason)))
             return
-        try:
-            pixels = decode_image(tf.io.read_file(path), self._size, self._resize).numpy()
-        except (tf.errors.OpError, ValueError):
+        try:  # one graph traced once a worker process, not decode_image's ops one by one
+            pixels = load_image(path, self._size, self._resize)
+        except KerasSaatError:
             return
         yield (file, position), pixels
 

@@ -66,7 +66,7 @@ from keras_saat.data.cache_index import (  # noqa: F401  (the layout's names, he
     todo_shards,
 )
 from keras_saat.data.dataset import SPLITS, Skips
-from keras_saat.data.images import decode_calls, decode_image
+from keras_saat.data.images import decode_calls, image_decoder
 from keras_saat.data.pipeline_options import without_autotune
 from keras_saat.data.shard_checks import check_shard, damaged_shard_error, read_error_reason
 from keras_saat.errors import KerasSaatError
@@ -241,8 +241,10 @@ def _image_stream(dataset, split, records, start, stop, size, resize, skips):
         stream = dataset.image_source(split).map(lambda p, image: (table.lookup(p), image))
         stream = stream.filter(lambda p, image: p >= 0)
 
+    decoder = image_decoder(size, resize)  # traced once a process, not once a shard
+
     def decode(position, encoded):
-        return position, decode_image(encoded, size, resize)
+        return position, decoder(encoded)
 
     stream = stream.map(decode, num_parallel_calls=decode_calls())
     # Undecodable images vanish; the gaps in positions count them. Fixed parallelism (one

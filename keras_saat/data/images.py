@@ -62,15 +62,17 @@ def load_image(path, size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
         reason = err if isinstance(err, ValueError) else (err.strerror or err)
         raise KerasSaatError(f"cannot read image {path}: {reason}") from None
     try:
-        return _decoder(size, mode, max_pixels)(tf.constant(encoded)).numpy()
+        return image_decoder(size, mode, max_pixels)(tf.constant(encoded)).numpy()
     except tf.errors.InvalidArgumentError as err:
         raise KerasSaatError(f"cannot read image {path}: {decode_error(err)}") from None
 
 
 @functools.lru_cache(maxsize=16)
-def _decoder(size, mode, max_pixels):
-    """`decode_image` traced once a process for these settings: a call then runs one graph,
-    not the header checks' ops one by one, and calls from several threads run at once."""
+def image_decoder(size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
+    """`decode_image` traced once a process for these settings (a tf.function of one
+    scalar string): a call then runs one graph, not the header checks' ops one by one,
+    calls from several threads run at once, and a tf.data map that calls it reuses the
+    graph instead of tracing the decoder again for each new dataset."""
     return tf.function(
         lambda encoded: decode_image(encoded, size, mode, max_pixels),
         input_signature=[tf.TensorSpec([], tf.string)],
