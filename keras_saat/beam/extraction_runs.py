@@ -27,7 +27,7 @@ from keras_saat.beam.pipeline_runs import make_pipeline
 from keras_saat.data.cache_index import (
     compact_index,
     finish_shard,
-    open_index,
+    open_extraction,
     reopen_changed,
     shard_records,
     split_entry,
@@ -37,9 +37,6 @@ from keras_saat.data.dataset import SPLITS, Skips
 from keras_saat.data.feature_cache import (
     FeatureCache,
     check_format,
-    dataset_fingerprint,
-    encoder_fingerprint,
-    format_name,
     shard_inputs,
 )
 from keras_saat.errors import KerasSaatError
@@ -100,22 +97,7 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
     import keras
 
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    fingerprint = {
-        "encoder": encoder_fingerprint(encoder, resize, format_name(dtype, compression)),
-        "dataset": dataset_fingerprint(dataset),
-    }
-    header = {
-        "backbone": encoder.backbone_name,
-        "image_size": encoder.image_size,
-        "resize": resize,
-        "grid": list(encoder.grid_shape),
-        "channels": encoder.feature_channels,
-        "dtype": dtype,
-        "compression": compression,
-        "compute_dtype": encoder.compute_dtype,
-    }
-    index = open_index(directory, fingerprint, header)
+    index, fingerprint = open_extraction(directory, encoder, dataset, resize, dtype, compression)
     skips, todo, total, inputs = Skips(strict), [], 0, {}
     for split in splits:
         records = dataset.split(split)

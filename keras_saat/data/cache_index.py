@@ -8,7 +8,12 @@ import json
 import os
 from pathlib import Path
 
-from keras_saat.data.cache_format import format_name, shard_inputs
+from keras_saat.data.cache_format import (
+    dataset_fingerprint,
+    encoder_fingerprint,
+    format_name,
+    shard_inputs,
+)
 from keras_saat.data.image_files import MAX_FILE_BYTES
 from keras_saat.errors import KerasSaatError
 from keras_saat.io_utils import write_json_atomic
@@ -112,6 +117,34 @@ def open_index(directory, fingerprint, header):
             )
         return index
     return {"version": VERSION, **header, "fingerprint": fingerprint, "splits": {}}
+
+
+def open_extraction(directory, encoder, dataset, resize, dtype, compression):
+    """The index an extraction of `dataset` by `encoder` writes into (`open_index`, the
+    folder created), and its fingerprints {"encoder", "dataset"}.
+
+    Args:
+        directory: Path. The cache folder.
+        encoder: ImageEncoder. The frozen backbone.
+        dataset: CaptionDataset.
+        resize, dtype, compression: str. The resize mode and the cache format.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    fingerprint = {
+        "encoder": encoder_fingerprint(encoder, resize, format_name(dtype, compression)),
+        "dataset": dataset_fingerprint(dataset),
+    }
+    header = {
+        "backbone": encoder.backbone_name,
+        "image_size": encoder.image_size,
+        "resize": resize,
+        "grid": list(encoder.grid_shape),
+        "channels": encoder.feature_channels,
+        "dtype": dtype,
+        "compression": compression,
+        "compute_dtype": encoder.compute_dtype,
+    }
+    return open_index(directory, fingerprint, header), fingerprint
 
 
 def split_entry(directory, index, split, count, shard_size):

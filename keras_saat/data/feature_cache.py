@@ -57,6 +57,7 @@ from keras_saat.data.cache_index import (  # noqa: F401  (the layout's names, he
     file_skip_reason,
     finish_shard,
     image_place,
+    open_extraction,
     open_index,
     read_index,
     reopen_changed,
@@ -322,25 +323,7 @@ def extract_features(
     """
     check_format(dtype, compression)
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    fingerprint = {
-        "encoder": encoder_fingerprint(encoder, resize, format_name(dtype, compression)),
-        "dataset": dataset_fingerprint(dataset),
-    }
-    index = open_index(
-        directory,
-        fingerprint,
-        {
-            "backbone": encoder.backbone_name,
-            "image_size": encoder.image_size,
-            "resize": resize,
-            "grid": list(encoder.grid_shape),
-            "channels": encoder.feature_channels,
-            "dtype": dtype,
-            "compression": compression,
-            "compute_dtype": encoder.compute_dtype,
-        },
-    )
+    index, _ = open_extraction(directory, encoder, dataset, resize, dtype, compression)
     encode = encoder.compiled("float32" if dtype == "int8" else dtype)  # int8: per image, on write
     skips = Skips(strict)
     for split in splits:
