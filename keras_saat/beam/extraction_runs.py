@@ -101,13 +101,13 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
     skips, todo, total, inputs = Skips(strict), [], 0, {}
     for split in splits:
         records = dataset.split(split)
-        entry = split_entry(directory, index, split, len(records), shard_size)
-        changed = reopen_changed(entry, records, shard_size)
+        entry = split_entry(directory, index, split, len(records), shard_size, log)
+        size = entry["shard_size"]
+        changed = reopen_changed(entry, records, size)
         if changed:
             log(f"  extract {split}: images changed in {len(changed)} shard(s) since extraction")
         inputs[split] = {
-            n: shard_inputs(shard_records(records, n, shard_size))
-            for n in todo_shards(directory, entry)
+            n: shard_inputs(shard_records(records, n, size)) for n in todo_shards(directory, entry)
         }
         # Shards a stopped Beam run finished are recorded first, then kept.
         _fold_finished(directory, index, split, list(inputs[split]), skips, inputs[split])
@@ -121,7 +121,7 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
                 f"{len(entry['shards'])} shards already done"
             )
         for number in numbers:
-            start, stop = number * shard_size, min(len(records), (number + 1) * shard_size)
+            start, stop = number * size, min(len(records), (number + 1) * size)
             images = [(p, records[p]) for p in range(start, stop)]
             write_shard_list(directory, split, number, entry["shards"][number]["file"], images)
             todo.append((split, number))

@@ -148,7 +148,7 @@ def write_synthetic_cache(
         "channels": size["channels"],
         "dtype": dtype,
         "compression": compression,
-        "splits": {"train": {"count": images, "shards": shards}},
+        "splits": {"train": {"count": images, "shard_size": shard_size, "shards": shards}},
     }
     (folder / "index.json").write_text(json.dumps(index))
     records = []

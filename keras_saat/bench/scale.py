@@ -111,7 +111,7 @@ def write_cache(folder, dataset, seed=0, shard_size=SHARD_SIZE):
                     "bytes": (folder / name).stat().st_size,
                 }
             )
-        splits[split] = {"count": count, "shards": entries}
+        splits[split] = {"count": count, "shard_size": shard_size, "shards": entries}
     index = {
         "version": VERSION,
         "grid": [14, 14],

@@ -147,13 +147,22 @@ def open_extraction(directory, encoder, dataset, resize, dtype, compression):
     return open_index(directory, fingerprint, header), fingerprint
 
 
-def split_entry(directory, index, split, count, shard_size):
+def split_entry(directory, index, split, count, shard_size, log=print):
     """The index's entry of `split`; a new split's shard list is written to index.json
-    before any shard is recorded against it."""
-    if split not in index["splits"]:
+    before any shard is recorded against it. An existing split keeps the shard size it
+    was made with (its entry's "shard_size"), whatever `shard_size` asks."""
+    if split in index["splits"]:
+        entry = index["splits"][split]
+        if entry["shard_size"] != shard_size:
+            log(
+                f"  extract {split}: the cache keeps its shards of {entry['shard_size']} images "
+                f"(a shard size of {shard_size} applies to a new cache)"
+            )
+    else:
         shards = max(1, -(-count // shard_size))
         index["splits"][split] = {
             "count": count,
+            "shard_size": shard_size,
             "shards": [
                 {
                     "file": f"{split}-{i:05d}-of-{shards:05d}.tfrecord",

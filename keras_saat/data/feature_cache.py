@@ -329,9 +329,9 @@ def extract_features(
     for split in splits:
         records = dataset.split(split)
         count = len(records)
-        entry = split_entry(directory, index, split, count, shard_size)
-        shards = len(entry["shards"])
-        changed = reopen_changed(entry, records, shard_size)
+        entry = split_entry(directory, index, split, count, shard_size, log)
+        shards, size = len(entry["shards"]), entry["shard_size"]
+        changed = reopen_changed(entry, records, size)
         if changed:
             log(f"  extract {split}: images changed in {len(changed)} shard(s) since extraction")
         todo = todo_shards(directory, entry)
@@ -341,11 +341,11 @@ def extract_features(
         if len(todo) < shards:
             log(f"  extract {split}: resuming, {shards - len(todo)}/{shards} shards already done")
         start_time, done = time.perf_counter(), 0
-        total = sum(min(count, (j + 1) * shard_size) - j * shard_size for j in todo)
+        total = sum(min(count, (j + 1) * size) - j * size for j in todo)
         for i in todo:
             shard = entry["shards"][i]
-            start, stop = i * shard_size, min(count, (i + 1) * shard_size)
-            inputs = shard_inputs(shard_records(records, i, shard_size))  # before reading
+            start, stop = i * size, min(count, (i + 1) * size)
+            inputs = shard_inputs(shard_records(records, i, size))  # before reading
             shard_skips = Skips(strict)
             stream = _image_stream(
                 dataset, split, records, start, stop, encoder.image_size, resize, shard_skips

@@ -194,6 +194,25 @@ def test_a_changed_image_extracts_only_its_shard_again(shapes_copy, encoder, tmp
     assert "  extract train: cached (40 images)" in lines  # recorded: not extracted a third time
 
 
+def test_a_cache_keeps_the_shard_size_it_was_made_with(shapes_copy, encoder, tmp_path):
+    quiet = lambda _: None  # noqa: E731
+    directory = tmp_path / "c"
+    reference, _ = extract_features(encoder, shapes_copy, directory, shard_size=16, log=quiet)
+    expected = reference.load("train")[1]
+    index = json.loads((directory / "index.json").read_text())
+    shard = index["splits"]["train"]["shards"][1]  # killed while writing shard 1 of 3
+    shard.update(done=False, written=0)
+    (directory / shard["file"]).unlink()
+    (directory / "index.json").write_text(json.dumps(index))
+    lines = []
+    cache, _ = extract_features(encoder, shapes_copy, directory, shard_size=10, log=lines.append)
+    assert "  extract train: the cache keeps its shards of 16 images (a shard size of 10 applies to a new cache)" in lines  # fmt: skip
+    assert len(cache.files("train")) == 3
+    positions, features = cache.load("train")
+    np.testing.assert_array_equal(positions, np.arange(40))
+    np.testing.assert_array_equal(features, expected)
+
+
 def test_a_cache_of_another_layout_version_is_named(shapes_copy, encoder, tmp_path):
     directory = tmp_path / "c"
     extract_features(encoder, shapes_copy, directory, splits=("val",), log=lambda _: None)
