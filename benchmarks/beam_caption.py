@@ -87,6 +87,21 @@ def measured(command, env):
     return seconds, peak / 2**20
 
 
+def report(out, script, **fields):
+    """Prints a benchmark's report (machine, date, command, then `fields`) as JSON, and
+    writes it to `out` when given."""
+    whole = {
+        "machine": f"{platform.node()} {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPU cores",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": " ".join([f"python benchmarks/{script}", *sys.argv[1:]]),
+        **fields,
+    }
+    print(json.dumps(whole, indent=1))
+    if out:
+        Path(out).write_text(json.dumps(whole, indent=1) + "\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--saved-model", required=True, help="a keras-saat export model base")
@@ -139,17 +154,7 @@ def main():
                 for line in Path(f).read_text().splitlines()
             }
         same = all(captions[name] == captions["plain"] for name in runs)
-        report = {
-            "machine": f"{platform.node()} {platform.processor() or platform.machine()}, "
-            f"{os.cpu_count()} CPU cores (shared)",
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "command": " ".join(["python benchmarks/beam_caption.py", *sys.argv[1:]]),
-            "same_captions": same,
-            "rows": rows,
-        }
-        print(json.dumps(report, indent=1))
-        if args.out:
-            Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        report(args.out, "beam_caption.py", same_captions=same, rows=rows)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -17,14 +17,12 @@ single, the peak resident memory of the process tree, and whether each cache hol
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from benchmarks.beam_caption import measured
+from benchmarks.beam_caption import measured, report
 
 ROOT = Path(__file__).parents[1]
 
@@ -94,16 +92,7 @@ def main():
             row["same_cache"] = same_cache(
                 scratch / row["run"] / "features", scratch / "single" / "features"
             )
-        report = {
-            "machine": f"{platform.node()} {platform.processor() or platform.machine()}, "
-            f"{os.cpu_count()} CPU cores",
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "command": " ".join(["python benchmarks/beam_extract.py", *sys.argv[1:]]),
-            "rows": rows,
-        }
-        print(json.dumps(report, indent=1))
-        if args.out:
-            Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        report(args.out, "beam_extract.py", rows=rows)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

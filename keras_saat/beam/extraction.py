@@ -31,6 +31,7 @@ from apache_beam.ml.inference.base import (
 )
 
 from keras_saat.beam.captioning import _exception_line
+from keras_saat.beam.model_handler import fixed_batches
 from keras_saat.errors import KerasSaatError
 
 BEAM_DIR = ".beam"  # in the cache folder, while a Beam extraction runs
@@ -75,13 +76,7 @@ class EncoderHandler(ModelHandler):
     def __init__(self, backbone, image_size, weights, dtype, resize, fingerprint,
                  policy="float32", batch_size=32, large_model=False,
                  compression="none"):  # fmt: skip
-        if int(batch_size) < 1:
-            raise KerasSaatError(f"batch_size must be at least 1; got {batch_size}")
-        super().__init__(
-            min_batch_size=int(batch_size),
-            max_batch_size=int(batch_size),
-            large_model=bool(large_model),
-        )
+        super().__init__(**fixed_batches(batch_size, large_model))
         self._settings = (str(backbone), int(image_size), str(weights), str(dtype), str(resize))
         self._compression = str(compression)
         self._fingerprint, self._policy = str(fingerprint), str(policy)

@@ -44,6 +44,19 @@ class SignatureCall:
         return {key: outputs[key].numpy() for key in self._output_keys}
 
 
+def fixed_batches(batch_size, large_model):
+    """A ModelHandler's batching arguments: batches of exactly `batch_size` (but the last;
+    Beam's adaptive batching would start at 1) and `large_model` (one model a machine).
+
+    Raises:
+        KerasSaatError: batch_size under 1.
+    """
+    if int(batch_size) < 1:
+        raise KerasSaatError(f"batch_size must be at least 1; got {batch_size}")
+    size = int(batch_size)
+    return {"min_batch_size": size, "max_batch_size": size, "large_model": bool(large_model)}
+
+
 class SavedModelHandler(ModelHandler):
     """Runs one signature of a SavedModel over batches of inputs (image bytes by default).
 
@@ -69,13 +82,7 @@ class SavedModelHandler(ModelHandler):
         batch_size=32,
         large_model=False,
     ):
-        if int(batch_size) < 1:
-            raise KerasSaatError(f"batch_size must be at least 1; got {batch_size}")
-        super().__init__(
-            min_batch_size=int(batch_size),
-            max_batch_size=int(batch_size),
-            large_model=bool(large_model),
-        )
+        super().__init__(**fixed_batches(batch_size, large_model))
         self._path = str(path)
         self._signature = str(signature)
         self._input_key = str(input_key)
