@@ -28,7 +28,6 @@ from keras_saat.data.cache_index import (
     compact_index,
     finish_shard,
     open_extraction,
-    reopen_changed,
     shard_records,
     split_entry,
     todo_shards,
@@ -101,11 +100,8 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
     skips, todo, total, inputs = Skips(strict), [], 0, {}
     for split in splits:
         records = dataset.split(split)
-        entry = split_entry(directory, index, split, len(records), shard_size, log)
+        entry = split_entry(directory, index, split, records, shard_size, log)
         size = entry["shard_size"]
-        changed = reopen_changed(entry, records, size)
-        if changed:
-            log(f"  extract {split}: images changed in {len(changed)} shard(s) since extraction")
         inputs[split] = {
             n: shard_inputs(shard_records(records, n, size)) for n in todo_shards(directory, entry)
         }

@@ -147,10 +147,22 @@ def open_extraction(directory, encoder, dataset, resize, dtype, compression):
     return open_index(directory, fingerprint, header), fingerprint
 
 
-def split_entry(directory, index, split, count, shard_size, log=print):
-    """The index's entry of `split`; a new split's shard list is written to index.json
-    before any shard is recorded against it. An existing split keeps the shard size it
-    was made with (its entry's "shard_size"), whatever `shard_size` asks."""
+def split_entry(directory, index, split, records, shard_size, log=print):
+    """The index's entry of `split`, ready to extract: a new split's shard list is written
+    to index.json before any shard is recorded against it; an existing split keeps the
+    shard size it was made with (its entry's "shard_size"), whatever `shard_size` asks,
+    and its finished shards whose images changed since are marked not done
+    (`reopen_changed`).
+
+    Args:
+        directory: Path. The cache folder.
+        index: dict. The cache's index (`open_index`).
+        split: str.
+        records: sequence of ImageRecord. The split's images, in position order.
+        shard_size: int. Images a shard, for a new split.
+        log: callable. Defaults to print.
+    """
+    count = len(records)
     if split in index["splits"]:
         entry = index["splits"][split]
         if entry["shard_size"] != shard_size:
@@ -174,7 +186,11 @@ def split_entry(directory, index, split, count, shard_size, log=print):
             ],
         }
         write_json_atomic(Path(directory) / INDEX, index)
-    return index["splits"][split]
+    entry = index["splits"][split]
+    changed = reopen_changed(entry, records, entry["shard_size"])
+    if changed:
+        log(f"  extract {split}: images changed in {len(changed)} shard(s) since extraction")
+    return entry
 
 
 def shard_records(records, number, shard_size):

@@ -12,7 +12,8 @@ Layout of a cache folder:
 
     progress.jsonl                      only while an extraction runs or after it was
                                         killed: one JSON line per finished shard
-                                        ({"split", "shard", "written", "skipped", "inputs"}),
+                                        ({"split", "shard", "written", "skipped",
+                                        "inputs", "bytes"}),
                                         folded into index.json when extraction ends
 
 Extraction is resumable: a shard is written under a temporary name and
@@ -60,7 +61,6 @@ from keras_saat.data.cache_index import (  # noqa: F401  (the layout's names, he
     open_extraction,
     open_index,
     read_index,
-    reopen_changed,
     shard_records,
     skipped_entries,
     split_entry,
@@ -329,11 +329,8 @@ def extract_features(
     for split in splits:
         records = dataset.split(split)
         count = len(records)
-        entry = split_entry(directory, index, split, count, shard_size, log)
+        entry = split_entry(directory, index, split, records, shard_size, log)
         shards, size = len(entry["shards"]), entry["shard_size"]
-        changed = reopen_changed(entry, records, size)
-        if changed:
-            log(f"  extract {split}: images changed in {len(changed)} shard(s) since extraction")
         todo = todo_shards(directory, entry)
         if not todo:
             log(f"  extract {split}: cached ({count} images)")
