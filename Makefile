@@ -15,18 +15,23 @@ demo: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	$(BIN)/keras-saat demo --workdir $(WORKDIR)
 
+# The suite runs on one pytest-xdist worker a core (at most 4); the tests that share the
+# tutorials' model run on one of them, in order (tests/helpers.py, TUTORIALS).
+PYTEST_WORKERS ?= auto
+PYTEST := $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
+
 # Install what the tests need, lint, and run the whole suite (slow tests included), which
 # builds the docs site strictly and opens it in Chromium (tests/test_site.py).
 test: $(BIN)/python browser
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest
+	$(PYTEST)
 
 # The inner loop: the suite without the end-to-end tests marked slow (a few minutes).
 test-fast: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
-	$(BIN)/pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # The documentation site: executed tutorials, performance plots, mkdocs --strict, into site/.
 docs: $(BIN)/python

@@ -1,4 +1,10 @@
+"""The suite's shared fixtures. `make test` runs the suite on one pytest-xdist worker a
+core (`-n auto --dist loadgroup`): the session fixtures that train or write a dataset
+are made once for all workers (`made_once`), and the tests that share the tutorials'
+trained model run on one worker, in order (`tests.helpers.TUTORIALS`)."""
+
 import os
+import shutil
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -7,12 +13,47 @@ import pytest  # noqa: E402
 from keras_saat.data.shapes import write_shapes_dataset  # noqa: E402
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: a worker a core the process may use, at most 4 (each worker holds
+    TensorFlow and its tests' models, 1-3 GB)."""
+    return max(1, min(4, len(os.sched_getaffinity(0))))
+
+
+def made_once(tmp_path_factory, name, make):
+    """The folder `name`, made by `make(folder)` once for the whole run: under
+    pytest-xdist the first worker to ask makes it, holding a file lock, and the others
+    wait for it and reuse it. Its users only read it.
+
+    Args:
+        tmp_path_factory: pytest's.
+        name: str. The folder's name in the run's temporary root.
+        make: callable(folder). Writes the folder (which does not exist yet).
+
+    Returns:
+        Path: the folder.
+    """
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's root, above each worker's own
+    folder, done = root / name, root / f"{name}.done"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            make(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def shapes_dir(tmp_path_factory):
     """A small Shapes dataset shared by the tests (40 train, 8 val, 8 test)."""
-    out = tmp_path_factory.mktemp("shapes")
-    write_shapes_dataset(out, train=40, val=8, test=8, seed=7)
-    return out
+    return made_once(
+        tmp_path_factory,
+        "shapes",
+        lambda out: write_shapes_dataset(out, train=40, val=8, test=8, seed=7),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -26,30 +67,32 @@ def trained_workdir(shapes_dir, tmp_path_factory):
     from keras_saat.cli import main
     from tests.helpers import DEFAULTS
 
-    workdir = tmp_path_factory.mktemp("serving") / "run"
-    argv = ["train", "--config", DEFAULTS, "--workdir", str(workdir)]
-    for setting in (
-        "data.dataset=karpathy",
-        f"data.path={shapes_dir / 'dataset_shapes.json'}",
-        "train.epochs=4",
-        "train.learning_rate=0.005",
-        "train.batch_size=16",
-        "decode.max_length=8",
-    ):
-        argv += ["--set", setting]
-    assert main(argv) == 0
-    return workdir
+    def train(serving):
+        argv = ["train", "--config", DEFAULTS, "--workdir", str(serving / "run")]
+        for setting in (
+            "data.dataset=karpathy",
+            f"data.path={shapes_dir / 'dataset_shapes.json'}",
+            "train.epochs=4",
+            "train.learning_rate=0.005",
+            "train.batch_size=16",
+            "decode.max_length=8",
+        ):
+            argv += ["--set", setting]
+        assert main(argv) == 0
+
+    return made_once(tmp_path_factory, "serving", train) / "run"
 
 
 @pytest.fixture(scope="session")
-def export_base(trained_workdir):
+def export_base(trained_workdir, tmp_path_factory):
     """`keras-saat export` of that model: BASE/1."""
     from keras_saat.cli import main
 
-    base = trained_workdir.parent / "models" / "captioner"
-    argv = ["export", "--workdir", str(trained_workdir), "--out", str(base), "--name", "cap"]
-    assert main(argv) == 0
-    return base
+    def export(models):
+        argv = ["export", "--workdir", str(trained_workdir), "--out", str(models / "captioner")]
+        assert main([*argv, "--name", "cap"]) == 0
+
+    return made_once(tmp_path_factory, "models", export) / "captioner"
 
 
 @pytest.fixture(scope="session")
@@ -92,7 +135,7 @@ def tutorial_runs(tmp_path_factory):
     notebooks 3 to 6 show that model."""
     from tools.docs import train_demo
 
-    return train_demo(tmp_path_factory.mktemp("notebooks") / "runs").parent
+    return made_once(tmp_path_factory, "notebooks", lambda out: train_demo(out / "runs")) / "runs"
 
 
 @pytest.fixture(scope="session", autouse=True)

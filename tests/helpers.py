@@ -12,6 +12,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from PIL import Image
 
@@ -50,6 +51,11 @@ TUTORIAL_FIGURES = {
     "04_decoding_evaluation": 1,
     "06_export_serving": 1,
 }
+
+# The pytest-xdist group of the executed notebooks and of the site built from them
+# (`make test` runs with --dist loadgroup): the notebooks share one trained model, and
+# the site reuses their executed copies, so they run on one worker, in order.
+TUTORIALS = pytest.mark.xdist_group("tutorials")
 
 # ------------------------------------------------------------------ models
 WORDS = "a red blue circle square at the top left on right".split()

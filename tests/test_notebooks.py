@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.helpers import TUTORIAL_FIGURES
+from tests.helpers import TUTORIAL_FIGURES, TUTORIALS
 from tools.docs import (
     EXECUTED,
     ROOT,
@@ -18,6 +18,8 @@ from tools.docs import (
     output_texts,
     record_problems,
 )
+
+pytestmark = TUTORIALS
 
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
 

@@ -15,8 +15,16 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import CHROMEDRIVER, CHROMIUM, ROOT, TUTORIAL_FIGURES, headless_chrome
+from tests.helpers import (
+    CHROMEDRIVER,
+    CHROMIUM,
+    ROOT,
+    TUTORIAL_FIGURES,
+    TUTORIALS,
+    headless_chrome,
+)
 
+pytestmark = TUTORIALS
 slow = pytest.mark.slow
 DOCS = ROOT / "docs"
 

@@ -157,8 +157,8 @@ def test_saved_model_cli_show_and_run(export_base, test_images, tmp_path):
     assert "Result for output key error:\n[b'' b'empty image bytes']" in ran.stdout
 
 
-def test_versions_and_refusals(export_base, trained_workdir, capsys):
-    base = export_base.parent / "versions"
+def test_versions_and_refusals(trained_workdir, tmp_path, capsys):
+    base = tmp_path / "versions"
     assert (
         main(["export", "--workdir", str(trained_workdir), "--out", str(base), "--beam-size", "1"])
         == 0
