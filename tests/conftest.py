@@ -19,6 +19,26 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(4, len(os.sched_getaffinity(0))))
 
 
+def pytest_configure(config):
+    """`--dist loadgroup` needs each worker to name a grouped test by its id and group
+    ("...@tutorials"); pytest-xdist 3.8 cannot with pytest 9.2 and then runs the group's
+    tests on any worker, silently (the tutorials' model trained twice, the site built
+    from notebooks not yet run; pytest-dev/pytest-xdist#1386). Say so instead."""
+    if config.getoption("dist", "no") != "loadgroup" or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    import xdist
+    from packaging.version import Version
+
+    if Version(pytest.__version__) >= Version("9.2") and Version(xdist.__version__) < Version(
+        "3.9"
+    ):
+        raise pytest.UsageError(
+            f"pytest-xdist {xdist.__version__} does not group tests under --dist loadgroup "
+            f"with pytest {pytest.__version__}: install the test extra's pytest "
+            "(pip install -e '.[test]', which pins pytest < 9.2), or run with -n 0"
+        )
+
+
 def made_once(tmp_path_factory, name, make):
     """The folder `name`, made by `make(folder)` once for the whole run: under
     pytest-xdist the first worker to ask makes it, holding a file lock, and the others

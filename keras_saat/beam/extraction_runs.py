@@ -28,6 +28,7 @@ from keras_saat.data.cache_index import (
     compact_index,
     finish_shard,
     open_extraction,
+    says_todo,
     shard_records,
     split_entry,
     todo_shards,
@@ -108,14 +109,8 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
         # Shards a stopped Beam run finished are recorded first, then kept.
         _fold_finished(directory, index, split, list(inputs[split]), skips, inputs[split])
         numbers = todo_shards(directory, entry)
-        if not numbers:
-            log(f"  extract {split}: cached ({len(records)} images)")
+        if not says_todo(split, entry, numbers, len(records), log):
             continue
-        if len(numbers) < len(entry["shards"]):
-            log(
-                f"  extract {split}: resuming, {len(entry['shards']) - len(numbers)}/"
-                f"{len(entry['shards'])} shards already done"
-            )
         for number in numbers:
             start, stop = number * size, min(len(records), (number + 1) * size)
             images = [(p, records[p]) for p in range(start, stop)]

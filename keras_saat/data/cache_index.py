@@ -228,6 +228,25 @@ def todo_shards(directory, entry):
     ]
 
 
+def says_todo(split, entry, todo, count, log=print):
+    """Logs what a split's extraction has left (`todo`, from `todo_shards`): "cached" when
+    nothing, else how many of its shards are kept. Both extractors' line.
+
+    Returns:
+        bool: whether any shard is left to write.
+    """
+    shards = len(entry["shards"])
+    if not todo:
+        log(f"  extract {split}: cached ({count} images)")
+        return False
+    if len(todo) < shards:
+        log(
+            f"  extract {split}: {shards - len(todo)}/{shards} shards already done, "
+            f"extracting the other {len(todo)}"
+        )
+    return True
+
+
 def image_place(record):
     """How a skip names an image: its path and id, or its id when streamed."""
     if record.path is None:

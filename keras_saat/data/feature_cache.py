@@ -61,6 +61,7 @@ from keras_saat.data.cache_index import (  # noqa: F401  (the layout's names, he
     open_extraction,
     open_index,
     read_index,
+    says_todo,
     shard_records,
     skipped_entries,
     split_entry,
@@ -330,13 +331,10 @@ def extract_features(
         records = dataset.split(split)
         count = len(records)
         entry = split_entry(directory, index, split, records, shard_size, log)
-        shards, size = len(entry["shards"]), entry["shard_size"]
+        size = entry["shard_size"]
         todo = todo_shards(directory, entry)
-        if not todo:
-            log(f"  extract {split}: cached ({count} images)")
+        if not says_todo(split, entry, todo, count, log):
             continue
-        if len(todo) < shards:
-            log(f"  extract {split}: resuming, {shards - len(todo)}/{shards} shards already done")
         start_time, done = time.perf_counter(), 0
         total = sum(min(count, (j + 1) * size) - j * size for j in todo)
         for i in todo:

@@ -97,7 +97,7 @@ def test_a_beam_cache_equals_the_one_process_cache_and_train_reads_it(
     }
     assert main(argv(folder, workdir, "--runner", "local")) == 0
     out = capsys.readouterr().out
-    assert "extract train: resuming, 2/3 shards already done" in out
+    assert "extract train: 2/3 shards already done, extracting the other 1" in out
     assert "extract: 1 shards on Beam's local runner" in out
     assert "extract val: cached (8 images)" in out
     for name, stamp in kept.items():

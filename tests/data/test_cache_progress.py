@@ -77,7 +77,7 @@ def test_a_killed_extraction_resumes_from_the_progress_lines(extracted, encoder,
     kept = (killed / "train-00000-of-00010.tfrecord").stat().st_mtime_ns
     lines = []
     cache, _ = extract_features(encoder, dataset, killed, shard_size=4, log=lines.append)
-    assert any("resuming, 2/10 shards already done" in line for line in lines)
+    assert any("2/10 shards already done, extracting the other 8" in line for line in lines)
     assert (killed / "train-00000-of-00010.tfrecord").stat().st_mtime_ns == kept
     assert not (killed / PROGRESS).exists()
     reference = FeatureCache(directory)

@@ -124,7 +124,7 @@ def test_a_deleted_shard_is_extracted_again(shapes_dir, tmp_path):
     cache, _ = extract_features(
         encoder, dataset, tmp_path / "c", splits=("train",), shard_size=16, log=lines.append
     )
-    assert any("resuming, 2/3 shards already done" in line for line in lines)
+    assert any("2/3 shards already done, extracting the other 1" in line for line in lines)
     assert (cache.load("train")[1] == expected).all()
     index = json.loads((tmp_path / "c" / "index.json").read_text())
     assert [s["written"] for s in index["splits"]["train"]["shards"]] == [16, 16, 8]

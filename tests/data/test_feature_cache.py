@@ -115,7 +115,7 @@ def test_a_killed_extraction_resumes_keeping_finished_shards(shapes_copy, encode
     }
     lines = []
     cache, _ = extract_features(encoder, shapes_copy, directory, shard_size=16, log=lines.append)
-    assert any("resuming, 2/3 shards already done" in line for line in lines)
+    assert any("2/3 shards already done, extracting the other 1" in line for line in lines)
     assert (directory / "train-00000-of-00003.tfrecord").stat().st_mtime_ns == kept[
         "train-00000-of-00003.tfrecord"
     ]
@@ -183,7 +183,7 @@ def test_a_changed_image_extracts_only_its_shard_again(shapes_copy, encoder, tmp
     lines = []
     cache, _ = extract_features(encoder, shapes_copy, directory, shard_size=16, log=lines.append)
     assert "  extract train: images changed in 1 shard(s) since extraction" in lines
-    assert any("resuming, 2/3 shards already done" in line for line in lines)
+    assert any("2/3 shards already done, extracting the other 1" in line for line in lines)
     after = {name: (directory / name).stat().st_mtime_ns for name in shards}
     assert after[shards[0]] == before[shards[0]] and after[shards[2]] == before[shards[2]]
     assert after[shards[1]] != before[shards[1]]
