@@ -13,8 +13,8 @@ the site after it). Each tutorial is served with its notebook and its code as a 
 installed from npm into build/npm/ and copied into the site: the pages load nothing
 from another host.
 
-Notebooks 3 to 6 share one model, the demo's (`shapes_soft`), trained once into the
-runs folder before the first notebook runs (`train_demo`). An executed notebook fails
+Notebooks 3 to 6 share one model, the demo's: `keras-saat demo` (the `shapes_soft`
+recipe) runs once into the runs folder before the first notebook runs (`train_demo`). An executed notebook fails
 the build when what its page shows is wrong: a notebook that shows a model writes what
 it showed (test BLEU-4, captions, attention maps) to <runs>/<notebook>.json, and
 `page_problems` checks it against bounds set from the demo; any stderr output, error
@@ -30,6 +30,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from keras_saat.commands import DEMO_RECIPE
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = ROOT / "build" / "executed"
@@ -38,7 +40,7 @@ STAMP = "keras_saat_source_sha256"
 KATEX = "katex@0.16.22"  # npm's package: the script, auto-render, the stylesheet, the fonts
 KATEX_DIR = ROOT / "docs" / "assets" / "katex"
 
-DEMO = "shapes_soft"  # the recipe of the demo's model, and its workdir's name in the runs folder
+DEMO = DEMO_RECIPE  # the demo's recipe, and its workdir's name in the runs folder
 
 # What each page shows and must show well: a recorded test BLEU-4 of at least
 # MIN_BLEU_4[page], captions that differ from image to image, and attention maps whose
@@ -92,8 +94,9 @@ def kernel_environment(runs):
 
 
 def train_demo(runs, log=print):
-    """Trains the demo's model into <runs>/shapes_soft unless it is there (`keras-saat
-    train --config shapes_soft`, about 5 minutes on 2 CPU cores): notebooks 3 to 6 share it.
+    """Runs the demo into <runs>/shapes_soft unless it is there (`keras-saat demo`, the
+    README's main job: the shapes_soft recipe, about 3 minutes on 2 CPU cores), its output
+    into <runs>/shapes_soft.log: notebooks 3 to 6 share its model.
 
     Args:
         runs: path. The notebooks' shared runs folder.
@@ -109,8 +112,8 @@ def train_demo(runs, log=print):
     if (workdir / "eval" / "test" / "metrics.json").is_file():
         return workdir
     runs.mkdir(parents=True, exist_ok=True)
-    log(f"training the tutorials' model ({DEMO}) into {workdir}")
-    command = [sys.executable, "-m", "keras_saat.cli", "train", "--config", DEMO]
+    log(f"running the demo (keras-saat demo, {DEMO}) into {workdir}: the tutorials' model")
+    command = [sys.executable, "-m", "keras_saat.cli", "demo"]
     done = subprocess.run(
         [*command, "--workdir", str(workdir)],
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT)},
@@ -120,7 +123,7 @@ def train_demo(runs, log=print):
     (runs / f"{DEMO}.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
         raise TutorialError(
-            f"training the tutorials' model failed (exit {done.returncode}); "
+            f"the demo (the tutorials' model) failed (exit {done.returncode}); "
             f"see {runs / f'{DEMO}.log'}"
         )
     return workdir
