@@ -60,16 +60,44 @@ def deep_nesting(depth=20000):
     return "name: " + "[" * depth + "]" * depth + "\n"
 
 
+ZLIB_BOMB_BYTES = 1 << 30  # what the crafted record inflates to: 1 MiB of zlib
+
+
+def zlib_bomb(inflated=ZLIB_BOMB_BYTES, chunk=1 << 20):
+    """zlib data that inflates to `inflated` zero bytes, about a thousandth of that."""
+    import zlib
+
+    packer, zeros = zlib.compressobj(9), bytes(chunk)
+    parts = [packer.compress(zeros) for _ in range(inflated // chunk)]
+    return b"".join(parts) + packer.flush()
+
+
 def write_damaged_cache(folder, damage, locations=4, channels=8):
     """A small synthetic feature cache (3 train shards of 8 images of (locations,
     channels) features) with its second shard damaged: "truncate" cuts its last 10
-    bytes, "flip" flips a bit inside its first record's data. Returns the damaged
-    shard's path."""
+    bytes, "flip" flips a bit inside its first record's data; "zlib_bomb" (a zlib cache)
+    rewrites it with a first record whose features inflate to ZLIB_BOMB_BYTES, whole
+    records with valid checksums. Returns the damaged shard's path."""
     from keras_saat.bench.pipelines import write_synthetic_cache
 
     size = {"locations": locations, "channels": channels}
-    write_synthetic_cache(folder, 24, size, shard_size=8)
+    compression = "zlib" if damage == "zlib_bomb" else "none"
+    write_synthetic_cache(folder, 24, size, shard_size=8, compression=compression)
     shard = Path(folder) / "train-00001.tfrecord"
+    if damage == "zlib_bomb":
+        import tensorflow as tf
+
+        from keras_saat.data.cache_format import RECORD_SPEC
+
+        records = [r.numpy() for r in tf.data.TFRecordDataset(str(shard))]
+        example = tf.train.Example.FromString(records[0])
+        example.features.feature["features"].bytes_list.value[0] = zlib_bomb()
+        records[0] = example.SerializeToString()
+        assert set(example.features.feature) == set(RECORD_SPEC)
+        with tf.io.TFRecordWriter(str(shard)) as writer:
+            for record in records:
+                writer.write(record)
+        return shard
     data = bytearray(shard.read_bytes())
     if damage == "truncate":
         data = data[:-10]
@@ -175,4 +203,7 @@ CASES = [
         "cache_shard_truncated", _AREA, "framing checked at open", _damaged_cache("truncate")
     ),
     HostileCase("cache_shard_bit_flip", _AREA, "the shard named", _damaged_cache("flip")),
+    HostileCase(
+        "cache_zlib_record_1gb", _AREA, "inflated to its shape's bytes", _damaged_cache("zlib_bomb")
+    ),
 ]

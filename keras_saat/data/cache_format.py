@@ -15,8 +15,11 @@ within half a step of its own range, so a weak channel keeps its resolution besi
 strong one. zlib squeezes the zeros a ReLU leaves (exact zeros stay zero in int8): held
 channel-major, a channel silent over the image is one run of zeros (a quarter fewer
 bytes than row-major on the Shapes CNN's features, docs/performance.md, "Feature cache
-formats"). It is undone per record by `tf.io.decode_compressed` in the parallel parse,
-so the shard files stay plain TFRecords (their framing checked by a seek per record).
+formats"). It is undone per record in the parallel parse (`inflate`: a record longer than zlib
+ever writes for its shape's bytes is refused before it is inflated, so a crafted record
+cannot inflate past about 1032 times what its shape holds), so the shard files stay
+plain TFRecords (their framing checked by a seek per record). A record of another length
+than its shape holds is refused by name rather than reshaped.
 
 The fingerprints key a cache by what made it (`encoder_fingerprint` hashes the format
 too), so a cache is never reused for another backbone, weights or format.
@@ -124,6 +127,53 @@ def feature_example(position, row, dtype="float16", compression="none"):
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
+# How a record of the wrong length is named: `naming_damaged_shards` finds the text
+# between brackets in TensorFlow's error and raises it as the one line.
+_WRONG_LENGTH = (
+    "the feature cache holds a record that is not the {size} bytes its shape holds "
+    "(a damaged or foreign cache); delete the cache folder and run "
+    "`keras-saat extract-features` again"
+)
+
+
+def record_bytes(shape, dtype):
+    """The bytes of one record's features, uncompressed: (L, C) values of `dtype`, and
+    for int8 the C float16 scales before them."""
+    locations, channels = shape
+    if dtype == "int8":
+        return channels * np.dtype(SCALE_DTYPE).itemsize + locations * channels
+    return locations * channels * np.dtype(DTYPES[dtype]).itemsize
+
+
+def compress_bound(size):
+    """zlib's compressBound: the most bytes `zlib.compress` writes for `size` bytes."""
+    return size + (size >> 12) + (size >> 14) + (size >> 25) + 13
+
+
+def _checked(data, ok, size):
+    """`data` once `ok` (a bool tensor) holds, else the error naming a record's length."""
+    check = tf.debugging.Assert(ok, [f"[{_WRONG_LENGTH.format(size=size)}]"], summarize=1)
+    with tf.control_dependencies([check]):
+        return tf.identity(data)
+
+
+def inflate(data, size):
+    """zlib-compressed records -> their bytes, each checked to be exactly `size` bytes.
+
+    tf.io.decode_compressed has no output bound and zlib packs up to about 1032:1, so a
+    record is first refused when it is longer than zlib ever writes for `size` bytes
+    (`compress_bound`): one record then inflates to at most about 1032 times `size`
+    before its length is checked, where a crafted record of n bytes would give 1032 n.
+
+    Args:
+        data: string tensor, one record or a batch.
+        size: int. The bytes each record holds uncompressed (`record_bytes`).
+    """
+    fits = tf.reduce_all(tf.strings.length(data) <= compress_bound(size))
+    out = tf.io.decode_compressed(_checked(data, fits, size), compression_type="ZLIB")
+    return _checked(out, tf.reduce_all(tf.strings.length(out) == size), size)
+
+
 def decode_features(examples, shape, dtype, compression="none", out_dtype=None):
     """Parsed records' "features" -> rows of `shape` ((L, C) per record).
 
@@ -140,8 +190,11 @@ def decode_features(examples, shape, dtype, compression="none", out_dtype=None):
         the rows, or for int8 with out_dtype tf.int8, (int8 rows, float16 scales).
     """
     data = examples["features"]
+    size = record_bytes(shape, dtype)
     if compression == "zlib":
-        data = tf.io.decode_compressed(data, compression_type="ZLIB")
+        data = inflate(data, size)
+    else:
+        data = _checked(data, tf.reduce_all(tf.strings.length(data) == size), size)
     batched = data.shape.rank == 1
     lead = (-1,) if batched else ()
     if dtype != "int8":

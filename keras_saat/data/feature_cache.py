@@ -46,6 +46,7 @@ from keras_saat.data.cache_format import (  # noqa: F401  (the record functions 
     encoder_fingerprint,
     feature_example,
     format_name,
+    record_bytes,
     shard_inputs,
 )
 from keras_saat.data.cache_index import (  # noqa: F401  (the layout's names, here too)
@@ -180,13 +181,18 @@ class FeatureCache:
                 return
             examples = tf.io.parse_example(serialized, RECORD_SPEC)
             positions = tf.cast(examples["position"], tf.int32)
-            if self.dtype == "int8":
-                rows, scales = decode_features(
-                    examples, shape, self.dtype, self.compression, tf.int8
-                )
-            else:
-                rows = decode_features(examples, shape, self.dtype, self.compression)
-                scales = None
+            try:
+                if self.dtype == "int8":
+                    rows, scales = decode_features(
+                        examples, shape, self.dtype, self.compression, tf.int8
+                    )
+                else:
+                    rows = decode_features(examples, shape, self.dtype, self.compression)
+                    scales = None
+            except (tf.errors.InvalidArgumentError, ValueError):  # eager: inflate's own
+                size = record_bytes(shape, self.dtype)
+                reason = f"a record does not hold the {size} bytes of one image's features"
+                raise damaged_shard_error(name, reason) from None
             yield positions, rows, scales
 
     def positions_dataset(self, split, shard_positions, shuffle_files=False, seed=None):

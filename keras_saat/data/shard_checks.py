@@ -115,7 +115,10 @@ def naming_damaged_shards(paths):
             ) from None
         raise damaged_shard_error(path, reason) from None
     except tf.errors.InvalidArgumentError as err:
-        found = re.search(r"\[(the feature cache in [^\]]*index\.json says[^\]]*)\]", err.message)
+        found = re.search(
+            r"\[(the feature cache (?:in [^\]]*index\.json says|holds a record)[^\]]*)\]",
+            err.message,
+        )
         if found is None:
             raise
         raise KerasSaatError(found.group(1)) from None

@@ -20,7 +20,7 @@ from keras_saat.data.shard_checks import cache_shards, check_framing, naming_dam
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError
 from keras_saat.experiment.scoring import caption_split
-from tests.helpers import small_model
+from tests.helpers import run_capped_cases, small_model
 
 WHAT_TO_DO = "delete that file and run `keras-saat extract-features` again"
 
@@ -128,3 +128,44 @@ def test_a_deleted_shard_is_extracted_again(shapes_dir, tmp_path):
     assert (cache.load("train")[1] == expected).all()
     index = json.loads((tmp_path / "c" / "index.json").read_text())
     assert [s["written"] for s in index["splits"]["train"]["shards"]] == [16, 16, 8]
+
+
+def test_a_zlib_record_that_inflates_past_its_shape_is_refused_inside_a_memory_cap():
+    """A zlib cache record of 1 MiB that inflates to 1 GiB: read in a child capped 768 MiB
+    above its imports, it is refused by name after inflating 65 bytes; an unbounded
+    inflate would need the whole GiB."""
+    warm = (
+        "import tensorflow as tf, keras_saat.data.feature_cache; "
+        "list(tf.data.Dataset.range(4).map(lambda x: x + 1, num_parallel_calls=2))"
+    )
+    status, answers, stderr = run_capped_cases(
+        ["cache_zlib_record_1gb"], warm=warm, headroom_mb=768, timeout=300
+    )
+    answer = answers.get("cache_zlib_record_1gb")
+    assert answer is not None, f"the reader died or ran out of time ({status}): {stderr}"
+    assert answer.startswith("the feature cache holds a record that is not the 64 bytes"), answer
+    assert "delete the cache folder and run `keras-saat extract-features` again" in answer
+
+
+@pytest.mark.parametrize("inflated", [63, 65, 64 * 1000])
+def test_zlib_records_of_the_wrong_length_are_named_on_each_path(tmp_path, inflated):
+    import zlib
+
+    from keras_saat.bench.pipelines import write_synthetic_cache
+
+    write_synthetic_cache(tmp_path, 8, {"locations": 4, "channels": 8}, compression="zlib")
+    shard = tmp_path / "train-00000.tfrecord"
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(shard))]
+    example = tf.train.Example.FromString(records[3])
+    example.features.feature["features"].bytes_list.value[0] = zlib.compress(bytes(inflated))
+    records[3] = example.SerializeToString()
+    with tf.io.TFRecordWriter(str(shard)) as writer:
+        for record in records:
+            writer.write(record)
+    cache = FeatureCache(tmp_path)
+    with pytest.raises(KerasSaatError, match="holds a record that is not the 64 bytes"):
+        read_cache_split(tmp_path)
+    with pytest.raises(KerasSaatError) as caught:  # the resident path reads shard by shard
+        list(cache.read_shard(str(shard)))
+    assert str(caught.value).startswith(damaged(shard))
+    assert "a record does not hold the 64 bytes of one image's features" in str(caught.value)
