@@ -204,6 +204,9 @@ CASES = [
     ),
     HostileCase("cache_shard_bit_flip", _AREA, "the shard named", _damaged_cache("flip")),
     HostileCase(
-        "cache_zlib_record_1gb", _AREA, "inflated to its shape's bytes", _damaged_cache("zlib_bomb")
+        "cache_zlib_record_1gb",
+        _AREA,
+        "length checked before inflating",
+        _damaged_cache("zlib_bomb"),
     ),
 ]

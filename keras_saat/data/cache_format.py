@@ -15,11 +15,11 @@ within half a step of its own range, so a weak channel keeps its resolution besi
 strong one. zlib squeezes the zeros a ReLU leaves (exact zeros stay zero in int8): held
 channel-major, a channel silent over the image is one run of zeros (a quarter fewer
 bytes than row-major on the Shapes CNN's features, docs/performance.md, "Feature cache
-formats"). It is undone per record in the parallel parse (`inflate`: a record longer than zlib
-ever writes for its shape's bytes is refused before it is inflated, so a crafted record
-cannot inflate past about 1032 times what its shape holds), so the shard files stay
-plain TFRecords (their framing checked by a seek per record). A record of another length
-than its shape holds is refused by name rather than reshaped.
+formats"). It is undone per record in the parallel parse (`inflate`: a record longer
+than zlib ever writes for its shape's bytes is refused before it is inflated, so a
+crafted record cannot inflate past about 1032 times what its shape holds), so the shard
+files stay plain TFRecords (their framing checked by a seek per record). A record of
+another length than its shape holds is refused by name rather than reshaped.
 
 The fingerprints key a cache by what made it (`encoder_fingerprint` hashes the format
 too), so a cache is never reused for another backbone, weights or format.

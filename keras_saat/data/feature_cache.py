@@ -189,7 +189,7 @@ class FeatureCache:
                 else:
                     rows = decode_features(examples, shape, self.dtype, self.compression)
                     scales = None
-            except (tf.errors.InvalidArgumentError, ValueError):  # eager: inflate's own
+            except tf.errors.InvalidArgumentError:  # a record's length (`decode_features`)
                 size = record_bytes(shape, self.dtype)
                 reason = f"a record does not hold the {size} bytes of one image's features"
                 raise damaged_shard_error(name, reason) from None
