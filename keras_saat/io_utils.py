@@ -1,22 +1,59 @@
 """Small file helpers shared by the data, training and serving packages."""
 
+import contextlib
 import json
 import os
+import secrets
 from pathlib import Path
 
 import yaml
 
 
-def write_text_atomic(path, text):
-    """Writes text through a temporary file and a rename: a killed process leaves either the
-    old file or the new one, never half of one."""
+@contextlib.contextmanager
+def atomic_path(path, suffix=""):
+    """Yields a new temporary path beside `path`; when the block ends, it replaces `path`.
+
+    The temporary gets a random name and is created exclusively (O_CREAT | O_EXCL, the
+    umask's mode), so a link planted under a name in a shared folder is never followed, and
+    two writers never share one. `os.replace` then swaps the name itself: a link at `path`
+    is replaced, its target untouched. A block that raises leaves `path` as it was and
+    removes the temporary.
+
+    Args:
+        path: str or Path. The file to write.
+        suffix: str. The temporary name's ending, for writers that pick a format by it
+            (".keras", ".npz"). Defaults to "".
+    """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp{suffix}")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            break
+        except FileExistsError:  # a name taken (by a writer or a planted link): draw again
+            continue
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_bytes_atomic(path, data):
+    """Writes bytes through `atomic_path`: a killed process leaves either the old file or
+    the new one, never half of one."""
+    with atomic_path(path) as tmp:
+        with tmp.open("wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+
+
+def write_text_atomic(path, text):
+    """`write_bytes_atomic` of `text` in UTF-8."""
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path, content, indent=1):

@@ -17,6 +17,7 @@ train.lock             held while a run writes the workdir (who holds it, inside
 import contextlib
 import os
 import socket
+import stat
 from pathlib import Path
 
 from keras_saat.errors import KerasSaatError
@@ -45,7 +46,8 @@ def workdir_lock(workdir, command):
     run never leaves a stale lock, and the same command resumes it.
 
     Raises:
-        KerasSaatError: another process holds the lock.
+        KerasSaatError: another process holds the lock, or the lock's name is taken by a
+            link or something other than a plain file.
     """
     try:
         import fcntl
@@ -53,7 +55,17 @@ def workdir_lock(workdir, command):
         yield
         return
     path = Path(workdir) / LOCK_FILE
-    with open(path, "a+", encoding="utf-8") as handle:
+    try:  # never through a link: a link planted here would have its target truncated
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        raise KerasSaatError(
+            f"{path} cannot be opened as the workdir's lock ({err.strerror}); it must be a "
+            "plain file: remove it and run again"
+        ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise KerasSaatError(f"{path} is not a plain file; remove it and run again")
+    with open(fd, "r+", encoding="utf-8") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -164,3 +164,34 @@ def test_only_training_commands_tune_malloc(tmp_path):
             cwd=ROOT, timeout=300,
         )  # fmt: skip
         assert f"TUNED {expected}" in result.stdout, (argv, result.stdout, result.stderr[-1000:])
+
+
+def test_a_planted_link_in_the_workdir_redirects_no_write(tmp_path):
+    """A writable workdir with links under the names a run writes: the lock and every
+    temporary refuse or replace the link, and the link's target keeps its bytes."""
+    from keras_saat.config import ExperimentConfig, save_config
+
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (workdir / "train.lock").symlink_to(victim)
+    with pytest.raises(KerasSaatError, match="train.lock cannot be opened as the workdir's lock"):
+        with workdir_lock(workdir, "train"):
+            pass
+    (workdir / "train.lock").unlink()
+    os.mkfifo(workdir / "train.lock")
+    with pytest.raises(KerasSaatError, match="train.lock is not a plain file"):
+        with workdir_lock(workdir, "train"):
+            pass
+    (workdir / "train.lock").unlink()
+    # The names the old writers used for their temporaries, and the file itself.
+    for name in (".config.yaml.tmp", ".config.yaml.tmp.tmp", CONFIG_FILE):
+        (workdir / name).symlink_to(victim)
+    save_config(ExperimentConfig(), workdir / CONFIG_FILE)
+    assert victim.read_text() == "precious\n"
+    assert not (workdir / CONFIG_FILE).is_symlink()
+    assert load_config(workdir / CONFIG_FILE) == ExperimentConfig()
+    assert sorted(p.name for p in workdir.iterdir()) == sorted(
+        [".config.yaml.tmp", ".config.yaml.tmp.tmp", CONFIG_FILE]
+    )

@@ -33,6 +33,7 @@ from apache_beam.ml.inference.base import (
 from keras_saat.beam.captioning import _exception_line
 from keras_saat.beam.model_handler import fixed_batches
 from keras_saat.errors import KerasSaatError
+from keras_saat.io_utils import atomic_path
 
 BEAM_DIR = ".beam"  # in the cache folder, while a Beam extraction runs
 ENCODER_WEIGHTS = "encoder-{}.npz"
@@ -117,10 +118,9 @@ def save_encoder_weights(encoder, directory, fingerprint):
     path = Path(directory) / BEAM_DIR / ENCODER_WEIGHTS.format(fingerprint)
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.is_file():
-        tmp = path.with_name(path.name + ".tmp.npz")
         weights = encoder.feature_model.get_weights()
-        np.savez(tmp, **{f"w{i}": w for i, w in enumerate(weights)})
-        os.replace(tmp, path)
+        with atomic_path(path, suffix=".npz") as tmp:
+            np.savez(tmp, **{f"w{i}": w for i, w in enumerate(weights)})
     return str(path)
 
 
