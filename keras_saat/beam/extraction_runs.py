@@ -23,7 +23,7 @@ from keras_saat.beam.extraction import (
     save_encoder_weights,
     write_shard_list,
 )
-from keras_saat.beam.pipeline_runs import make_pipeline
+from keras_saat.beam.pipeline_runs import run_pipeline
 from keras_saat.data.cache_index import (
     compact_index,
     finish_shard,
@@ -133,7 +133,7 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
         files = [index["splits"][s]["shards"][n]["file"] for s, n in todo]
         log(f"  extract: {len(files)} shards on Beam's {runner} runner")
         start_time = time.perf_counter()
-        with make_pipeline(runner, beam_args) as pipeline:
+        with run_pipeline(runner, beam_args) as pipeline:
             _ = (
                 pipeline
                 | "Shards" >> beam.Create(files)

@@ -1,24 +1,34 @@
 """`keras-saat caption --runner`: the file list in shards, a Beam run, one output file a shard.
 
     OUT/captions-00000-<digest>.jsonl     the rows of the shard's images, sorted by image
-    OUT/.lists/captions-00000-<digest>.txt  the shard's image paths, one a line
+    OUT/.lists/captions-00000-<digest>.txt  the shard's image paths, one JSON string a line
 
 A shard's digest hashes its paths, and its output is written under a temporary name
 and renamed when whole, so a rerun over the same images skips the shards already
-written and redoes the rest. Everything goes through Beam's file systems, so OUT and
-the images may be local folders or gs:// (or s3://, ...) locations.
+written and redoes the rest; a shard file of images no longer given is removed. The
+lists are written anew by each run (a list already in OUT is never trusted), one JSON
+string a line, so a newline in a file name stays inside its name. A name that is not
+UTF-8 gets its error row without entering the pipeline, as in the one-process path.
+Everything goes through Beam's file systems, so OUT and the images may be local
+folders or gs:// (or s3://, ...) locations; OUT's name is taken literally (its
+brackets or stars are not patterns).
 """
 
+import contextlib
 import hashlib
 import json
+import os
+import uuid
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from keras_saat.beam.captioning import CaptionKeyedImages, remote_call
+from keras_saat.beam.captioning import CaptionKeyedImages, caption_row, is_remote, remote_call
 from keras_saat.beam.model_handler import SavedModelHandler
+from keras_saat.data.image_files import is_utf8, printable
 from keras_saat.errors import KerasSaatError
+from keras_saat.io_utils import write_bytes_atomic
 
 PREFIX = "captions"
 LISTS = ".lists"
@@ -62,6 +72,23 @@ def make_pipeline(runner, beam_args=()):
     return beam.Pipeline(runner=RUNNERS[runner], options=options)
 
 
+@contextlib.contextmanager
+def run_pipeline(runner, beam_args=()):
+    """`make_pipeline`, run when the block ends. Beam's Prism runner fetches its binary
+    from GitHub on first use; offline that is one line, not Beam's traceback."""
+    try:
+        with make_pipeline(runner, beam_args) as pipeline:
+            yield pipeline
+    except RuntimeError as err:
+        if runner != "prism" or "prism binary" not in str(err):
+            raise
+        raise KerasSaatError(
+            "--runner prism: Beam could not fetch its Prism runner binary (it downloads one "
+            "on first use); offline, use --runner local, or give its file after -- as "
+            "--prism_location=PATH"
+        ) from None
+
+
 def saved_model_folder(path):
     """The SavedModel folder `path` names: itself, or the highest numeric version below it.
 
@@ -96,27 +123,93 @@ def shards(paths, size):
     return out
 
 
+def glob_escape(path):
+    """`path` as a Beam match pattern that matches only itself (`[`, `*`, `?` bracketed)."""
+    return "".join(f"[{c}]" if c in "[*?" else c for c in str(path))
+
+
 def written_shards(out):
-    """The names of the shards whose output file is in `out`."""
-    pattern = FileSystems.join(out, f"{PREFIX}-*.jsonl")
+    """The names of the shards whose output file is in `out`.
+
+    Raises:
+        KerasSaatError: a local shard's name is taken by something other than a file.
+    """
+    if not is_remote(out):
+        if not os.path.isdir(out):
+            return set()
+        names = {n for n in os.listdir(out) if n.startswith(PREFIX + "-") and n.endswith(".jsonl")}
+        for name in sorted(names):
+            if not os.path.isfile(os.path.join(out, name)):
+                raise KerasSaatError(
+                    f"{os.path.join(out, name)} is not a file; remove it and run again"
+                )
+        return {n.removesuffix(".jsonl") for n in names}
+    pattern = FileSystems.join(glob_escape(out), f"{PREFIX}-*.jsonl")
     found = remote_call(out, FileSystems.match, [pattern])[0].metadata_list
     return {m.path.rstrip("/").split("/")[-1].removesuffix(".jsonl") for m in found}
 
 
-def _write_text(path, text):
-    tmp = path + ".tmp"
-    with FileSystems.create(tmp) as stream:
-        stream.write(text.encode("utf-8", "surrogateescape"))
-    if FileSystems.exists(path):  # a retried bundle: its first write stands
-        FileSystems.delete([tmp])
+def _write_text(path, text, replace=False):
+    """Writes `text` to `path` whole. A file already there stands (a retried bundle wrote
+    it), unless `replace`."""
+    data = text.encode("utf-8", "surrogateescape")
+    if not is_remote(path):
+        if replace or not os.path.exists(path):
+            try:
+                write_bytes_atomic(path, data)
+            except OSError as err:
+                raise KerasSaatError(f"{path}: cannot be written ({err.strerror})") from None
         return
+    if not replace and FileSystems.exists(path):
+        return
+    tmp = f"{path}.{uuid.uuid4().hex[:12]}.tmp"
+    with FileSystems.create(tmp) as stream:
+        stream.write(data)
     FileSystems.rename([tmp], [path])
 
 
-def _shard_paths(name, out):
-    with FileSystems.open(FileSystems.join(out, LISTS, name + ".txt")) as stream:
-        text = stream.read().decode("utf-8", "surrogateescape")
-    return [(name, path) for path in text.split("\n") if path]
+def _remove(paths):
+    """Removes files by name (a name is never a pattern)."""
+    for path in paths:
+        if is_remote(path):
+            FileSystems.delete([glob_escape(path)])
+        elif os.path.isfile(path):
+            os.remove(path)
+
+
+def write_shard_list(out, name, chunk):
+    """OUT/.lists/NAME.txt: the shard's paths, one JSON string a line."""
+    folder = FileSystems.join(out, LISTS)
+    if not is_remote(out):
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as err:
+            raise KerasSaatError(
+                f"{folder}: cannot hold the shard lists ({err.strerror}); remove it and run again"
+            ) from None
+    lines = "".join(json.dumps(path) + "\n" for path in chunk)
+    _write_text(FileSystems.join(folder, name + ".txt"), lines, replace=True)
+
+
+class _ShardPaths(beam.DoFn):
+    """A shard's name -> (name, path) for each of its images; a name that is not UTF-8
+    (Beam's coders carry text) -> its error row on the "unread" output."""
+
+    def __init__(self, out):
+        self._out = out
+
+    def process(self, name):
+        with FileSystems.open(FileSystems.join(self._out, LISTS, name + ".txt")) as stream:
+            lines = stream.read().decode("utf-8").splitlines()
+        for line in lines:
+            path = json.loads(line)
+            if is_utf8(path):
+                yield name, path
+            else:
+                row = caption_row(
+                    printable(path), error="the file name is not valid UTF-8; rename the file"
+                )
+                yield beam.pvalue.TaggedOutput("unread", (name, row))
 
 
 class _WriteShard(beam.DoFn):
@@ -155,6 +248,12 @@ def caption_run(saved_model, paths, out, runner="local", beam_args=(), batch_siz
     model = saved_model_folder(saved_model)
     everything = shards(paths, shard_size)
     done = written_shards(out)
+    stale = sorted(done - {name for name, _ in everything})
+    if stale:  # shards of images no longer given: their rows would stand beside the new ones
+        log(f"{out}: removing {len(stale)} shard files of images no longer given")
+        _remove(FileSystems.join(out, f"{name}.jsonl") for name in stale)
+        _remove(FileSystems.join(out, LISTS, f"{name}.txt") for name in stale)
+        done -= set(stale)
     todo = [(name, chunk) for name, chunk in everything if name not in done]
     if done:
         log(
@@ -169,16 +268,23 @@ def caption_run(saved_model, paths, out, runner="local", beam_args=(), batch_siz
     if not todo:
         return summary
     for name, chunk in todo:
-        _write_text(FileSystems.join(out, LISTS, name + ".txt"), "".join(p + "\n" for p in chunk))
+        write_shard_list(out, name, chunk)
     handler = SavedModelHandler(model, batch_size=batch_size, large_model=large_model)
-    with make_pipeline(runner, beam_args) as pipeline:
-        _ = (
+    with run_pipeline(runner, beam_args) as pipeline:
+        paths = (
             pipeline
             | "Shards" >> beam.Create([name for name, _ in todo])
             | "SpreadShards" >> beam.Reshuffle()
-            | "Paths" >> beam.FlatMap(_shard_paths, out)
+            | "Paths" >> beam.ParDo(_ShardPaths(out)).with_outputs("unread", main="paths")
+        )
+        rows = (
+            paths.paths
             | "SpreadImages" >> beam.Reshuffle()
             | "Caption" >> CaptionKeyedImages(handler)
+        )
+        _ = (
+            (rows, paths.unread)
+            | "AllRows" >> beam.Flatten()
             | "ByShard" >> beam.GroupByKey()
             | "Write" >> beam.ParDo(_WriteShard(out))
         )

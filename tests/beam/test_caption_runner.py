@@ -136,3 +136,48 @@ def test_a_location_without_its_beam_file_system_is_one_line(small_export, tmp_p
         "keras-saat: error: gs://bucket/photos/*.jpg: Beam has no file system for gs:// here; "
         'pip install "apache-beam[gcp]"'
     )
+
+
+def test_hostile_names_and_a_hostile_out_folder_keep_every_row_where_it_belongs(
+    small_export, test_images, tmp_path, capsys, monkeypatch
+):
+    """A newline and a non-UTF-8 byte in file names, brackets in --out, a shard list planted
+    in --out, a folder named like a shard, and an image removed between runs."""
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    newline = photos / "evil\nb.png"
+    shutil.copy(test_images[0], newline)
+    shutil.copy(test_images[1], photos / "a.png")
+    os.close(os.open(os.fsencode(photos) + b"/\xff.png", os.O_CREAT | os.O_WRONLY))
+    monkeypatch.chdir(tmp_path)  # the launcher's folder holds a b.png outside the photos
+    shutil.copy(test_images[2], tmp_path / "b.png")
+    out = tmp_path / "captions [v1]"
+    argv = ["caption", "--saved-model", str(small_export), str(photos), "--out", str(out),
+            "--runner", "local", "--shard-size", "2"]  # fmt: skip
+    assert main(argv) == 2  # the non-UTF-8 name is an error row
+    rows = shard_rows(out)
+    bad = os.fsencode(photos).decode("utf-8", "backslashreplace") + "/\\xff.png"
+    assert sorted(rows) == sorted([str(photos / "a.png"), str(newline), bad])
+    assert rows[str(newline)]["error"] == "" and rows[str(newline)]["caption"] is not None
+    assert rows[bad]["error"] == "the file name is not valid UTF-8; rename the file"
+
+    # A rerun over "captions [v1]" skips its shards; a planted list is never read.
+    for planted in (out / ".lists").iterdir():
+        planted.write_text(json.dumps(str(tmp_path / "b.png")) + "\n")
+    redo = sorted(out.glob("captions-*.jsonl"))[0]  # a.png and the newline's shard
+    redo.unlink()
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "1 of 2 shards already written" in capsys.readouterr().out
+    assert sorted(shard_rows(out)) == sorted(rows)
+
+    # An image removed: its shard's file goes, the new shards' rows stand alone.
+    newline.unlink()
+    assert main(argv) == 2
+    assert "removing" in capsys.readouterr().out
+    assert sorted(shard_rows(out)) == sorted([str(photos / "a.png"), bad])
+
+    # A folder under a shard's name: one line.
+    (out / "captions-00009-000000000000.jsonl").mkdir()
+    assert main(argv) == 2
+    assert "captions-00009-000000000000.jsonl is not a file; remove it" in capsys.readouterr().err
