@@ -33,7 +33,7 @@ from apache_beam.ml.inference.base import (
 from keras_saat.beam.captioning import _exception_line
 from keras_saat.beam.model_handler import fixed_batches
 from keras_saat.errors import KerasSaatError
-from keras_saat.io_utils import atomic_path
+from keras_saat.io_utils import atomic_path, write_bytes_atomic
 
 BEAM_DIR = ".beam"  # in the cache folder, while a Beam extraction runs
 ENCODER_WEIGHTS = "encoder-{}.npz"
@@ -114,24 +114,28 @@ class EncoderHandler(ModelHandler):
 
 
 def save_encoder_weights(encoder, directory, fingerprint):
-    """Writes the encoder's weights to CACHE/.beam for the workers; returns the path."""
+    """Writes the encoder's weights to CACHE/.beam for the workers; returns the path.
+
+    Written by each run, never taken from a file already there: the cache folder may be
+    shared, and a file under this name need not hold this encoder's weights."""
     path = Path(directory) / BEAM_DIR / ENCODER_WEIGHTS.format(fingerprint)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.is_file():
-        weights = encoder.feature_model.get_weights()
-        with atomic_path(path, suffix=".npz") as tmp:
-            np.savez(tmp, **{f"w{i}": w for i, w in enumerate(weights)})
+    weights = encoder.feature_model.get_weights()
+    with atomic_path(path, suffix=".npz") as tmp:
+        np.savez(tmp, **{f"w{i}": w for i, w in enumerate(weights)})
     return str(path)
 
 
-def write_shard_list(directory, split, number, file, images):
-    """CACHE/.beam/<file>.txt: a JSON header {split, shard, file}, then [position, imgid,
-    path] a line for each of `images` ((position, ImageRecord) pairs)."""
-    lines = [json.dumps({"split": split, "shard": number, "file": file})]
+def write_shard_list(directory, split, number, file, images, inputs):
+    """CACHE/.beam/<file>.txt: a JSON header {split, shard, file, inputs}, then [position,
+    imgid, path] a line for each of `images` ((position, ImageRecord) pairs). `inputs` is
+    the shard's `shard_inputs` as the launcher saw its images, before any worker read them:
+    the shard's record carries it, so a shard written from images changed since is known."""
+    lines = [json.dumps({"split": split, "shard": number, "file": file, "inputs": inputs})]
     lines += [json.dumps([p, r.imgid, str(r.path)]) for p, r in images]
     path = Path(directory) / BEAM_DIR / (file + LIST_SUFFIX)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogateescape")
+    write_bytes_atomic(path, ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
 
 
 def read_shard_list(directory, file):
@@ -221,6 +225,7 @@ class _WriteShard(beam.DoFn):
         entry = {
             "split": header["split"],
             "shard": header["shard"],
+            "inputs": header["inputs"],
             "written": len(written),
             "skipped": skipped_entries(images, images, written, skips),
             "skips": dict(skips.where),

@@ -42,25 +42,38 @@ from keras_saat.data.feature_cache import (
 from keras_saat.errors import KerasSaatError
 
 
+def _finished_record(directory, file):
+    """The record a Beam worker left for a shard it wrote, or None where there is none
+    whole (a run killed before it, or a record of another shape)."""
+    done = directory / BEAM_DIR / (file + DONE_SUFFIX)
+    if not (done.is_file() and (directory / file).is_file()):
+        return None
+    try:
+        record = json.loads(done.read_text(encoding="utf-8"))
+        skips = Skips()
+        for reason, places in record["skips"].items():
+            for place in places:
+                skips.add(reason, place)
+        return record, skips, int(record["written"]), list(record["skipped"]), record["inputs"]
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return None
+
+
 def _fold_finished(directory, index, split, numbers, skips, inputs):
     """Records the shards among `numbers` that a Beam run wrote (file and record in
-    CACHE/.beam both there) in progress.jsonl, with `inputs[number]` (the shard's
-    `shard_inputs`, taken before the run read its images); returns their numbers."""
+    CACHE/.beam both there) in progress.jsonl; returns their numbers. A shard whose
+    record was written from other images than `inputs[number]` (the shard's
+    `shard_inputs` now: an image changed after a run was stopped) is not recorded, so
+    it is extracted again."""
     entry, folded = index["splits"][split], []
     for number in numbers:
         shard = entry["shards"][number]
-        done = directory / BEAM_DIR / (shard["file"] + DONE_SUFFIX)
-        if not (done.is_file() and (directory / shard["file"]).is_file()):
+        found = _finished_record(directory, shard["file"])
+        if found is None or found[4] != inputs[number]:
             continue
-        record = json.loads(done.read_text(encoding="utf-8"))
-        shard_skips = Skips()
-        for reason, places in record["skips"].items():
-            for place in places:
-                shard_skips.add(reason, place)
+        _, shard_skips, written, skipped, _ = found
         skips.merge(shard_skips)  # strict: raises before the shard is recorded
-        finish_shard(
-            directory, split, number, shard, record["written"], record["skipped"], inputs[number]
-        )
+        finish_shard(directory, split, number, shard, written, skipped, inputs[number])
         folded.append(number)
     return folded
 
@@ -114,7 +127,8 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
         for number in numbers:
             start, stop = number * size, min(len(records), (number + 1) * size)
             images = [(p, records[p]) for p in range(start, stop)]
-            write_shard_list(directory, split, number, entry["shards"][number]["file"], images)
+            file = entry["shards"][number]["file"]
+            write_shard_list(directory, split, number, file, images, inputs[split][number])
             todo.append((split, number))
             total += stop - start
     if todo:

@@ -177,7 +177,7 @@ def _remove(paths):
             os.remove(path)
 
 
-def write_shard_list(out, name, chunk):
+def write_caption_list(out, name, chunk):
     """OUT/.lists/NAME.txt: the shard's paths, one JSON string a line."""
     folder = FileSystems.join(out, LISTS)
     if not is_remote(out):
@@ -268,7 +268,7 @@ def caption_run(saved_model, paths, out, runner="local", beam_args=(), batch_siz
     if not todo:
         return summary
     for name, chunk in todo:
-        write_shard_list(out, name, chunk)
+        write_caption_list(out, name, chunk)
     handler = SavedModelHandler(model, batch_size=batch_size, large_model=large_model)
     with run_pipeline(runner, beam_args) as pipeline:
         paths = (

@@ -48,7 +48,8 @@ def single(shapes, tmp_path_factory):
 
 
 def assert_same_cache(found, expected):
-    """The same index.json, shard files, and every record's position and features."""
+    """The same index.json, shard files, and every record's position and features (to the
+    last bits of a convolution)."""
     found, expected = FeatureCache(found), FeatureCache(expected)
     assert found.index == expected.index
     assert sorted(p.name for p in found.directory.iterdir()) == sorted(
@@ -59,10 +60,18 @@ def assert_same_cache(found, expected):
             pairs = zip(found.read_shard(ours), expected.read_shard(theirs), strict=True)
             for (positions, features, scales), (want_positions, want_features, want) in pairs:
                 np.testing.assert_array_equal(positions.numpy(), want_positions.numpy())
-                np.testing.assert_array_equal(features.numpy(), want_features.numpy())
+                # The workers batch images otherwise than the one process, and oneDNN may
+                # pick another convolution for another batch size: the last bits may differ.
+                assert features.dtype == want_features.dtype
+                np.testing.assert_allclose(
+                    features.numpy().astype("float32"),
+                    want_features.numpy().astype("float32"),
+                    rtol=0.02,
+                    atol=1.0 if features.dtype.is_integer else 1e-3,
+                )
                 assert (scales is None) == (want is None)
                 if want is not None:  # an int8 cache's per-image channel scales
-                    np.testing.assert_array_equal(scales.numpy(), want.numpy())
+                    np.testing.assert_allclose(scales.numpy(), want.numpy(), rtol=0.02)
 
 
 @pytest.mark.slow
@@ -84,7 +93,7 @@ def test_a_beam_cache_equals_the_one_process_cache_and_train_reads_it(
     index = json.loads(index_path.read_text())
     shard = index["splits"]["train"]["shards"][1]
     record = {"split": "train", "shard": 1, "written": shard["written"],
-              "skipped": shard["skipped"], "skips": {}}  # fmt: skip
+              "skipped": shard["skipped"], "skips": {}, "inputs": shard["inputs"]}  # fmt: skip
     shard.update(done=False, written=0)
     index_path.write_text(json.dumps(index))
     (workdir / "features" / ".beam").mkdir()
@@ -104,11 +113,33 @@ def test_a_beam_cache_equals_the_one_process_cache_and_train_reads_it(
         assert os.stat(workdir / "features" / name).st_mtime_ns == stamp
     assert_same_cache(workdir / "features", single)
 
-    # `train` builds the same seeded encoder and reads the Beam-made cache.
-    steps = ["--set", "train.epochs=1", "--set", "train.batch_size=16"]
-    assert main(["train", *argv(folder, workdir)[1:], *steps]) == 0
-    out = capsys.readouterr().out
-    assert "extract train: cached (40 images)" in out and "epoch 1/1" in out
+    # A stopped run again, and then one of its shard's images changed (content and
+    # stamp): the record was written from the old image, so that shard is extracted anew.
+    index = json.loads(index_path.read_text())
+    shard = index["splits"]["train"]["shards"][1]
+    record.update(inputs=shard["inputs"])
+    shard.update(done=False, written=0)
+    index_path.write_text(json.dumps(index))
+    (workdir / "features" / ".beam").mkdir()
+    (workdir / "features" / ".beam" / f"{shard['file']}.json").write_text(json.dumps(record))
+    kept = os.stat(workdir / "features" / shard["file"]).st_mtime_ns
+    records = json.loads((folder / "dataset_shapes.json").read_text())["images"]
+    changed = [r for r in records if r["split"] == "train"][16]  # position 16: shard 1
+    changed = folder / changed["filepath"] / changed["filename"]
+    original = changed.read_bytes()
+    shutil.copy(folder / records[-1]["filepath"] / records[-1]["filename"], changed)
+    try:
+        assert main(argv(folder, workdir, "--runner", "local")) == 0
+        assert "extract: 1 shards on Beam's local runner" in capsys.readouterr().out
+        assert os.stat(workdir / "features" / shard["file"]).st_mtime_ns != kept
+
+        # `train` builds the same seeded encoder and reads the Beam-made cache.
+        steps = ["--set", "train.epochs=1", "--set", "train.batch_size=16"]
+        assert main(["train", *argv(folder, workdir)[1:], *steps]) == 0
+        out = capsys.readouterr().out
+        assert "extract train: cached (40 images)" in out and "epoch 1/1" in out
+    finally:  # the module's other tests see the images as they were
+        changed.write_bytes(original)
 
 
 @pytest.mark.slow
@@ -170,13 +201,15 @@ def test_missing_files_and_a_batch_the_encoder_raises_on_are_skips_not_failures(
     fingerprint = encoder_fingerprint(encoder, "crop", "float16")
     directory = tmp_path / "cache"
     weights = save_encoder_weights(encoder, directory, fingerprint)
-    write_shard_list(directory, "val", 0, "val-00000-of-00001.tfrecord", enumerate(records))
+    file = "val-00000-of-00001.tfrecord"
+    write_shard_list(directory, "val", 0, file, enumerate(records), "inputs as launched")
     handler = RaisingHandler("shapes_cnn", 128, weights, "float16", "crop", fingerprint,
                              batch_size=1)  # fmt: skip
     place = lambda r: f"{r.path} (image {r.imgid})"  # noqa: E731
     expected = {
         "split": "val",
         "shard": 0,
+        "inputs": "inputs as launched",
         "written": 1,
         "skipped": [[1, "undecodable image"], [2, "missing image file"]],
         "skips": {
