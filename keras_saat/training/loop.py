@@ -79,16 +79,40 @@ class _RunState:
         self.history_path = Path(workdir) / HISTORY_FILE
         self.history = self._read_history()
         self.resumed_from = None
-        if self.manager.latest_checkpoint:
-            self.checkpoint.restore(
-                self.manager.latest_checkpoint
-            ).assert_existing_objects_matched()
+        restored = self._restore_newest_whole()
+        if restored:
             self.resumed_from = self["global_step"]
             self.log(
-                f"resuming from {self.manager.latest_checkpoint}: epoch {self['epoch'] + 1}, "
+                f"resuming from {restored}: epoch {self['epoch'] + 1}, "
                 f"step {self['step_in_epoch']} of the epoch ({self.resumed_from} steps done)"
             )
             self.history = [h for h in self.history if h["epoch"] <= self["epoch"]]
+
+    def _restore_newest_whole(self):
+        """Restores the newest checkpoint that reads whole, trying older ones when a newer one
+        is damaged (a file cut short, a garbled index); returns its path, or None when there
+        is none.
+
+        Raises:
+            KerasSaatError: there are checkpoints and none of them reads.
+        """
+        tried = []
+        for path in reversed(self.manager.checkpoints):
+            try:
+                self.checkpoint.restore(path).assert_existing_objects_matched()
+            except Exception as err:  # TF raises IndexError, OpError, ValueError, ... here
+                reason = " ".join(str(err).split())[:200]
+                tried.append(path)
+                self.log(f"{path} cannot be read ({reason}); trying the one before it")
+                continue
+            return path
+        if tried:
+            raise KerasSaatError(
+                f"none of the {len(tried)} checkpoints in {Path(tried[0]).parent} can be read "
+                "(damaged, or written by another model); remove that folder to train from the "
+                "start, or give another --workdir"
+            )
+        return None
 
     def __getitem__(self, name):
         value = self.values[name].numpy()
@@ -98,10 +122,15 @@ class _RunState:
         if not (self.history_path.exists() and self.chief):
             return []
         try:
-            return json.loads(self.history_path.read_text())
-        except json.JSONDecodeError:
-            self.log(f"{self.history_path} is damaged; the per-epoch history restarts from here")
-            return []
+            history = json.loads(self.history_path.read_text())
+            if isinstance(history, list) and all(
+                isinstance(h, dict) and isinstance(h.get("epoch"), int) for h in history
+            ):
+                return history
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
+            pass
+        self.log(f"{self.history_path} is damaged; the per-epoch history restarts from here")
+        return []
 
     def save(self):
         self.manager.save(checkpoint_number=self["global_step"])

@@ -292,3 +292,33 @@ def test_a_resumed_run_asks_for_its_epoch_from_the_checkpointed_step(tmp_path):
     assert asked == [(0, 0), (0, 4), (1, 0)]
     assert result["resumed_from"] == 4 and result["global_step"] == 12
     assert [h["steps"] for h in result["history"]] == [6, 6]
+
+
+def test_a_damaged_latest_checkpoint_resumes_from_the_one_before(tmp_path):
+    """The newest checkpoint's data cut in half, then every index garbled; a history.json of
+    the wrong shape."""
+    model, vocab = tiny_model()
+    trainer = Trainer(model, keras.optimizers.Adam(1e-2), log=lambda m: None)
+    config = loop_config(epochs=2, checkpoint_every=2, patience=0)
+    run = dict(metrics=ScriptedScores(lambda: 0.1), save_best=lambda: None, batch_size=8)
+    train_loop(trainer, lambda epoch, start: batches(vocab, seed=epoch).skip(start), 2,
+               config, tmp_path, **run)  # fmt: skip
+    checkpoints = tmp_path / "checkpoints"
+    newest = tf.train.latest_checkpoint(str(checkpoints))
+    data = next(checkpoints.glob(f"{newest.rsplit('/', 1)[1]}.data-*"))
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    (tmp_path / "history.json").write_text('{"epoch": "two"}')
+    lines = []
+    trainer = Trainer(tiny_model()[0], keras.optimizers.Adam(1e-2), log=lines.append)
+    result = train_loop(trainer, lambda epoch, start: batches(vocab, seed=epoch).skip(start), 2,
+                        config, tmp_path, **run)  # fmt: skip
+    assert any(f"{newest} cannot be read" in line for line in lines)
+    assert any("history.json is damaged" in line for line in lines)
+    assert result["resumed_from"] < result["global_step"] == 4
+
+    for index in checkpoints.glob("*.index"):
+        index.write_bytes(b"garbled" * 10)
+    trainer = Trainer(tiny_model()[0], keras.optimizers.Adam(1e-2), log=lambda m: None)
+    with pytest.raises(KerasSaatError, match="checkpoints in .* can be read"):
+        train_loop(trainer, lambda epoch, start: batches(vocab, seed=epoch).skip(start), 2,
+                   config, tmp_path, **run)  # fmt: skip
