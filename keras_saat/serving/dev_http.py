@@ -1,11 +1,16 @@
 """The development server's HTTP side: a request handler with a whole-request deadline,
-and a threading server that serves at most `max_connections` connections at once."""
+and a threading server that serves at most `max_connections` connections at once.
+
+A connection that has sent nothing of a request yet (a new one, or a kept-alive one
+between requests) is idle: when every slot is taken, the longest idle connection is
+closed to make room, so idle sockets never keep a client with a request waiting."""
 
 import contextlib
 import json
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from keras_saat.errors import KerasSaatError
@@ -36,12 +41,18 @@ def http_handler(server):
             self._deadline = threading.Timer(server.read_timeout, self._cut)
             self._deadline.daemon = True
             self._deadline.start()
+            server.idle_since(self, self._cut)
             try:
                 super().handle_one_request()
             except (ConnectionError, TimeoutError, OSError):
                 self.close_connection = True  # the client went away or was cut off
             finally:
+                server.not_idle(self)
                 self._deadline.cancel()
+
+        def parse_request(self):
+            server.not_idle(self)  # a request line arrived: no longer a socket to reclaim
+            return super().parse_request()
 
         def _cut(self):
             with contextlib.suppress(OSError):
@@ -147,7 +158,10 @@ class BoundedHTTPServer(ThreadingHTTPServer):
         super().__init__(address, handler)
 
     def process_request(self, request, client_address):
-        if not self.dev.connection_slots.acquire(blocking=False):
+        slots = self.dev.connection_slots
+        if not slots.acquire(blocking=False) and not (
+            self.dev.close_longest_idle() and slots.acquire(timeout=2.0)
+        ):
             body = json.dumps({"error": "too many connections; retry shortly"}).encode()
             with contextlib.suppress(OSError):
                 request.settimeout(1.0)
@@ -196,7 +210,28 @@ class RequestGate:
         self.connection_slots = threading.BoundedSemaphore(self.max_connections)
         self._count_lock = threading.Lock()
         self._reading = 0  # bytes of request bodies held
+        self._idle = {}  # handler -> (monotonic time it became idle, its cut-off)
         self._http = None
+
+    def idle_since(self, handler, cut):
+        """Marks a connection idle (waiting for a request's first line) from now on."""
+        with self._count_lock:
+            self._idle[handler] = (time.monotonic(), cut)
+
+    def not_idle(self, handler):
+        with self._count_lock:
+            self._idle.pop(handler, None)
+
+    def close_longest_idle(self):
+        """Closes the connection idle the longest, freeing its slot once its thread ends;
+        returns whether there was one."""
+        with self._count_lock:
+            if not self._idle:
+                return False
+            handler = min(self._idle, key=lambda h: self._idle[h][0])
+            _, cut = self._idle.pop(handler)
+        cut()
+        return True
 
     def route(self, method, path, body):
         raise NotFound(f"malformed request: {method} {path}")

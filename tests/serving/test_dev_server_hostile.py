@@ -122,23 +122,43 @@ def test_a_trickling_client_is_cut_off_at_the_deadline(server):
 
 
 def test_connections_over_the_limit_get_503_and_the_server_recovers(server):
-    idle = [socket.create_connection((server.host, server.port), timeout=10)]
-    idle += [socket.create_connection((server.host, server.port), timeout=10)]
-    idle += [
-        socket.create_connection((server.host, server.port), timeout=10)
-        for _ in range(MAX_CONNECTIONS - 2)
-    ]
+    busy = [stalled(server) for _ in range(MAX_CONNECTIONS)]  # each mid-request
     try:
         time.sleep(0.3)  # the server has taken them all
         status, body = request(server, "GET", "/v1/models/cap")
         assert status == 503 and "too many connections" in json.loads(body)["error"]
     finally:
-        for sock in idle:
+        for sock in busy:
             sock.close()
     deadline = time.time() + READ_TIMEOUT + 5
     while request(server, "GET", "/v1/models/cap")[0] != 200:
         assert time.time() < deadline, "the server did not recover its connections"
         time.sleep(0.2)
+
+
+def test_idle_connections_hold_no_slot_a_client_needs(server):
+    """Connections that send nothing (paced, five times the limit) and a kept-alive one
+    between requests: each valid request is answered at once, the longest idle closed."""
+    import http.client
+
+    kept = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    kept.request("GET", "/v1/models/cap")
+    response = kept.getresponse()
+    assert response.status == 200 and response.read()
+    idle = []
+    try:
+        for _ in range(5 * MAX_CONNECTIONS):
+            idle.append(socket.create_connection((server.host, server.port), timeout=10))
+            time.sleep(0.01)
+        for _ in range(3):
+            started = time.monotonic()
+            assert request(server, "GET", "/v1/models/cap")[0] == 200
+            assert time.monotonic() - started < READ_TIMEOUT  # not after an idle one's timeout
+        assert closed_by_server(idle[0], 1.0)  # the first, idle the longest, was closed
+    finally:
+        for sock in idle:
+            sock.close()
+        kept.close()
 
 
 def test_batches_over_the_limit_are_refused_on_rest_and_grpc(server, test_images):
