@@ -36,7 +36,8 @@ def check_caption_run(args):
     require_beam()
     from apache_beam.io.filesystems import FileSystems
 
-    from keras_saat.beam.captioning import expand_patterns, is_remote, remote_call
+    from keras_saat.beam.captioning import expand_patterns, remote_call
+    from keras_saat.beam.model_handler import is_remote
     from keras_saat.beam.pipeline_runs import runner_name, saved_model_folder
 
     args.runner = runner_name(args.runner)

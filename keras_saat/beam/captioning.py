@@ -11,8 +11,8 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 
-from keras_saat.beam.model_handler import SavedModelHandler
-from keras_saat.data.image_files import MAX_FILE_BYTES, encoded_images, find_images
+from keras_saat.beam.model_handler import ImageFile, SavedModelHandler, is_remote
+from keras_saat.data.image_files import find_images
 from keras_saat.errors import KerasSaatError
 
 
@@ -31,11 +31,6 @@ def caption_row(image, caption=None, log_prob=None, error=""):
         "log_prob": None if log_prob is None else round(float(log_prob), 5),
         "error": error,
     }
-
-
-def is_remote(path):
-    """Whether `path` names a Beam file system other than the local one (gs://, s3://)."""
-    return "://" in str(path)
 
 
 def expand_patterns(patterns):
@@ -79,46 +74,12 @@ def remote_call(path, function, *args):
         raise KerasSaatError(_one_line(f"{path}: {err}")) from None
 
 
-def read_remote(path, limit=MAX_FILE_BYTES):
-    """The bytes of a file on a Beam file system, at most `limit` of them.
-
-    Raises:
-        ValueError: the file is longer than `limit`.
-    """
-    with FileSystems.open(path, compression_type="uncompressed") as stream:
-        data = stream.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(
-            f"the file is more than {limit} bytes, over the {limit // (1 << 20)} MiB read "
-            "from one image file; give a smaller image"
-        )
-    return data
-
-
 def _match(pattern):
     """One argument's paths; one that matches nothing is kept (its error row)."""
     try:
         return expand_patterns([pattern])
     except KerasSaatError:  # a folder with no images: its row says so
         return [pattern]
-
-
-class _ReadImage(beam.DoFn):
-    """(key, path) -> ((key, path), bytes), or an error row on the "unread" output."""
-
-    def process(self, element):
-        key, path = element
-        if is_remote(path):
-            try:
-                data, error = read_remote(path), ""
-            except Exception as err:  # any file system's failure is this image's row
-                data, error = b"", _one_line(f"cannot read the file: {err}")
-        else:
-            _, data, error = next(encoded_images([path]))
-        if error:
-            yield beam.pvalue.TaggedOutput("unread", (key, caption_row(path, error=error)))
-        else:
-            yield (key, path), data
 
 
 def _one_line(text, limit=300):
@@ -172,14 +133,15 @@ class CaptionKeyedImages(beam.PTransform):
         self._handler = handler
 
     def expand(self, pairs):
-        read = pairs | "Read" >> beam.ParDo(_ReadImage()).with_outputs("unread", main="images")
+        # The files are read by the handler, a model call at a time (ImageFile).
+        files = pairs | "Files" >> beam.Map(lambda pair: (pair, ImageFile(pair[1])))
         results, dead = (
-            read.images
+            files
             | "Caption" >> RunInference(KeyedModelHandler(self._handler)).with_exception_handling()
         )
         rows = results | "Rows" >> beam.Map(_to_row)
         failed = dead.failed_inferences | "FailedRows" >> beam.FlatMap(_failed_rows)
-        return (rows, failed, read.unread) | "AllRows" >> beam.Flatten()
+        return (rows, failed) | "AllRows" >> beam.Flatten()
 
 
 class CaptionImages(beam.PTransform):

@@ -5,10 +5,16 @@ folder there) and calls the model object; this handler loads with
 `tf.saved_model.load` and calls a named signature, so an export of `keras-saat export`
 runs as TF Serving runs it. It holds only strings and numbers, so it pickles into the
 pipeline; TensorFlow is imported on the worker, when the model loads.
+
+Its inputs are image bytes, or `ImageFile`s that it reads just before their model call:
+a batch of file references costs nothing while Beam gathers it, and a call holds at
+most MAX_BATCH_BYTES of encoded images (a larger file goes alone).
 """
 
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
+from keras_saat.data.image_files import MAX_BATCH_BYTES, MAX_FILE_BYTES, encoded_images
 from keras_saat.errors import KerasSaatError
 
 CAPTION_OUTPUTS = ("caption", "log_prob", "valid", "error")
@@ -42,6 +48,63 @@ class SignatureCall:
     def __call__(self, inputs):
         outputs = self._function(**{self._input_key: self._tf.constant(inputs)})
         return {key: outputs[key].numpy() for key in self._output_keys}
+
+
+def is_remote(path):
+    """Whether `path` names a Beam file system other than the local one (gs://, s3://)."""
+    return "://" in str(path)
+
+
+def read_remote(path, limit=MAX_FILE_BYTES):
+    """The bytes of a file on a Beam file system, at most `limit` of them.
+
+    Raises:
+        ValueError: the file is longer than `limit`.
+    """
+    with FileSystems.open(path, compression_type="uncompressed") as stream:
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(
+            f"the file is more than {limit} bytes, over the {limit // (1 << 20)} MiB read "
+            "from one image file; give a smaller image"
+        )
+    return data
+
+
+class ImageFile:
+    """An image file a handler reads when its batch is run (local, or a Beam file system).
+
+    Args:
+        path: str.
+    """
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def read(self):
+        """(bytes, error): the file's bytes and "", or b"" and why it cannot be read (as
+        `keras-saat caption` says it)."""
+        if not is_remote(self.path):
+            _, data, error = next(encoded_images([self.path]))
+            return data, error
+        try:
+            return read_remote(self.path), ""
+        except Exception as err:  # any file system's failure is this image's row
+            return b"", " ".join(f"cannot read the file: {err}".split())[:300]
+
+
+def byte_bounded(items, limit=MAX_BATCH_BYTES):
+    """Consecutive runs of (index, bytes) pairs holding at most `limit` bytes together (a
+    longer item alone)."""
+    run, held = [], 0
+    for index, data in items:
+        if run and held + len(data) > limit:
+            yield run
+            run, held = [], 0
+        run.append((index, data))
+        held += len(data)
+    if run:
+        yield run
 
 
 def fixed_batches(batch_size, large_model):
@@ -92,13 +155,28 @@ class SavedModelHandler(ModelHandler):
         return SignatureCall(self._path, self._signature, self._input_key, self._output_keys)
 
     def run_inference(self, batch, model, inference_args=None):
-        outputs = model(list(batch))
+        results = [None] * len(batch)
+        for call in byte_bounded(self._read(batch, results)):
+            outputs = model([data for _, data in call])
+            for row, (index, _) in enumerate(call):
+                results[index] = {key: values[row] for key, values in outputs.items()}
         # The example is left out: the caller keys its inputs (KeyedModelHandler), and
         # image bytes need not travel further down the pipeline.
-        return [
-            PredictionResult(None, {key: values[i] for key, values in outputs.items()})
-            for i in range(len(batch))
-        ]
+        return [PredictionResult(None, inference) for inference in results]
+
+    def _read(self, batch, results):
+        """(index, bytes) of each input, an ImageFile read one at a time; one that cannot
+        be read gets its result here, as the signature answers a refused image."""
+        for index, item in enumerate(batch):
+            if not isinstance(item, ImageFile):
+                yield index, item
+                continue
+            data, error = item.read()
+            if not error:
+                yield index, data
+                continue
+            unread = {"caption": b"", "log_prob": 0.0, "valid": False, "error": error.encode()}
+            results[index] = {key: unread.get(key) for key in self._output_keys}
 
     def get_num_bytes(self, batch):
         return sum(len(x) if isinstance(x, (bytes, str)) else 8 for x in batch)

@@ -18,6 +18,10 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
 # The most bytes read from one image file. A 25-megapixel JPEG or PNG is well under it;
 # a longer file (or a link to /dev/zero) is refused instead of read into memory.
 MAX_FILE_BYTES = 64 * 1024 * 1024
+# The most encoded bytes in one model call: a batch of large files is cut into calls of at
+# most this many bytes (one larger file goes alone), so a batch's memory follows its bytes
+# as well as its count.
+MAX_BATCH_BYTES = 64 * 1024 * 1024
 
 
 def is_image_file(path):
