@@ -23,7 +23,6 @@ features are extracted.
 
 import csv
 import hashlib
-import io
 import json
 import os
 import stat
@@ -36,44 +35,123 @@ from keras_saat.text.tokenizer import has_words
 FORMATS = {".csv": ",", ".tsv": "\t", ".txt": "\t", ".jsonl": None}
 AUTO_SPLIT = (("train", 0.8), ("val", 0.9), ("test", 1.0))  # cumulative fractions
 MAX_LISTED = 20  # problems shown in the error; the rest are counted
+# The longest line read: a row is an image path and one caption (COCO's longest caption
+# is about 250 characters), so a longer line is a bad row, skipped unread.
+MAX_LINE_BYTES = 64 * 1024
+COLUMNS = ("image", "caption", "split")
+MISSING = "missing image file"
+STRICT_TEXT = {MISSING: "image file not found"}  # a skip's reason as a strict error says it
 
 
-def _rows(path, text):
-    """(line number, dict) per row of a CSV/TSV (with a header) or JSON lines file."""
-    delimiter = FORMATS[path.suffix.lower()]
-    if delimiter is None:
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as err:
-                yield number, ValueError(f"not a JSON object: {err.msg}")
-                continue
-            yield number, row if isinstance(row, dict) else ValueError("not a JSON object")
-        return
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
-    missing = {"image", "caption"} - set(reader.fieldnames or ())
+def _lines(handle):
+    """(line number, text) of each line of a binary file, split at "\n" only (JSON may
+    hold U+2028 and CSV text U+0085 inside a value), one line in memory at a time. A line
+    over MAX_LINE_BYTES gives a ValueError in its place, read past in chunks."""
+    number = 0
+    while True:
+        line = handle.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = handle.readline(MAX_LINE_BYTES)
+            yield number, ValueError(f"a line over {MAX_LINE_BYTES} bytes; a row is one caption")
+            continue
+        text = line.decode("utf-8", errors="surrogateescape").rstrip("\n").removesuffix("\r")
+        yield number, text.removeprefix("\ufeff") if number == 1 else text
+
+
+def _json_rows(lines):
+    for number, line in lines:
+        if isinstance(line, Exception) or not line.strip():
+            if isinstance(line, Exception):
+                yield number, line
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as err:
+            yield number, ValueError(f"not a JSON object: {getattr(err, 'msg', err)}")
+            continue
+        except RecursionError:
+            yield number, ValueError("not a JSON object: nested too deeply")
+            continue
+        yield number, row if isinstance(row, dict) else ValueError("not a JSON object")
+
+
+def _fields(line, delimiter):
+    """A CSV line's fields (a quoted field must close on its line: a stray quote would
+    swallow the rows after it), or a TSV line's (tab-separated exports do not quote)."""
+    if delimiter == "\t":
+        return line.split("\t")
+    try:
+        return next(csv.reader([line], delimiter=delimiter, strict=True), [])
+    except csv.Error:
+        raise ValueError(
+            'a quoted field (") that does not close on its line; a caption is one line, '
+            'and a quote inside a quoted field is written ""'
+        ) from None
+
+
+def _table_rows(path, lines, delimiter):
+    header = next(lines, (1, ""))[1]
+    columns = (
+        [] if isinstance(header, Exception) else [c.strip() for c in _fields(header, delimiter)]
+    )
+    missing = {"image", "caption"} - set(columns)
     if missing:
         raise KerasSaatError(
             f"{path}: the first line must name the columns image and caption (and optionally "
             f"split); it has no {', '.join(sorted(missing))} column "
-            f"(columns: {', '.join(reader.fieldnames or ['none'])})"
+            f"(columns: {', '.join(columns or ['none'])})"
         )
-    for row in reader:
-        yield reader.line_num, row
+    for number, line in lines:
+        if isinstance(line, Exception) or not line.strip():
+            if isinstance(line, Exception):
+                yield number, line
+            continue
+        try:
+            fields = _fields(line, delimiter)
+        except ValueError as err:
+            yield number, err
+            continue
+        if len(fields) != len(columns):
+            kind = "tab-separated" if delimiter == "\t" else "comma-separated"
+            yield (
+                number,
+                ValueError(
+                    f"{len(fields)} {kind} fields where the first line names {len(columns)}"
+                ),
+            )
+            continue
+        yield number, dict(zip(columns, fields, strict=True))
+
+
+def _rows(path, handle):
+    """(line number, dict or the ValueError that makes it a bad row) per row of a CSV/TSV
+    (with a header) or JSON lines file, read a line at a time."""
+    delimiter = FORMATS[path.suffix.lower()]
+    lines = _lines(handle)
+    if delimiter is None:
+        return _json_rows(lines)
+    return _table_rows(path, lines, delimiter)
+
+
+def _file_rows(path):
+    with path.open("rb") as handle:
+        yield from _rows(path, handle)
 
 
 def _stat_file(path):
-    """A regular file's "size|mtime_ns" (the feature cache's stamp of it), or None when
-    there is none at `path`."""
+    """(a regular file's "size|mtime_ns", the feature cache's stamp of it, or None; why
+    there is none: MISSING, or "not a regular file" for a folder, FIFO or device)."""
     try:
         found = os.stat(path)
     except (OSError, ValueError):
-        return None
+        return None, MISSING
     if not stat.S_ISREG(found.st_mode):
-        return None
-    return f"{found.st_size}|{found.st_mtime_ns}"
+        return None, "not a regular file"
+    return f"{found.st_size}|{found.st_mtime_ns}", ""
 
 
 def auto_split(name):
@@ -101,16 +179,18 @@ def read_caption_table(path, images_dir=None, strict=False):
             f"{path}: captions files are .csv, .tsv (or .txt, tab-separated) or .jsonl"
         )
     root = Path(images_dir) if images_dir else path.parent
-    text = path.read_bytes().decode("utf-8", errors="surrogateescape")
     problems, records, split_of, has_split, first = [], {}, {}, None, None
     skips, missing = Skips(), set()
-    for number, row in _rows(path, text):
+    for number, row in _file_rows(path):
         where = f"{path}:{number}"
         if isinstance(row, Exception):
             problems.append(f"{where}: {row}")
             continue
-        image, caption = row.get("image"), row.get("caption")
-        split = (row.get("split") or "").strip().lower()
+        image, caption, split = (row.get(key) for key in COLUMNS)
+        if any(not isinstance(v, str) for v in (image, caption, split) if v is not None):
+            problems.append(f"{where}: image, caption and split must be text")
+            continue
+        split = (split or "").strip().lower()
         if any("\udc80" <= c <= "\udcff" for v in row.values() if isinstance(v, str) for c in v):
             problems.append(f"{where}: text that is not UTF-8")
             continue
@@ -141,12 +221,12 @@ def read_caption_table(path, images_dir=None, strict=False):
             continue
         if name not in records:
             file = root / name
-            found = _stat_file(file)  # one stat; the contents are checked at extraction
+            found, why = _stat_file(file)  # one stat; the contents are checked at extraction
             if found is None:
                 if strict:
-                    problems.append(f"{where}: image file not found: {file}")
+                    problems.append(f"{where}: {STRICT_TEXT.get(why, why)}: {file}")
                 else:
-                    skips.add("missing image file", f"{where}: {file}")
+                    skips.add(why, f"{where}: {file}")
                 missing.add(name)
                 continue
             records[name] = ImageRecord(

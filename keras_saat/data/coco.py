@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from keras_saat.data.dataset import ImageRecord, Skips, add_caption, check_file, finish
-from keras_saat.data.karpathy import read_json
+from keras_saat.data.karpathy import is_int, read_json
 from keras_saat.errors import KerasSaatError
 
 
@@ -19,6 +19,11 @@ def _read_annotations(path, skips):
     for i, image in enumerate(content["images"]):
         if not isinstance(image, dict) or "id" not in image or "file_name" not in image:
             raise KerasSaatError(f"{path}: images[{i}] needs 'id' and 'file_name'")
+        if not is_int(image["id"]) or not isinstance(image["file_name"], str):
+            raise KerasSaatError(
+                f"{path}: images[{i}] needs an integer 'id' and a string 'file_name'; got "
+                f"{image['id']!r:.40} and {image['file_name']!r:.60}"
+            )
         images[image["id"]] = (image["file_name"], [])
     for i, annotation in enumerate(content["annotations"]):
         where = f"{path}: annotations[{i}]"
@@ -28,6 +33,10 @@ def _read_annotations(path, skips):
             or "caption" not in annotation
         ):
             raise KerasSaatError(f"{where} needs 'image_id' and 'caption'")
+        if not is_int(annotation["image_id"]):
+            raise KerasSaatError(
+                f"{where}.image_id must be an integer; got {annotation['image_id']!r:.40}"
+            )
         if annotation["image_id"] not in images:
             skips.add("caption of an unknown image", f"{where} (image_id {annotation['image_id']})")
             continue

@@ -23,6 +23,13 @@ def read_json(path, what):
         raise KerasSaatError(
             f"{what} {path} is not UTF-8 text (byte {err.start}): {err.reason}"
         ) from None
+    except RecursionError:
+        raise KerasSaatError(f"{what} {path} is nested too deeply to be a dataset file") from None
+
+
+def is_int(value):
+    """Whether a JSON value is an integer (true and false are not)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def read_karpathy(path, images_dir=None, restval_to_train=True, strict=False):
@@ -62,6 +69,11 @@ def read_karpathy(path, images_dir=None, restval_to_train=True, strict=False):
         for key in ("filename", "split", "sentences"):
             if key not in image:
                 raise KerasSaatError(f"{where} has no '{key}' field")
+        for key in ("filename", "filepath", "split"):
+            if key in image and not isinstance(image[key], str):
+                raise KerasSaatError(f"{where}.{key} must be a string; got {image[key]!r:.60}")
+        if "imgid" in image and not is_int(image["imgid"]):
+            raise KerasSaatError(f"{where}.imgid must be an integer; got {image['imgid']!r:.60}")
         split = image["split"]
         if split == "restval":
             if not restval_to_train:
@@ -92,7 +104,7 @@ def read_karpathy(path, images_dir=None, restval_to_train=True, strict=False):
             add_caption(captions, text, sentence_where, skips)
         records.append(
             ImageRecord(
-                imgid=int(image.get("imgid", index)),
+                imgid=image.get("imgid", index),
                 path=root / image.get("filepath", "") / image["filename"],
                 split=split,
                 captions=captions,
