@@ -125,7 +125,7 @@ def check_caption(args):
         check_caption_run(args)
         return
     from keras_saat.caption_files import CaptionFile
-    from keras_saat.data.image_files import find_images
+    from keras_saat.images.image_files import find_images
 
     if getattr(args, "saved_model", None):
         raise KerasSaatError("--saved-model runs in a Beam pipeline: add --runner local")

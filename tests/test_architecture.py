@@ -19,6 +19,7 @@ ATTENTION_HOMES = {"attention_registry.py", "soft_attention.py", "hard_attention
 LAYERS = [
     ("foundation", {"errors", "io_utils", "registries", "workdir", "_lazy", "runtime", "export_formats"}),
     ("text", {"text"}),
+    ("images", {"images"}),
     ("data", {"data"}),
     ("model parts", {"layers", "decoding", "losses", "encoders"}),
     ("config", {"config", "config_ranges"}),

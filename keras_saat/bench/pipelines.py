@@ -46,8 +46,8 @@ def measure_extraction(backbone, count=256, batch_size=32, shard_size=1000, prec
     import tensorflow as tf
 
     from keras_saat.data.feature_cache import extract_features
-    from keras_saat.data.images import decode_image
     from keras_saat.encoders import ImageEncoder
+    from keras_saat.images.decoding import decode_image
     from keras_saat.runtime.precision import dtype_policy
 
     with dtype_policy(precision):

@@ -19,7 +19,7 @@ _EXPORTS = {
     "DevServer": "keras_saat.serving.dev_server",
     "GrpcClient": "keras_saat.serving.grpc_client",
     "RestClient": "keras_saat.serving.rest_client",
-    "decode_images": "keras_saat.data.images",
+    "decode_images": "keras_saat.images.decoding",
     "export_model": "keras_saat.serving.export",
     "register_export_format": "keras_saat.export_formats",
 }

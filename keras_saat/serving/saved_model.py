@@ -20,9 +20,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_saat.data.images import RESIZE_MODES, decode_images, resize_image
 from keras_saat.encoders.image_encoder import default_inference_chunk
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import RESIZE_MODES, decode_images, resize_image
 from keras_saat.text.vocabulary import END_ID
 from keras_saat.workdir import VOCAB_FILE
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from keras_saat import load_captioner
 from keras_saat.cli import main
-from keras_saat.data.images import load_image
+from keras_saat.images.decoding import load_image
 from keras_saat.text.vocabulary import END_TOKEN
 from tests.helpers import BAD
 
