@@ -399,7 +399,7 @@ def cmd_export(args):
     import json
 
     from keras_saat.experiment import export_workdir
-    from keras_saat.serving.saved_model import METADATA_FILE
+    from keras_saat.serving.signatures import METADATA_FILE
 
     # Each flag is a config override: the workdir's config.yaml is the one source.
     path = export_workdir(_trained(args), args.out, args.version, _overrides(args), log=_log)

@@ -26,6 +26,7 @@ LAYERS = [
     ("models", {"models"}),
     ("training and scoring", {"training", "callbacks", "evaluation"}),
     ("serving", {"serving"}),
+    ("export", {"export"}),
     ("experiment", {"experiment"}),
     ("beam pipelines", {"beam"}),
     ("command line", {"cli", "commands", "caption_files", "bench"}),

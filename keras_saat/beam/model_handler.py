@@ -10,6 +10,7 @@ pipeline; TensorFlow is imported on the worker, when the model loads.
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from keras_saat.errors import KerasSaatError
+from keras_saat.serving.signatures import DEFAULT_SIGNATURE
 
 CAPTION_OUTPUTS = ("caption", "log_prob", "valid", "error")
 
@@ -76,7 +77,7 @@ class SavedModelHandler(ModelHandler):
     def __init__(
         self,
         path,
-        signature="serving_default",
+        signature=DEFAULT_SIGNATURE,
         input_key="image_bytes",
         output_keys=CAPTION_OUTPUTS,
         batch_size=32,
