@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image
 
-from keras_saat.data.images import decode_images
+from keras_saat.images.decoding import decode_images
 
 
 def encode(fmt, width, height, rng, blocky=True):

@@ -100,7 +100,7 @@ def agreement(workdir, scratch, beam_size, rows):
     """Adds same_as_model and same_as_float32 (shares of test images) to the LiteRT rows."""
     from keras_saat.experiment.preparation import load_dataset
     from keras_saat.experiment.trained_models import trained_model
-    from keras_saat.serving.litert import run_litert
+    from keras_saat.export.litert import run_litert
 
     model, config, _ = trained_model(workdir)
     records = load_dataset(config, workdir, log=lambda *_: None).split("test")

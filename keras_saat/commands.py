@@ -125,7 +125,7 @@ def check_caption(args):
         check_caption_run(args)
         return
     from keras_saat.caption_files import CaptionFile
-    from keras_saat.data.image_files import find_images
+    from keras_saat.images.image_files import find_images
 
     if getattr(args, "saved_model", None):
         raise KerasSaatError("--saved-model runs in a Beam pipeline: add --runner local")
@@ -399,7 +399,7 @@ def cmd_export(args):
     import json
 
     from keras_saat.experiment import export_workdir
-    from keras_saat.serving.saved_model import METADATA_FILE
+    from keras_saat.serving.signatures import METADATA_FILE
 
     # Each flag is a config override: the workdir's config.yaml is the one source.
     path = export_workdir(_trained(args), args.out, args.version, _overrides(args), log=_log)

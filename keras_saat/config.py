@@ -14,6 +14,7 @@ import yaml
 
 from keras_saat.config_ranges import RANGES, check_range, shown
 from keras_saat.errors import KerasSaatError, did_you_mean
+from keras_saat.images.image_formats import DEFAULT_MAX_PIXELS
 from keras_saat.io_utils import YAML_MAX_BYTES, load_yaml, write_text_atomic
 
 
@@ -236,7 +237,7 @@ class ExportConfig:
     model_name: str = "keras_saat"
     # Largest width x height an image header may declare; bigger images come back invalid
     # before any pixel is decoded (decompression bombs).
-    max_pixels: int = 25_000_000
+    max_pixels: int = DEFAULT_MAX_PIXELS
     # How images of another size reach the model's input: "crop", "pad" or "stretch"
     # ("" = data.resize, what training saw).
     resize: str = ""

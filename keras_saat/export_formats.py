@@ -5,10 +5,12 @@ the Captioner, the output folder, the DecodeConfig and ExportConfig (its `resize
 resolved), the version (None = the next free one), extra metadata (a dict) and a log
 function. A new format is one module with such a function and one
 `register_export_format("name", write)`; `keras-saat export --format name` and
-`export.format: name` then select it. `keras_saat.serving.export` is the switch.
+`export.format: name` then select it. `keras_saat.export` is the switch, and holds the
+built-in formats, one module each.
 
 The built-in formats are registered by module path, so the config can check a format's
-name without importing TensorFlow or the serving code.
+name without importing TensorFlow or the export code; the registry sits below the config
+for that reason, not in `keras_saat.export`.
 """
 
 from keras_saat.registries import Registry
@@ -18,6 +20,6 @@ register_export_format = EXPORT_FORMATS.register
 available_formats = EXPORT_FORMATS.names
 get_export_format = EXPORT_FORMATS.get
 
-register_export_format("savedmodel", "keras_saat.serving.saved_model:export_saved_model")
-register_export_format("preset", "keras_saat.serving.preset_format:export_preset")
-register_export_format("litert", "keras_saat.serving.litert:export_litert")
+register_export_format("savedmodel", "keras_saat.export.saved_model:export_saved_model")
+register_export_format("preset", "keras_saat.export.preset_format:export_preset")
+register_export_format("litert", "keras_saat.export.litert:export_litert")

@@ -168,7 +168,7 @@ def test_plots_one_figure_per_input_named_after_it(
     from PIL import Image
 
     from keras_saat.commands import plot_names
-    from keras_saat.data.image_files import find_images
+    from keras_saat.images.image_files import find_images
 
     # Another scene under the name of one in the folder above: two inputs share a stem.
     first = sorted(photos.glob("*.png"))[0]

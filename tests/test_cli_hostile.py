@@ -77,7 +77,7 @@ def config_error_capped(path):
 def test_special_files_named_like_images_are_error_rows_and_the_image_is_read(tmp_path):
     paths = special_image_files(tmp_path)
     out = run_capped(
-        "import json, sys\nfrom keras_saat.data.image_files import encoded_images, find_images",
+        "import json, sys\nfrom keras_saat.images.image_files import encoded_images, find_images",
         """
         rows = {n: [len(d), e] for n, d, e in encoded_images(find_images(sys.argv[1:]))}
         print(json.dumps(rows))
@@ -94,7 +94,7 @@ def test_special_files_named_like_images_are_error_rows_and_the_image_is_read(tm
 def test_a_folder_of_special_files_reads_only_its_image(tmp_path):
     paths = special_image_files(tmp_path)
     out = run_capped(
-        "import json\nfrom keras_saat.data.image_files import encoded_images, find_images",
+        "import json\nfrom keras_saat.images.image_files import encoded_images, find_images",
         f"""
         rows = {{n: e for n, d, e in encoded_images(find_images([{str(paths["image"].parent)!r}]))}}
         print(json.dumps(rows))
@@ -106,7 +106,7 @@ def test_a_folder_of_special_files_reads_only_its_image(tmp_path):
 
 
 def test_an_empty_folder_alone_is_still_a_command_error(tmp_path):
-    from keras_saat.data.image_files import find_images
+    from keras_saat.images.image_files import find_images
 
     (tmp_path / "y.png").mkdir()
     with pytest.raises(KerasSaatError, match="holds no image files"):

@@ -12,8 +12,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 
 from keras_saat.beam.model_handler import ImageFile, SavedModelHandler, is_remote
-from keras_saat.data.image_files import find_images
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.image_files import find_images
 
 
 def caption_row(image, caption=None, log_prob=None, error=""):

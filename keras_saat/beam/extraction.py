@@ -166,8 +166,8 @@ class _DecodeImage(beam.DoFn):
 
     def process(self, element):
         from keras_saat.data.cache_index import file_skip_reason
-        from keras_saat.data.images import load_image
         from keras_saat.errors import KerasSaatError
+        from keras_saat.images.decoding import load_image
 
         (file, position), path = element
         reason = file_skip_reason(path)

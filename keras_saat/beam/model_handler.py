@@ -14,8 +14,9 @@ most MAX_BATCH_BYTES of encoded images (a larger file goes alone).
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
-from keras_saat.data.image_files import MAX_BATCH_BYTES, MAX_FILE_BYTES, encoded_images
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.image_files import MAX_BATCH_BYTES, MAX_FILE_BYTES, encoded_images
+from keras_saat.serving.signatures import DEFAULT_SIGNATURE
 
 CAPTION_OUTPUTS = ("caption", "log_prob", "valid", "error")
 
@@ -139,7 +140,7 @@ class SavedModelHandler(ModelHandler):
     def __init__(
         self,
         path,
-        signature="serving_default",
+        signature=DEFAULT_SIGNATURE,
         input_key="image_bytes",
         output_keys=CAPTION_OUTPUTS,
         batch_size=32,

@@ -26,8 +26,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from keras_saat.beam.captioning import CaptionKeyedImages, caption_row, remote_call
 from keras_saat.beam.model_handler import SavedModelHandler, is_remote
-from keras_saat.data.image_files import is_utf8, printable
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.image_files import is_utf8, printable
 from keras_saat.io_utils import write_bytes_atomic
 
 PREFIX = "captions"

@@ -1,7 +1,7 @@
 """Crafted images for the hostile-input tests and the bench's hostile part.
 
 Each builder returns a few hundred kilobytes at most, built in milliseconds, aimed at
-a gap between what the header walk (`keras_saat.data.image_headers`) reads and what
+a gap between what the header walk (`keras_saat.images.header_checks`) reads and what
 TensorFlow's decoder does; each `CASES` row hands one to `decode_images`, the graph
 the SavedModel serves, and returns its per-item error.
 """
@@ -126,8 +126,8 @@ def decode_one(data, max_pixels=None):
     """`data` through `decode_images` (the SavedModel's decode graph): its per-item error."""
     import tensorflow as tf
 
-    from keras_saat.data.image_headers import DEFAULT_MAX_PIXELS
-    from keras_saat.data.images import decode_images
+    from keras_saat.images.decoding import decode_images
+    from keras_saat.images.image_formats import DEFAULT_MAX_PIXELS
 
     max_pixels = max_pixels or DEFAULT_MAX_PIXELS
     decode = tf.function(lambda batch: decode_images(batch, 32, "crop", max_pixels))

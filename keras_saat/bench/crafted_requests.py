@@ -17,14 +17,15 @@ MB = 1 << 20
 
 
 def export_specs(signature):
-    """The export's signatures (keras_saat/serving/saved_model.py) as {input: TensorSpec}."""
+    """The export's signatures (keras_saat/export/saved_model.py) as {input: TensorSpec}."""
     import tensorflow as tf
 
-    from keras_saat.serving.request_checks import BadRequest
+    from keras_saat.serving.answers import BadRequest
+    from keras_saat.serving.signatures import DEFAULT_SIGNATURE, PIXELS_SIGNATURE
 
     specs = {
-        "serving_default": {"image_bytes": tf.TensorSpec([None], tf.string, name="image_bytes")},
-        "serving_pixels": {"pixels": tf.TensorSpec([None, None, None, 3], tf.float32)},
+        DEFAULT_SIGNATURE: {"image_bytes": tf.TensorSpec([None], tf.string, name="image_bytes")},
+        PIXELS_SIGNATURE: {"pixels": tf.TensorSpec([None, None, None, 3], tf.float32)},
     }
     if signature not in specs:
         raise BadRequest(f'Serving signature name: "{signature}" not found in signature def')
@@ -49,7 +50,8 @@ def empty_lists_body(count):
 
 def rest_answer(body, max_batch=64):
     """What the dev server's checks answer a `:predict` body: "HTTP 400: ..." or "" (accepted)."""
-    from keras_saat.serving.request_checks import BadRequest, check_json_size, rest_arrays
+    from keras_saat.serving.answers import BadRequest
+    from keras_saat.serving.request_checks import check_json_size, rest_arrays
 
     try:
         check_json_size(body, max_batch)
@@ -100,13 +102,15 @@ def grpc_answer(message, max_batch=64):
     server parses it: "INVALID_ARGUMENT: ..." or "" (accepted)."""
     from tensorflow_serving.apis import predict_pb2
 
+    from keras_saat.serving.answers import BadRequest
     from keras_saat.serving.grpc_wire import check_predict_wire
-    from keras_saat.serving.request_checks import BadRequest, proto_arrays
+    from keras_saat.serving.request_checks import proto_arrays
+    from keras_saat.serving.signatures import DEFAULT_SIGNATURE
 
     try:
         check_predict_wire(message, export_specs, max_batch)  # on the bytes, before parsing
         request = predict_pb2.PredictRequest.FromString(message)
-        proto_arrays("serving_default", request.inputs, export_specs, max_batch)
+        proto_arrays(DEFAULT_SIGNATURE, request.inputs, export_specs, max_batch)
     except BadRequest as err:
         return f"INVALID_ARGUMENT: {err}"
     return ""

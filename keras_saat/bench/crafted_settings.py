@@ -129,7 +129,7 @@ def _answer(call):
 
 def _file_row(key):
     def run(scratch):
-        from keras_saat.data.image_files import encoded_images, find_images
+        from keras_saat.images.image_files import encoded_images, find_images
 
         paths = special_image_files(scratch)
         rows = {

@@ -46,8 +46,8 @@ def measure_extraction(backbone, count=256, batch_size=32, shard_size=1000, prec
     import tensorflow as tf
 
     from keras_saat.data.feature_cache import extract_features
-    from keras_saat.data.images import decode_image
     from keras_saat.encoders import ImageEncoder
+    from keras_saat.images.decoding import decode_image
     from keras_saat.runtime.precision import dtype_policy
 
     with dtype_policy(precision):
@@ -242,8 +242,9 @@ def measure_serving(requests=50, batches=8, precision="float32"):
     import tensorflow as tf
 
     from keras_saat.config import DecodeConfig, ExportConfig
-    from keras_saat.serving.export import export_model
-    from keras_saat.serving.saved_model import encoder_chunk
+    from keras_saat.export import export_model
+    from keras_saat.export.saved_model import encoder_chunk
+    from keras_saat.serving.signatures import DEFAULT_SIGNATURE
 
     size = SIZES["tutorial"]
     model = captioner(size, "soft", backbone="efficientnetb0")
@@ -260,7 +261,7 @@ def measure_serving(requests=50, batches=8, precision="float32"):
         )  # fmt: skip
         with tf.Graph().as_default(), tf.compat.v1.Session() as session:
             meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path))
-            signature = meta_graph.signature_def["serving_default"]
+            signature = meta_graph.signature_def[DEFAULT_SIGNATURE]
             feed = signature.inputs["image_bytes"].name
             fetches = {k: v.name for k, v in signature.outputs.items()}
             for _ in range(3):  # warm-up

@@ -1,7 +1,7 @@
 """Datasets: readers (Karpathy, Flickr8k, COCO, TFDS), the Shapes world, the feature cache, tf.data.
 
-The names below load on first use, so the reader registry and the image file search
-run without TensorFlow.
+The names below load on first use, so the reader registry runs without TensorFlow.
+Images are decoded by `keras_saat.images`.
 """
 
 from keras_saat._lazy import lazy_getattr
@@ -10,14 +10,10 @@ _EXPORTS = {
     "CaptionDataset": "keras_saat.data.dataset",
     "ImageRecord": "keras_saat.data.dataset",
     "Skips": "keras_saat.data.dataset",
-    "decode_image": "keras_saat.data.images",
-    "load_image": "keras_saat.data.images",
-    "load_images": "keras_saat.data.images",
     "read_coco": "keras_saat.data.coco",
     "read_flickr8k": "keras_saat.data.flickr8k",
     "read_karpathy": "keras_saat.data.karpathy",
     "read_tfds": "keras_saat.data.tfds_reader",
-    "resize_image": "keras_saat.data.images",
     "write_shapes_dataset": "keras_saat.data.shapes",
 }
 

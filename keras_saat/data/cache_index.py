@@ -14,8 +14,8 @@ from keras_saat.data.cache_format import (
     format_name,
     shard_inputs,
 )
-from keras_saat.data.image_files import MAX_FILE_BYTES
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.image_files import MAX_FILE_BYTES
 from keras_saat.io_utils import write_json_atomic
 
 INDEX = "index.json"

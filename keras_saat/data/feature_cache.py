@@ -69,10 +69,10 @@ from keras_saat.data.cache_index import (  # noqa: F401  (the layout's names, he
     todo_shards,
 )
 from keras_saat.data.dataset import SPLITS, Skips
-from keras_saat.data.images import decode_calls, image_decoder
 from keras_saat.data.pipeline_options import without_autotune
 from keras_saat.data.shard_checks import check_shard, damaged_shard_error, read_error_reason
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import decode_calls, image_decoder
 
 
 class FeatureCache:

@@ -16,11 +16,11 @@ import numpy as np
 import tensorflow as tf
 
 from keras_saat.data.epoch_order import epoch_plan, from_step, shard_positions_from_index
-from keras_saat.data.images import decode_image
 from keras_saat.data.pipeline_options import without_autotune
 from keras_saat.data.planned_batches import plan_arrays, planned_batches
 from keras_saat.data.resident_features import ResidentFeatures
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import decode_image
 from keras_saat.text.tokenizer import tokenize_graph
 from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID, UNK_ID
 

@@ -11,9 +11,9 @@ only the shards of the windows from batch `s` on.
 import numpy as np
 import tensorflow as tf
 
-from keras_saat.data.images import decode_image
 from keras_saat.data.resident_features import ResidentFeatures
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import decode_image
 from keras_saat.text.vocabulary import PAD_ID
 
 _BATCH_KEYS = ("positions", "rows", "sizes", "widths", "local")

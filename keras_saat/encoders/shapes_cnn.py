@@ -127,7 +127,7 @@ def pretrain_shapes_cnn(
     """
     import keras
 
-    from keras_saat.data.images import resize_image
+    from keras_saat.images.decoding import resize_image
 
     keras.utils.set_random_seed(seed)
     backbone = build_shapes_cnn(images.shape[1:], width=width)

@@ -8,13 +8,13 @@ from pathlib import Path
 import keras
 
 from keras_saat.data.feature_cache import extract_features, format_name
-from keras_saat.data.images import load_images
 from keras_saat.data.reader_registry import get_reader
 from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.encoders.registry import get_backbone_spec
 from keras_saat.encoders.shapes_cnn import VARIANTS as SHAPES_CNNS
 from keras_saat.encoders.shapes_cnn import pretrain_shapes_cnn
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import load_images
 from keras_saat.text.vocabulary import Vocabulary
 from keras_saat.workdir import BACKBONE_WEIGHTS_FILE, FEATURES_DIR, VOCAB_FILE, workdir_lock
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from keras_saat.config import ExperimentConfig, from_dict, load_config, to_dict
 from keras_saat.errors import KerasSaatError
+from keras_saat.export import export_model
 from keras_saat.models.factories import load_captioner
 from keras_saat.models.preset import is_preset, preset_metadata
-from keras_saat.serving.export import export_model
 from keras_saat.workdir import CONFIG_FILE, MODEL_FILE
 
 

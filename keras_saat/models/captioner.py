@@ -6,11 +6,11 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_saat.data.images import RESIZE_MODES
 from keras_saat.decoding.beam import beam_search, tile_beams
 from keras_saat.decoding.greedy import greedy_search
 from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import RESIZE_MODES
 from keras_saat.layers.attention_registry import get_attention
 from keras_saat.layers.lstm_decoder import LSTMDecoder
 from keras_saat.losses import caption_loss

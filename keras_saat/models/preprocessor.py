@@ -4,15 +4,15 @@ from pathlib import Path
 
 import numpy as np
 
-from keras_saat.data.image_headers import DEFAULT_MAX_PIXELS
-from keras_saat.data.images import (
+from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import (
     decode_error,
     decode_image,
     decode_images,
     load_images,
     resize_image,
 )
-from keras_saat.errors import KerasSaatError
+from keras_saat.images.image_formats import DEFAULT_MAX_PIXELS
 
 
 class ImagePreprocessor:
@@ -23,7 +23,7 @@ class ImagePreprocessor:
 
     Args:
         image_size: int. S, the model's input side.
-        resize: str. "crop", "pad" or "stretch" (`keras_saat.data.images.resize_image`).
+        resize: str. "crop", "pad" or "stretch" (`keras_saat.images.decoding.resize_image`).
             Defaults to "crop".
 
     Example:
@@ -82,7 +82,7 @@ class ImagePreprocessor:
         """
         import tensorflow as tf
 
-        from keras_saat.data.image_files import encoded_images
+        from keras_saat.images.image_files import encoded_images
 
         max_pixels = max_pixels or DEFAULT_MAX_PIXELS
         text = tf.TensorSpec((), tf.string)

@@ -1,4 +1,4 @@
-"""Serving: SavedModel and LiteRT exports, REST and gRPC clients, a development server.
+"""Serving: REST and gRPC clients and a development server for an exported SavedModel.
 
     keras-saat export --workdir runs/demo --out models/keras_saat
     keras-saat serve --model-base models/keras_saat --name keras_saat --port 8501
@@ -8,9 +8,10 @@
     from keras_saat.serving import RestClient
     RestClient("http://localhost:8501", "keras_saat").caption(["photo.jpg"])
 
-The clients and the development server import neither Keras nor the model
-code; `export_model` needs both. A trained workdir's export, with its config's decode
-and export sections, is `keras_saat.experiment.export_workdir`.
+Nothing here imports Keras or the model code. The exports themselves (SavedModel,
+LiteRT, preset) are written by `keras_saat.export.export_model`; a trained workdir's
+export, with its config's decode and export sections, is
+`keras_saat.experiment.export_workdir`.
 """
 
 from keras_saat._lazy import lazy_getattr
@@ -19,9 +20,6 @@ _EXPORTS = {
     "DevServer": "keras_saat.serving.dev_server",
     "GrpcClient": "keras_saat.serving.grpc_client",
     "RestClient": "keras_saat.serving.rest_client",
-    "decode_images": "keras_saat.data.images",
-    "export_model": "keras_saat.serving.export",
-    "register_export_format": "keras_saat.export_formats",
 }
 
 __all__ = sorted(_EXPORTS)

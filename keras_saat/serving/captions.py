@@ -1,20 +1,40 @@
-"""Signature outputs (arrays, batch first) -> one caption dict per image."""
+"""The clients' two ends: image files read as encoded bytes, and signature outputs (arrays,
+batch first) turned into one caption dict per image."""
 
+import errno
+import os
 from pathlib import Path
 
 import numpy as np
 
+from keras_saat.errors import KerasSaatError
+from keras_saat.images.image_files import MAX_FILE_BYTES, read_image_file
+
 
 def read_images(images):
-    """Encoded image bytes from a list of paths and/or bytes (files are read, never decoded)."""
+    """Encoded image bytes from a list of paths and/or bytes (files are read, never decoded).
+
+    A file is read as `keras_saat.images.image_files.read_image_file` reads it: a regular
+    file of at most MAX_FILE_BYTES (64 MiB), opened non-blocking, so a link to a device
+    or a FIFO is refused at once instead of hanging the client or filling its memory.
+
+    Raises:
+        FileNotFoundError, IsADirectoryError, OSError: a file cannot be opened.
+        KerasSaatError: a path is not a regular file, or is over MAX_FILE_BYTES.
+    """
     if isinstance(images, (str, Path, bytes)):
         images = [images]
     out = []
     for image in images:
         if isinstance(image, (bytes, bytearray)):
             out.append(bytes(image))
-        else:
-            out.append(Path(image).read_bytes())
+            continue
+        try:
+            out.append(read_image_file(image, MAX_FILE_BYTES))
+        except IsADirectoryError:
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(image)) from None
+        except ValueError as err:
+            raise KerasSaatError(f"cannot read image {image}: {err}") from None
     return out
 
 

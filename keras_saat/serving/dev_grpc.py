@@ -1,7 +1,9 @@
 """The development server's gRPC side: TF Serving's PredictionService."""
 
+from keras_saat.serving.answers import BadRequest, Busy
 from keras_saat.serving.grpc_wire import check_field_count, check_predict_wire, model_spec
-from keras_saat.serving.request_checks import MAX_BODY_BYTES, BadRequest, Busy
+from keras_saat.serving.request_checks import MAX_BODY_BYTES
+from keras_saat.serving.signatures import DEFAULT_SIGNATURE
 
 
 def grpc_server(server):
@@ -59,7 +61,7 @@ def grpc_server(server):
 
         def Predict(self, request, context):
             self._check(request.model_spec, context)
-            signature = request.model_spec.signature_name or "serving_default"
+            signature = request.model_spec.signature_name or DEFAULT_SIGNATURE
             try:
                 # Shapes, dtypes and value counts read off the wire before any conversion.
                 outputs = server.run(

@@ -14,14 +14,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from keras_saat.errors import KerasSaatError
-from keras_saat.serving.request_checks import (
-    MAX_BODY_BYTES,
-    BadRequest,
-    Busy,
-    Forbidden,
-    NotFound,
-    Page,
-)
+from keras_saat.serving.answers import BadRequest, Busy, Forbidden, NotFound, Page
+from keras_saat.serving.request_checks import MAX_BODY_BYTES
 
 READ_CHUNK = 1 << 20  # bytes read (and reserved) at a time from a request body
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")

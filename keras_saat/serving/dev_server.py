@@ -45,20 +45,18 @@ from pathlib import Path
 import numpy as np
 
 from keras_saat.errors import KerasSaatError
+from keras_saat.serving.answers import BadRequest, NotFound, Page, json_value
 from keras_saat.serving.dev_grpc import grpc_server
 from keras_saat.serving.dev_http import RequestGate
 from keras_saat.serving.request_checks import (
     MAX_BATCH,
-    BadRequest,
-    NotFound,
-    Page,
     check_batch,
     check_json_size,
     check_names,
-    json_value,
     proto_arrays,
     rest_arrays,
 )
+from keras_saat.serving.signatures import DEFAULT_SIGNATURE, METADATA_FILE
 
 PAGE = Path(__file__).with_name("page.html")
 _PATH = re.compile(
@@ -133,7 +131,7 @@ class DevServer(RequestGate):
         self.loaded = tf.saved_model.load(str(self.path))
         self.functions = {key: self.loaded.signatures[key] for key in self.signature_defs}
         # The page's settings, read with the graph they describe.
-        metadata = self.path / "assets.extra" / "keras_saat.json"
+        metadata = self.path / "assets.extra" / METADATA_FILE
         saved = json.loads(metadata.read_text()) if metadata.is_file() else {}
         self.page_settings = {
             "model": self.name,
@@ -210,7 +208,7 @@ class DevServer(RequestGate):
         for record in tf.data.TFRecordDataset(str(path)):
             log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
             request = log.predict_log.request
-            signature = request.model_spec.signature_name or "serving_default"
+            signature = request.model_spec.signature_name or DEFAULT_SIGNATURE
             self.run(signature, self.arrays_from_protos(signature, request.inputs))
             count += 1
         return count

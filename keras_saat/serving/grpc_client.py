@@ -2,6 +2,7 @@
 
 from keras_saat.errors import KerasSaatError
 from keras_saat.serving.captions import captions_from_outputs, read_images
+from keras_saat.serving.signatures import DEFAULT_SIGNATURE, PIXELS_SIGNATURE
 
 
 class GrpcClient:
@@ -61,7 +62,7 @@ class GrpcClient:
                 f"gRPC {err.code().name} from the model server: {err.details()}"
             ) from None
 
-    def predict(self, inputs, signature="serving_default"):
+    def predict(self, inputs, signature=DEFAULT_SIGNATURE):
         """Runs a signature on a dict of arrays; returns a dict of NumPy arrays."""
         import tensorflow as tf
         from tensorflow_serving.apis import predict_pb2
@@ -98,7 +99,7 @@ class GrpcClient:
         import numpy as np
 
         return captions_from_outputs(
-            self.predict({"pixels": np.asarray(pixels, np.float32)}, "serving_pixels")
+            self.predict({"pixels": np.asarray(pixels, np.float32)}, PIXELS_SIGNATURE)
         )
 
     def close(self):

@@ -10,7 +10,9 @@ the field of the signature's dtype (packed, as every protobuf 3 library writes
 them) or in `tensor_content`, and at most MAX_DIMS dims.
 """
 
-from keras_saat.serving.request_checks import MAX_ELEMENTS, BadRequest, check_names
+from keras_saat.serving.answers import BadRequest
+from keras_saat.serving.request_checks import MAX_ELEMENTS, check_names
+from keras_saat.serving.signatures import DEFAULT_SIGNATURE
 
 MAX_FIELDS = 256  # fields of a request, an input entry or a tensor, other than its values
 MAX_DIMS = 32
@@ -147,7 +149,7 @@ def check_predict_wire(data, input_specs, max_batch):
         input_specs: callable. A signature name -> its {input name: tf.TensorSpec}.
         max_batch: int. Rows (dimension 0) one request may hold.
     """
-    signature = model_spec(data).signature_name or "serving_default"
+    signature = model_spec(data).signature_name or DEFAULT_SIGNATURE
     specs = input_specs(signature)
     tensors = {}  # input name -> the (start, end) of each of its tensors' occurrences
     fields = _counted(_fields(data, 0, len(data)), MAX_FIELDS, "the request")

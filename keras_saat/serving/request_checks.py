@@ -1,29 +1,17 @@
-"""What a request to the development server may be: its limits, the errors that answer
-it, and its tensors and JSON values checked before they reach the model."""
+"""What a request to the development server may be: its limits, and its tensors and JSON
+values checked before they reach the model (the errors that answer a bad one are in
+`keras_saat.serving.answers`)."""
 
 import base64
 
 import numpy as np
 
+from keras_saat.serving.answers import BadRequest
+from keras_saat.serving.signatures import DEFAULT_SIGNATURE
+
 MAX_BODY_BYTES = 256 * 1024 * 1024
 MAX_BATCH = 64  # images in one request; TF Serving's batching config splits larger loads
 MAX_ELEMENTS = 1 << 24  # elements a gRPC tensor may declare before its values are checked
-
-
-class BadRequest(ValueError):
-    """A request the model cannot answer; HTTP 400 (or gRPC INVALID_ARGUMENT)."""
-
-
-class NotFound(LookupError):
-    """An unknown model, version or path; HTTP 404 (or gRPC NOT_FOUND)."""
-
-
-class Busy(RuntimeError):
-    """Too many connections or bodies at once; HTTP 503 with Retry-After."""
-
-
-class Forbidden(PermissionError):
-    """A request from another site, or for a host name this server does not answer; HTTP 403."""
 
 
 def _expected(spec):
@@ -148,23 +136,6 @@ def tensor_from_proto(proto, name, spec=None, max_batch=MAX_BATCH):
         return tf.make_ndarray(proto)
     except (TypeError, ValueError) as err:
         raise BadRequest(f"input {name}: {err}") from None
-
-
-class Page(str):
-    """An HTML page answer (the handler sends it as text/html, not JSON)."""
-
-
-def json_value(array):
-    """A NumPy array (or scalar) as JSON values; strings as UTF-8 text, else {"b64": ...}."""
-    if isinstance(array, bytes):
-        try:
-            return array.decode("utf-8")
-        except UnicodeDecodeError:
-            return {"b64": base64.b64encode(array).decode("ascii")}
-    array = np.asarray(array)
-    if array.dtype == object or array.dtype.kind == "S":
-        return [json_value(item) for item in array] if array.ndim else json_value(array.item())
-    return array.tolist()
 
 
 def strings(value, where):
@@ -305,11 +276,10 @@ def rest_arrays(body, input_specs, max_batch):
             raises BadRequest for an unknown signature.
         max_batch: int. Rows (instances) one request may hold.
     """
-    import numpy as np
 
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
-    signature = body.get("signature_name") or "serving_default"
+    signature = body.get("signature_name") or DEFAULT_SIGNATURE
     if not isinstance(signature, str):
         raise BadRequest('"signature_name" must be a string')
     specs = input_specs(signature)

@@ -9,6 +9,7 @@ import numpy as np
 
 from keras_saat.errors import KerasSaatError
 from keras_saat.serving.captions import captions_from_outputs, read_images
+from keras_saat.serving.signatures import PIXELS_SIGNATURE
 
 
 class RestClient:
@@ -98,5 +99,5 @@ class RestClient:
     def caption_pixels(self, pixels):
         """Captions float RGB pixels (B, H, W, 3) in [0, 255] through `serving_pixels`."""
         pixels = np.asarray(pixels, np.float32)
-        body = {"signature_name": "serving_pixels", "inputs": {"pixels": pixels.tolist()}}
+        body = {"signature_name": PIXELS_SIGNATURE, "inputs": {"pixels": pixels.tolist()}}
         return captions_from_outputs(self.predict(body)["outputs"])

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("apache_beam")
 
 from keras_saat.beam.model_handler import byte_bounded  # noqa: E402
-from keras_saat.data.image_files import MAX_BATCH_BYTES, MAX_FILE_BYTES  # noqa: E402
+from keras_saat.images.image_files import MAX_BATCH_BYTES, MAX_FILE_BYTES  # noqa: E402
 from tests.helpers import ROOT, cap_address_space  # noqa: E402
 
 

@@ -21,9 +21,9 @@ from keras_saat.data.cache_format import (
     quantize_int8,
 )
 from keras_saat.data.feature_cache import FeatureCache, extract_features
-from keras_saat.data.images import decode_image
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import decode_image
 
 
 def reference(rows):

@@ -12,7 +12,6 @@ import tensorflow_datasets as tfds
 from keras_saat import Captioner
 from keras_saat.data import read_karpathy, read_tfds
 from keras_saat.data.feature_cache import FeatureCache, extract_features
-from keras_saat.data.images import decode_image
 from keras_saat.data.input_pipeline import (
     caption_dataset,
     evaluation_batches,
@@ -20,6 +19,7 @@ from keras_saat.data.input_pipeline import (
 )
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import decode_image
 from keras_saat.text import END_ID, PAD_ID, START_ID, Vocabulary
 from tests.helpers import coco_captions_examples
 

@@ -8,8 +8,8 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from keras_saat.data import read_coco, read_flickr8k, read_tfds
-from keras_saat.data.images import decode_image
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import decode_image
 from tests.helpers import coco_captions_examples
 
 

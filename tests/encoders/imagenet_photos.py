@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from keras_saat.data.images import decode_image
+from keras_saat.images.decoding import decode_image
 
 
 def _package_file(package, *parts):

@@ -182,9 +182,9 @@ def test_an_imagenet_lite0_captioner_exports_as_savedmodel_litert_and_preset(tmp
 
     from keras_saat import Captioner, Vocabulary, load_captioner
     from keras_saat.config import DecodeConfig, ExportConfig
-    from keras_saat.serving.export import export_model
+    from keras_saat.export import export_model
 
-    litert = pytest.importorskip("keras_saat.serving.litert")
+    litert = pytest.importorskip("keras_saat.export.litert")
     pytest.importorskip("ai_edge_litert")
     words = Vocabulary.build([["a", "red", "blue", "circle", "square", "above"]]).words
     model = Captioner(

@@ -149,8 +149,8 @@ def test_export_folds_the_backbone_and_serves_the_same_captions(tmp_path):
     """A backbone with batch norms and padding, exported folded and chunked, captions as
     `generate` does; keras_saat.json records both settings."""
     from keras_saat.config import DecodeConfig, ExportConfig
+    from keras_saat.export import export_model
     from keras_saat.models.captioner import Captioner
-    from keras_saat.serving.export import export_model
 
     register_backbone(
         BackboneSpec(
@@ -197,8 +197,8 @@ def test_export_folds_the_backbone_and_serves_the_same_captions(tmp_path):
 
 def test_export_refuses_a_negative_chunk(tmp_path):
     from keras_saat.config import ExportConfig
+    from keras_saat.export import export_model
     from keras_saat.models.captioner import Captioner
-    from keras_saat.serving.export import export_model
 
     model = Captioner(
         ["<pad>", "<unk>", "<start>", "<end>", "a"],

@@ -5,8 +5,8 @@ import tensorflow as tf
 
 from keras_saat import Captioner, load_captioner
 from keras_saat.data import read_karpathy
-from keras_saat.data.images import load_images
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import load_images
 from keras_saat.text import PAD_ID, START_ID, Vocabulary
 from tests import reference as ref
 from tests.helpers import WORDS, small_model
@@ -265,7 +265,7 @@ def test_captioning_a_file_decodes_it_as_training_does(tmp_path):
     """A non-square photo is centre-cropped (data.resize), as in the cache and tf.data."""
     from PIL import Image
 
-    from keras_saat.data.images import decode_image
+    from keras_saat.images.decoding import decode_image
 
     model, _ = small_model()
     rng = np.random.default_rng(9)

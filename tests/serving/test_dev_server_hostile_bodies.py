@@ -68,7 +68,8 @@ def test_rest_inputs_are_checked_at_every_depth(body, message):
     ],
 )
 def test_rest_bodies_are_bounded_on_their_bytes_before_parsing(body, message):
-    from keras_saat.serving.request_checks import BadRequest, check_json_size
+    from keras_saat.serving.answers import BadRequest
+    from keras_saat.serving.request_checks import check_json_size
 
     with pytest.raises(BadRequest, match=message):
         check_json_size(body, 64)
@@ -117,8 +118,8 @@ def test_grpc_numeric_tensors_take_only_their_dtype_packed():
     from tensorflow.core.framework import tensor_pb2
 
     from keras_saat.bench.crafted_requests import export_specs
+    from keras_saat.serving.answers import BadRequest
     from keras_saat.serving.grpc_wire import check_predict_wire
-    from keras_saat.serving.request_checks import BadRequest
 
     pixels = np.zeros([1, 2, 2, 3], np.float32)
     good = tf.make_tensor_proto(pixels)
@@ -300,8 +301,8 @@ def test_a_live_server_serves_while_slow_uploads_announce_its_whole_budget(
 def test_grpc_requests_have_a_bounded_number_of_fields():
     from tensorflow_serving.apis import get_model_metadata_pb2
 
+    from keras_saat.serving.answers import BadRequest
     from keras_saat.serving.grpc_wire import check_field_count
-    from keras_saat.serving.request_checks import BadRequest
 
     request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
     request.model_spec.name = "cap"

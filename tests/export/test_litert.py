@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 pytest.importorskip(
     "ai_edge_litert", reason="ai-edge-litert is not installed: pip install -e '.[test]'"
 )
-from keras_saat.serving.litert import run_litert  # noqa: E402
+from keras_saat.export.litert import run_litert  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_beam_search_converts_too(trained_workdir, scenes, tmp_path):
 def test_a_tf_op_outside_litert_is_named():
     import tensorflow as tf
 
-    from keras_saat.serving.litert import convert
+    from keras_saat.export.litert import convert
 
     @tf.function(input_signature=[tf.TensorSpec([1, 4], tf.float32, name="pixels")])
     def needs_tf_ops(pixels):

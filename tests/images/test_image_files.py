@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from keras_saat.data.image_files import encoded_images, find_images
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.image_files import encoded_images, find_images
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 from PIL import Image, ImageOps
 
-from keras_saat.data.image_headers import inspect_images
-from keras_saat.data.images import (
+from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import (
     ALPHA_BACKGROUND,
     decode_image,
     decode_images,
@@ -17,7 +17,7 @@ from keras_saat.data.images import (
     load_images,
     resize_image,
 )
-from keras_saat.errors import KerasSaatError
+from keras_saat.images.header_checks import inspect_images
 from tests.helpers import BAD, GOOD, encode, forged_gif, forged_png, gif_of_frames
 
 SIZE = 32

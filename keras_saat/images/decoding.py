@@ -4,7 +4,7 @@ Training, the feature cache, `Captioner.generate`, `keras-saat caption`, the exp
 SavedModel (and so TF Serving), the dev server and the LiteRT tools all decode here,
 with core TF ops, so an image is seen the same way everywhere:
 
-1. `keras_saat.data.image_headers` reads the header of what will be decoded and
+1. `keras_saat.images.header_checks` reads the header of what will be decoded and
    refuses an image whose decode would exceed `max_pixels`, before any pixel is
    decoded.
 2. The image is decoded as uint8 (a GIF's first frame), a JPEG is turned upright by
@@ -27,15 +27,10 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from keras_saat.data.image_files import read_image_file
-from keras_saat.data.image_headers import (
-    DEFAULT_MAX_PIXELS,
-    JPEG,
-    PNG,
-    inspect_image,
-    inspect_images,
-)
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.header_checks import inspect_image, inspect_images
+from keras_saat.images.image_files import read_image_file
+from keras_saat.images.image_formats import DEFAULT_MAX_PIXELS, JPEG, PNG
 
 RESIZE_MODES = ("crop", "pad", "stretch")
 ALPHA_BACKGROUND = 255.0  # transparent PNG pixels become white, as image viewers show them

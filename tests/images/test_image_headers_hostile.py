@@ -29,7 +29,7 @@ WORKER = textwrap.dedent(
     f"""
     import json, resource, sys
     import tensorflow as tf
-    from keras_saat.data.images import decode_images
+    from keras_saat.images.decoding import decode_images
     decode = tf.function(lambda data: decode_images(data, {SIZE}))
     decode(tf.constant([b"x"]))
     {cap_address_space(HEADROOM)}
@@ -189,7 +189,7 @@ def _exif_jpeg(ifd_offset, segment_extra=b""):
 def test_an_exif_orientation_is_read_only_inside_its_segment():
     import tensorflow as tf
 
-    from keras_saat.data.image_headers import inspect_images
+    from keras_saat.images.header_checks import inspect_images
 
     inside = _exif_jpeg(8)
     # The same IFD with the segment's length cut short: the entry lies past its end.

@@ -32,7 +32,7 @@ WORKER = textwrap.dedent(
     f"""
     import json, resource, struct, sys
     import tensorflow as tf
-    from keras_saat.data.images import decode_images
+    from keras_saat.images.decoding import decode_images
     decode = tf.function(lambda data: decode_images(data, {SIZE}, "crop", {MAX_PIXELS}))
     decode(tf.constant([b"x"]))
     {cap_address_space(HEADROOM)}

@@ -20,15 +20,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_saat.data.images import RESIZE_MODES, decode_images, resize_image
 from keras_saat.encoders.image_encoder import default_inference_chunk
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import RESIZE_MODES, decode_images, resize_image
+from keras_saat.serving.signatures import DEFAULT_SIGNATURE, METADATA_FILE, PIXELS_SIGNATURE
 from keras_saat.text.vocabulary import END_ID
 from keras_saat.workdir import VOCAB_FILE
 
-BYTES_SIGNATURE = "serving_default"
-PIXELS_SIGNATURE = "serving_pixels"
-METADATA_FILE = "keras_saat.json"
 WARMUP_FILE = "tf_serving_warmup_requests"
 OUTPUT_KEYS = ("caption", "tokens", "log_prob", "attention", "valid", "error")
 
@@ -85,7 +83,7 @@ def serving_functions(model, decode, export, encoder=None):
     """The two signature functions: encoded image bytes -> outputs, float pixels -> outputs.
 
     `decode` and `export` are the DecodeConfig and ExportConfig (with `resize` resolved,
-    see `keras_saat.serving.export.resolved_export`); `encoder` is the image encoder the
+    see `keras_saat.export.resolved_export`); `encoder` is the image encoder the
     graph runs (`serving_encoder`); None = model.encoder.
     """
     encoder = encoder or model.encoder
@@ -172,7 +170,7 @@ def export_saved_model(model, base, decode, export, version=None, metadata=None,
         model: Captioner.
         base: path. The model base folder TF Serving watches.
         decode: DecodeConfig. Beam size, length penalty and maximum length of the graph.
-        export: ExportConfig, its `resize` resolved (`keras_saat.serving.export`).
+        export: ExportConfig, its `resize` resolved (`keras_saat.export`).
         version: int or None. None = one more than the highest version there. Defaults to None.
         metadata: dict or None. Extra entries for assets.extra/keras_saat.json (the
             experiment config, for example). Defaults to None.
@@ -201,7 +199,7 @@ def export_saved_model(model, base, decode, export, version=None, metadata=None,
         if layer is not None:
             archive.track(layer)
     archive.add_endpoint(
-        BYTES_SIGNATURE,
+        DEFAULT_SIGNATURE,
         from_bytes,
         input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")],
     )
@@ -225,7 +223,7 @@ def export_saved_model(model, base, decode, export, version=None, metadata=None,
         os.rename(staging, final)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    log(f"exported {final} (signatures {BYTES_SIGNATURE}, {PIXELS_SIGNATURE})")
+    log(f"exported {final} (signatures {DEFAULT_SIGNATURE}, {PIXELS_SIGNATURE})")
     return final
 
 
@@ -243,7 +241,7 @@ def export_metadata(model, decode, export, version, extra=None):
         "version": version,
         "model_name": export.model_name,
         "signatures": {
-            BYTES_SIGNATURE: {"inputs": {"image_bytes": "string [batch]"}},
+            DEFAULT_SIGNATURE: {"inputs": {"image_bytes": "string [batch]"}},
             PIXELS_SIGNATURE: {"inputs": {"pixels": "float32 [batch, height, width, 3], 0..255"}},
             "outputs": {
                 "caption": "string [batch]",
@@ -292,7 +290,7 @@ def write_warmup_requests(path, size, model_name):
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
     requests = [
-        (BYTES_SIGNATURE, "image_bytes", tf.make_tensor_proto(warmup_images(size), tf.string)),
+        (DEFAULT_SIGNATURE, "image_bytes", tf.make_tensor_proto(warmup_images(size), tf.string)),
         (
             PIXELS_SIGNATURE,
             "pixels",

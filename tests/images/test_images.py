@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from keras_saat.data.images import decode_image, load_image, load_images, resize_image
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import decode_image, load_image, load_images, resize_image
 
 
 def wide_image():

@@ -1,11 +1,13 @@
-"""Exporting a Captioner: one switch over the registered formats (`export_formats`).
+"""Exporting a Captioner: one module per format, and this switch over the registered
+formats (`keras_saat.export_formats`).
 
     export_model(model, "models/keras_saat")                       # SavedModel, beam 3
     export_model(model, out, decode=config.decode, export=config.export)
 
 The decoding settings come from a `DecodeConfig` and everything else from an
 `ExportConfig`, the same sections a workdir's config.yaml holds; nothing is copied
-field by field.
+field by field. The formats: `saved_model` (TF Serving), `litert` (one .tflite file),
+`preset_format` (a preset folder).
 """
 
 import dataclasses

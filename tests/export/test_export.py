@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from keras_saat import load_captioner
 from keras_saat.cli import main
-from keras_saat.data.images import load_image
+from keras_saat.images.decoding import load_image
 from keras_saat.text.vocabulary import END_TOKEN
 from tests.helpers import BAD
 
@@ -188,7 +188,7 @@ def test_a_bfloat16_export_captions_as_the_float32_export(trained_workdir, expor
     import yaml
 
     from keras_saat.data import read_karpathy
-    from keras_saat.serving.saved_model import METADATA_FILE
+    from keras_saat.serving.signatures import METADATA_FILE
 
     base = tmp_path / "bf16"
     argv = ["export", "--workdir", trained_workdir, "--out", base, "--precision", "bfloat16"]

@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_saat.errors import KerasSaatError
+from keras_saat.serving.signatures import DEFAULT_SIGNATURE
 from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID, UNK_ID
 from keras_saat.workdir import VOCAB_FILE
 
@@ -83,10 +84,10 @@ def convert(function, quantize="none"):
     try:
         # The frozen graph keeps the stacked matmul's gradient ops unsaved: inference only.
         options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
-        signatures = {"serving_default": named.get_concrete_function()}
+        signatures = {DEFAULT_SIGNATURE: named.get_concrete_function()}
         tf.saved_model.save(tf.Module(), str(staging), signatures=signatures, options=options)
         converter = tf.lite.TFLiteConverter.from_saved_model(
-            str(staging), signature_keys=["serving_default"]
+            str(staging), signature_keys=[DEFAULT_SIGNATURE]
         )
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         if quantize != "none":
@@ -121,7 +122,7 @@ def export_litert(model, out, decode, export, version=None, metadata=None, log=p
         metadata: dict or None. Extra entries for the .json. Defaults to None.
         log: callable. Defaults to print.
     """
-    from keras_saat.serving.saved_model import serving_encoder
+    from keras_saat.export.saved_model import serving_encoder
 
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -138,7 +139,7 @@ def export_litert(model, out, decode, export, version=None, metadata=None, log=p
     (out / VOCAB_FILE).write_text("\n".join(model.vocabulary.words) + "\n", encoding="utf-8")
     info = {
         "format": "litert",
-        "signature": "serving_default",
+        "signature": DEFAULT_SIGNATURE,
         "input": {"pixels": [1, model.image_size, model.image_size, 3], "dtype": "float32"},
         "image_size": model.image_size,
         "resize": export.resize,
@@ -166,6 +167,6 @@ def run_litert(path, pixels, threads=None):
     from ai_edge_litert.interpreter import Interpreter
 
     interpreter = Interpreter(model_path=str(path), num_threads=threads)
-    runner = interpreter.get_signature_runner("serving_default")
+    runner = interpreter.get_signature_runner(DEFAULT_SIGNATURE)
     results = [runner(pixels=np.asarray(p, np.float32)[None]) for p in pixels]
     return {key: np.concatenate([r[key] for r in results]) for key in results[0]}

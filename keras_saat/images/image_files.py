@@ -149,7 +149,7 @@ def encoded_images(images):
 
     A file that cannot be read yields empty bytes and an error naming why
     (`read_image_file`'s limits); nothing is decoded here
-    (`keras_saat.data.images.decode_images` does that).
+    (`keras_saat.images.decoding.decode_images` does that).
 
     Args:
         images: iterable of paths (str, Path) or encoded image bytes.

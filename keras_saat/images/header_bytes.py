@@ -1,0 +1,27 @@
+"""Reading header fields out of a scalar string tensor with core TF ops, never an op error."""
+
+import tensorflow as tf
+
+_PAD = 32  # bytes of zero padding, so header reads past the end see zeros instead of failing
+
+
+def bytes_at(data, length, pos, count):
+    """`count` bytes of `data` from `pos` as int32, zeros past the end (never an op error)."""
+    pos = tf.clip_by_value(tf.cast(pos, tf.int32), 0, length)
+    chunk = tf.strings.substr(data, pos, count)
+    padded = tf.strings.join([chunk, tf.constant(b"\x00" * _PAD)])
+    raw = tf.io.decode_raw(tf.strings.substr(padded, 0, count), tf.uint8)
+    return tf.cast(tf.reshape(raw, [count]), tf.int32)
+
+
+def big_endian(values):
+    """A static-length vector of byte values, most significant first, as int64."""
+    out = tf.constant(0, tf.int64)
+    for i in range(values.shape[0]):
+        out = out * 256 + tf.cast(values[i], tf.int64)
+    return out
+
+
+def little_endian(values):
+    """A static-length vector of byte values, least significant first, as int64."""
+    return big_endian(tf.reverse(values, [0]))

@@ -1,0 +1,160 @@
+"""A JPEG's frame size, scan count and EXIF orientation, read as libjpeg reads them.
+
+The segment walk moves as libjpeg's `read_markers` does before the first frame header
+(SOF), and stops where libjpeg would skip bytes or refuse a marker, because there the
+two could read different frames. Core TF ops only (`keras_saat.images.header_checks`
+runs this inside the exported graph). The walk's cost: at most MAX_JPEG_SEGMENTS
+segments, plus one pass over the bytes to count scans.
+"""
+
+import collections
+
+import tensorflow as tf
+
+from keras_saat.images.header_bytes import big_endian, bytes_at, little_endian
+
+MAX_JPEG_SEGMENTS = 1024  # segments walked before the frame header; real files have < 20
+# Scans (FF DA pairs) in a JPEG: libjpeg walks every block of the frame once a scan, so
+# the decode's time is the frame's blocks times this. Encoders write 1 (baseline) to
+# about 10 (progressive); 100 holds a max_pixels frame's decode to about a second of scans.
+MAX_JPEG_SCANS = 100
+_MAX_EXIF_ENTRIES = 32  # IFD0 entries searched for the orientation tag
+
+# Where the segment walk stands (`JpegHeader.state`).
+WALKING = 0  # still walking (the walk ran out of segments or bytes here)
+FRAME_HEADER = 1  # found the frame header: the size is read
+NOT_A_MARKER = 2  # a byte that is not FF where a marker belongs (libjpeg skips it)
+START_OF_SCAN = 3  # image data before any frame header
+REFUSED_MARKER = 4  # a marker libjpeg discards or refuses here
+
+# JPEG markers as libjpeg's `read_markers` takes them before the first frame header: the
+# start-of-frame markers (C0-CF but C4 DHT, C8 JPG, CC DAC; libjpeg refuses the kinds
+# it does not decode, before allocating), the segments it reads or skips by their
+# length (DHT, DAC, DNL, DQT, DRI, APP0-APP15, COM) and the standalone ones (RST0-7,
+# TEM). Any other marker (00, SOI, EOI, JPG, JPGn, reserved ones) is one libjpeg
+# discards or refuses, and the walk refuses it too.
+_SOF_MARKERS = [m for m in range(0xC0, 0xD0) if m not in (0xC4, 0xC8, 0xCC)]
+_SEGMENT_MARKERS = [0xC4, 0xCC, 0xDB, 0xDC, 0xDD, *range(0xE0, 0xF0), 0xFE]
+_STANDALONE_MARKERS = [*range(0xD0, 0xD8), 0x01]
+_EXIF_ORIENTATION_TAG = 0x0112
+
+JpegHeader = collections.namedtuple(
+    "JpegHeader", ["height", "width", "state", "position", "marker", "exif"]
+)
+JpegHeader.__doc__ = """What the segment walk read before the first frame header.
+
+height, width: int64 scalars, the frame's size (0 before a frame header).
+state: int32 scalar, one of WALKING, FRAME_HEADER, NOT_A_MARKER, START_OF_SCAN,
+    REFUSED_MARKER.
+position: int32 scalar, the byte where the walk stopped.
+marker: int32 scalar, the last marker read.
+exif: int32 scalar, the position of the first APP1 segment holding "Exif\\0\\0" (-1: none).
+"""
+
+
+def jpeg_header(data, length):
+    """The segment walk over `data` (a scalar string tensor of `length` bytes): a JpegHeader.
+
+    The walk stops (NOT_A_MARKER or REFUSED_MARKER) where libjpeg would skip bytes or
+    refuse a marker, because there the two could part: libjpeg's `next_marker`
+    discards any byte that is not FF and every `FF 00` pair, so a walk that stepped
+    over them as a segment could read a decoy frame header.
+    """
+
+    def cond(pos, height, width, state, marker, exif):
+        return tf.logical_and(tf.equal(state, WALKING), pos + 4 <= length)
+
+    def body(pos, height, width, state, marker, exif):
+        head = bytes_at(data, length, pos, 10)
+        marker = head[1]
+        is_sof = tf.reduce_any(tf.equal(marker, _SOF_MARKERS))
+        standalone = tf.reduce_any(tf.equal(marker, _STANDALONE_MARKERS))
+        segment = tf.cast(big_endian(head[2:4]), tf.int32)
+        skipped = tf.logical_and(tf.reduce_any(tf.equal(marker, _SEGMENT_MARKERS)), segment >= 2)
+        state = tf.where(
+            tf.not_equal(head[0], 0xFF),
+            NOT_A_MARKER,
+            tf.where(
+                is_sof,
+                FRAME_HEADER,
+                tf.where(
+                    tf.equal(marker, 0xDA),
+                    START_OF_SCAN,
+                    tf.where(
+                        skipped | standalone | tf.equal(marker, 0xFF), WALKING, REFUSED_MARKER
+                    ),
+                ),
+            ),
+        )
+        height = tf.where(is_sof, big_endian(head[5:7]), height)
+        width = tf.where(is_sof, big_endian(head[7:9]), width)
+        exif_tag = tf.reduce_all(tf.equal(head[4:10], tf.constant(list(b"Exif\x00\x00"))))
+        is_exif = tf.logical_and(tf.equal(marker, 0xE1), exif_tag)
+        exif = tf.where(tf.logical_and(is_exif, exif < 0), pos, exif)
+        step = tf.where(tf.equal(marker, 0xFF), 1, tf.where(standalone, 2, 2 + segment))
+        # A stop keeps its position for the error.
+        step = tf.where(tf.equal(state, WALKING), step, 0)
+        return pos + step, height, width, state, marker, exif
+
+    zero = tf.constant(0, tf.int64)
+    pos, height, width, state, marker, exif = tf.while_loop(
+        cond,
+        body,
+        (tf.constant(2), zero, zero, tf.constant(WALKING), tf.constant(0), tf.constant(-1)),
+        maximum_iterations=MAX_JPEG_SEGMENTS,
+    )
+    return JpegHeader(height, width, state, pos, marker, exif)
+
+
+def not_a_jpeg():
+    """The JpegHeader of bytes that are not a JPEG (the other branch of a `tf.cond`)."""
+    zero = tf.constant(0, tf.int64)
+    return JpegHeader(
+        zero, zero, tf.constant(FRAME_HEADER), tf.constant(0), tf.constant(0), tf.constant(-1)
+    )
+
+
+def jpeg_scans(data):
+    """How many `FF DA` (start of scan) pairs `data` holds: at least its scan count.
+
+    Inside entropy-coded data an FF is always followed by 00 or a restart marker, so
+    every scan libjpeg decodes is counted; a pair inside a segment (an EXIF thumbnail)
+    only adds to the count.
+    """
+    raw = tf.io.decode_raw(data, tf.uint8)
+    pairs = tf.logical_and(tf.equal(raw[:-1], 0xFF), tf.equal(raw[1:], 0xDA))
+    return tf.reduce_sum(tf.cast(pairs, tf.int32))
+
+
+def exif_orientation(data, length, exif):
+    """The orientation tag (1-8) of the EXIF segment at `exif`; 1 when absent or unreadable."""
+    tiff = exif + 10  # marker (2), length (2), "Exif\0\0" (6)
+    order = bytes_at(data, length, tiff, 2)
+    little = tf.reduce_all(tf.equal(order, tf.constant(list(b"II"))))
+
+    def number(values):
+        return tf.where(little, little_endian(values), big_endian(values))
+
+    ifd = tf.cast(tf.minimum(number(bytes_at(data, length, tiff + 4, 4)), 2**30), tf.int32)
+    count = number(bytes_at(data, length, tiff + ifd, 2))
+    entries = tf.reshape(
+        bytes_at(data, length, tiff + ifd + 2, 12 * _MAX_EXIF_ENTRIES), [_MAX_EXIF_ENTRIES, 12]
+    )
+    tags = tf.where(
+        little, entries[:, 0] + 256 * entries[:, 1], 256 * entries[:, 0] + entries[:, 1]
+    )
+    values = tf.where(
+        little, entries[:, 8] + 256 * entries[:, 9], 256 * entries[:, 8] + entries[:, 9]
+    )  # a SHORT, left-justified in the entry's 4-byte value field
+    listed = tf.range(_MAX_EXIF_ENTRIES, dtype=tf.int64) < count
+    # The IFD's offset and count are declared: an entry counts only inside the segment.
+    segment_end = tf.cast(exif, tf.int64) + 2 + big_endian(bytes_at(data, length, exif + 2, 2))
+    entry_end = (
+        tf.cast(tiff, tf.int64) + tf.cast(ifd, tf.int64) + 2
+        + 12 * tf.range(1, _MAX_EXIF_ENTRIES + 1, dtype=tf.int64)
+    )  # fmt: skip
+    inside = tf.logical_and(entry_end <= segment_end, ifd >= 8)  # past the TIFF header
+    match = tf.logical_and(tf.equal(tags, _EXIF_ORIENTATION_TAG), listed & inside)
+    value = tf.reduce_max(tf.where(match, values, 0))
+    readable = tf.logical_and(exif >= 0, tf.reduce_any(match))
+    return tf.where(tf.logical_and(readable, (value >= 1) & (value <= 8)), value, 1)
