@@ -23,12 +23,17 @@ import tensorflow as tf
 from keras_saat.encoders.image_encoder import default_inference_chunk
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.decoding import RESIZE_MODES, decode_images, resize_image
+from keras_saat.serving.request_checks import MAX_BATCH
 from keras_saat.serving.signatures import DEFAULT_SIGNATURE, METADATA_FILE, PIXELS_SIGNATURE
 from keras_saat.text.vocabulary import END_ID
 from keras_saat.workdir import VOCAB_FILE
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 OUTPUT_KEYS = ("caption", "tokens", "log_prob", "attention", "valid", "error")
+# Images a signature runs at once: a larger request is decoded, encoded and captioned a
+# slice at a time (one after the other), so its memory follows the slice, not the request:
+# stock TF Serving without a batching config hands the graph whatever a request holds.
+SLICE_IMAGES = MAX_BATCH
 
 
 # How far the folded backbone's features may stray from the unfolded ones, relative to
@@ -79,6 +84,40 @@ def serving_encoder(model, export, log=print):
     return encoder
 
 
+def in_slices(function, inputs, pads, output_spec, size=SLICE_IMAGES):
+    """`function(inputs)` a slice of at most `size` images at a time (a tf.map_fn run in
+    order), the outputs joined back: the same values as one call, in the memory of one
+    slice. A batch of up to `size` runs as one slice, unpadded; a larger one's last slice
+    is padded with `pads`, whose outputs are dropped.
+
+    Args:
+        function: callable. A tuple of (B, ...) tensors -> dict of (B, ...) tensors.
+        inputs: tuple of (B, ...) tensors.
+        pads: tuple of scalars, one per input.
+        output_spec: dict of tf.TensorSpec, the outputs' shapes with a leading None.
+        size: int. Defaults to SLICE_IMAGES.
+    """
+    count = tf.shape(inputs[0])[0]
+    chunk = tf.maximum(tf.minimum(count, size), 1)
+    slices = (count + chunk - 1) // chunk
+
+    def cut(tensor, pad):
+        extra = tf.concat([[slices * chunk - count], tf.shape(tensor)[1:]], 0)
+        padded = tf.concat([tensor, tf.fill(extra, tf.cast(pad, tensor.dtype))], 0)
+        return tf.reshape(padded, tf.concat([[slices, chunk], tf.shape(tensor)[1:]], 0))
+
+    out = tf.map_fn(
+        function,
+        tuple(cut(t, p) for t, p in zip(inputs, pads, strict=True)),
+        fn_output_signature=output_spec,
+        parallel_iterations=1,
+    )  # each (slices, chunk, ...)
+    return {
+        key: tf.reshape(value, tf.concat([[-1], tf.shape(value)[2:]], 0))[:count]
+        for key, value in out.items()
+    }
+
+
 def serving_functions(model, decode, export, encoder=None):
     """The two signature functions: encoded image bytes -> outputs, float pixels -> outputs.
 
@@ -124,9 +163,22 @@ def serving_functions(model, decode, export, encoder=None):
             "error": error,
         }
 
+    steps = max_length + 1
+    spec = {
+        "caption": tf.TensorSpec([None], tf.string),
+        "tokens": tf.TensorSpec([None, steps], tf.string),
+        "log_prob": tf.TensorSpec([None], tf.float32),
+        "attention": tf.TensorSpec([None, steps, grid_h, grid_w], tf.float32),
+        "valid": tf.TensorSpec([None], tf.bool),
+        "error": tf.TensorSpec([None], tf.string),
+    }
+
     def from_bytes(image_bytes):
-        pixels, valid, error = decode_images(image_bytes, size, export.resize, export.max_pixels)
-        return outputs(pixels, valid, error)
+        def run(piece):
+            (encoded,) = piece
+            return outputs(*decode_images(encoded, size, export.resize, export.max_pixels))
+
+        return in_slices(run, (tf.reshape(image_bytes, [-1]),), ("",), spec)
 
     def from_pixels(pixels):
         pixels = tf.convert_to_tensor(pixels, tf.float32)
@@ -146,7 +198,12 @@ def serving_functions(model, decode, export, encoder=None):
             "pixels contain NaN or infinity",
         )
         pixels = tf.where(valid[:, None, None, None], pixels, 0.0)
-        return outputs(resize_image(pixels, size, export.resize), valid, error)
+
+        def run(piece):
+            pixels, valid, error = piece
+            return outputs(resize_image(pixels, size, export.resize), valid, error)
+
+        return in_slices(run, (pixels, valid, error), (0.0, False, ""), spec)
 
     return from_bytes, from_pixels
 
