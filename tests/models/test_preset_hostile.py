@@ -3,7 +3,7 @@ model sizes, the vocabulary, the weights' datasets) is bounded and checked again
 weights file before Keras builds or loads anything; a `.keras` file (`load_captioner`)
 gets the same checks.
 
-The crafted presets (keras_saat/bench/crafted_files.py, the bench's hostile rows) load
+The crafted presets (keras_saat/testing/crafted_files.py, the bench's hostile rows) load
 in one child process whose address space is capped 1.5 GiB above what a small preset's
 build needs, with a time limit: a loader that trusted them would allocate gigabytes or
 spin for minutes there instead of answering with one line.
@@ -14,14 +14,14 @@ import re
 
 import pytest
 
-from keras_saat.bench import crafted_files
 from keras_saat.errors import KerasSaatError
 from keras_saat.models import preset_checks
+from keras_saat.testing import crafted_files
 from keras_saat.text.vocabulary import Vocabulary
 from tests.helpers import run_capped_cases
 
 WARM = (
-    "import tempfile; from keras_saat.bench.crafted_files import small_preset, _load_preset; "
+    "import tempfile; from keras_saat.testing.crafted_files import small_preset, _load_preset; "
     "_load_preset(small_preset(Path(tempfile.mkdtemp()) / 'warm'))"
 )
 

@@ -12,7 +12,6 @@ import struct
 import zipfile
 import zlib
 
-from keras_saat.bench.hostile import HostileCase
 from keras_saat.errors import KerasSaatError
 from keras_saat.models.preset import (
     ASSET_DIR,
@@ -22,6 +21,7 @@ from keras_saat.models.preset import (
     WEIGHTS_FILE,
     preset_metadata,
 )
+from keras_saat.testing.hostile_cases import HostileCase
 from keras_saat.workdir import MODEL_FILE
 
 # ---- a pickle written opcode by opcode, so it can say what torch.save never would ----
@@ -399,4 +399,6 @@ KERAS_FILE_CASES = [
     ),
 ]
 
-CASES = PTH_CASES + PRESET_CASES + KERAS_FILE_CASES  # HostileCase rows (keras_saat.bench.hostile)
+CASES = (
+    PTH_CASES + PRESET_CASES + KERAS_FILE_CASES
+)  # HostileCase rows (keras_saat.testing.hostile_cases)
