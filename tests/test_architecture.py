@@ -28,7 +28,7 @@ LAYERS = [
     ("experiment", {"experiment"}),
     ("beam pipelines", {"beam"}),
     ("test support", {"testing"}),
-    ("command line", {"cli", "commands", "caption_files", "bench"}),
+    ("command line", {"cli", "bench"}),
 ]  # fmt: skip
 # Test support ships for the tests, the bench and benchmarks/: nothing else imports it.
 IMPORT_TESTING = {"testing", "bench"}
