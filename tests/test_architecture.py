@@ -21,7 +21,7 @@ LAYERS = [
     ("text", {"text"}),
     ("data", {"data"}),
     ("model parts", {"layers", "decoding", "losses", "encoders"}),
-    ("config", {"config", "config_ranges"}),
+    ("config", {"config", "config_choices", "config_files", "config_ranges"}),
     ("models", {"models"}),
     ("training and scoring", {"training", "callbacks", "evaluation"}),
     ("serving", {"serving"}),

@@ -119,7 +119,7 @@ def set_argument(parser):
 
 def config_argument(parser):
     def recipes():
-        from keras_saat.config import recipe_names
+        from keras_saat.config_files import recipe_names
 
         return "YAML experiment config (see configs/), or a packaged recipe: " + ", ".join(
             recipe_names()
