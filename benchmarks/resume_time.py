@@ -10,13 +10,12 @@ shards of 1000 images, `keras_saat.testing.synthetic_data`), batch 64, seed 0.
 """
 
 import inspect
-import json
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from keras_saat.bench import benchmark_report
 from keras_saat.config import from_dict
 from keras_saat.data.caption_table import read_caption_table
 from keras_saat.data.feature_cache import FeatureCache
@@ -51,18 +50,14 @@ with tempfile.TemporaryDirectory() as tmp:
         data = epoch_dataset(1, step) if planned else epoch_dataset(1).skip(step)
         next(iter(data))
         rows.append({"step": step, "seconds": time.perf_counter() - start})
-print(
-    json.dumps(
-        {
-            "images": images,
-            "batching": mode,
-            "shuffle_buffer": shuffle,
-            "steps_per_epoch": batches["steps"],
-            "resume": "epoch_dataset(epoch, step)"
-            if planned
-            else "epoch_dataset(epoch).skip(step)",
-            "first_batch": rows,
-            "machine": f"{platform.processor() or platform.machine()}, Python {platform.python_version()}",
-        }
-    )
+benchmark_report(
+    "resume_time.py",
+    {
+        "images": images,
+        "batching": mode,
+        "shuffle_buffer": shuffle,
+        "steps_per_epoch": batches["steps"],
+        "resume": "epoch_dataset(epoch, step)" if planned else "epoch_dataset(epoch).skip(step)",
+        "first_batch": rows,
+    },
 )
