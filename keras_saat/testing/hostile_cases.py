@@ -19,7 +19,8 @@ from collections.abc import Callable
 # The modules whose `CASES` lists are the part's rows, in the guide's order.
 CASE_MODULES = (
     "keras_saat.testing.crafted_images",
-    "keras_saat.testing.crafted_files",
+    "keras_saat.testing.crafted_checkpoints",
+    "keras_saat.testing.crafted_presets",
     "keras_saat.testing.crafted_requests",
     "keras_saat.testing.crafted_settings",
 )
@@ -53,6 +54,17 @@ def _baseline(scratch):
 
 
 BASELINE = HostileCase("baseline", "none", "TensorFlow imported, nothing else", _baseline)
+
+
+def error_line(call):
+    """The one line a user sees: the KerasSaatError `call()` raises ("" when it returns)."""
+    from keras_saat.errors import KerasSaatError
+
+    try:
+        call()
+    except KerasSaatError as err:
+        return str(err)
+    return ""
 
 
 def hostile_cases():
