@@ -16,7 +16,6 @@ of the whole process tree (sampled every 0.1 s: Beam's workers are child process
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -26,6 +25,8 @@ import time
 from pathlib import Path
 
 import psutil
+
+from keras_saat.bench import benchmark_report
 
 ROOT = Path(__file__).parents[1]
 
@@ -87,21 +88,6 @@ def measured(command, env):
     return seconds, peak / 2**20
 
 
-def report(out, script, **fields):
-    """Prints a benchmark's report (machine, date, command, then `fields`) as JSON, and
-    writes it to `out` when given."""
-    whole = {
-        "machine": f"{platform.node()} {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPU cores",
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "command": " ".join([f"python benchmarks/{script}", *sys.argv[1:]]),
-        **fields,
-    }
-    print(json.dumps(whole, indent=1))
-    if out:
-        Path(out).write_text(json.dumps(whole, indent=1) + "\n")
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--saved-model", required=True, help="a keras-saat export model base")
@@ -154,7 +140,7 @@ def main():
                 for line in Path(f).read_text().splitlines()
             }
         same = all(captions[name] == captions["plain"] for name in runs)
-        report(args.out, "beam_caption.py", same_captions=same, rows=rows)
+        benchmark_report("beam_caption.py", {"same_captions": same, "rows": rows}, args.out)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -22,7 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.beam_caption import measured, report
+from benchmarks.beam_caption import measured
+from keras_saat.bench import benchmark_report
 
 ROOT = Path(__file__).parents[1]
 
@@ -92,7 +93,7 @@ def main():
             row["same_cache"] = same_cache(
                 scratch / row["run"] / "features", scratch / "single" / "features"
             )
-        report(args.out, "beam_extract.py", rows=rows)
+        benchmark_report("beam_extract.py", {"rows": rows}, args.out)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

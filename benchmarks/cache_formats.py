@@ -20,12 +20,13 @@
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from keras_saat.bench import benchmark_report
 
 HERE = Path(__file__).resolve().parent
 SIZED = ("float32", "none"), ("float16", "none"), ("float16", "zlib"), ("int8", "none")
@@ -39,16 +40,6 @@ def _cli(*args, log):
         out.write("$ " + " ".join(command) + "\n")
         out.flush()
         subprocess.run(command, check=True, stdout=out, stderr=subprocess.STDOUT)
-
-
-def _cpu():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def measure_cache(folder, split="train", passes=3):
@@ -143,9 +134,6 @@ def main():
     if not (base / "backbone.weights.h5").is_file():
         _cli("extract-features", "--config", args.recipe, "--workdir", str(base), log=log)
     result = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{_cpu()}, {os.cpu_count()} cores (shared with other jobs)",
-        "command": "python " + " ".join(sys.argv),
         "recipe": args.recipe,
         "formats": sizes(base, args.recipe, root / "sizes"),
         "runs": [],
@@ -194,8 +182,7 @@ def main():
             "per_seed": [round(d, 2) for d in diffs],
             "mean": round(sum(diffs) / len(diffs), 2),
         }
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result.get("int8_minus_float16_bleu_4")), flush=True)
+    benchmark_report("cache_formats.py", result, args.out)
 
 
 if __name__ == "__main__":

@@ -6,23 +6,22 @@ the input position as iterator state would add to every checkpoint.
 
 CHECKOUT is a keras-saat whose `caption_dataset` shuffles (image, caption) examples in a
 buffer of SHUFFLE captions (default 5000); COCO-shaped synthetic data
-(`keras_saat.bench.scale`: 5 captions an image, 14x14x512 float16 features), batch 64.
+(`keras_saat.testing.synthetic_data`: 5 captions an image, 14x14x512 float16 features), batch 64.
 """
 
-import json
-import platform
 import sys
 import tempfile
 from pathlib import Path
 
 import tensorflow as tf
 
-from keras_saat.bench.scale import write_cache, write_captions_file
+from keras_saat.bench import benchmark_report
 from keras_saat.config import from_dict
 from keras_saat.data.caption_table import read_caption_table
 from keras_saat.data.feature_cache import FeatureCache
 from keras_saat.data.input_pipeline import caption_dataset
 from keras_saat.experiment.preparation import build_vocabulary
+from keras_saat.testing.synthetic_data import write_cache, write_captions_file
 
 images = int(sys.argv[1])
 shuffle = int(sys.argv[2]) if len(sys.argv) > 2 else 5000
@@ -41,13 +40,11 @@ with tempfile.TemporaryDirectory() as tmp:
     next(iterator)
     prefix = tf.train.Checkpoint(iterator=iterator).write(str(root / "ckpt" / "it"))
     size = sum(p.stat().st_size for p in (root / "ckpt").iterdir())
-print(
-    json.dumps(
-        {
-            "images": images,
-            "shuffle_buffer": shuffle,
-            "iterator_checkpoint_bytes": size,
-            "machine": f"{platform.processor() or platform.machine()}, Python {platform.python_version()}",
-        }
-    )
+benchmark_report(
+    "iterator_checkpoint_size.py",
+    {
+        "images": images,
+        "shuffle_buffer": shuffle,
+        "iterator_checkpoint_bytes": size,
+    },
 )

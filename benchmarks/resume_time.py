@@ -6,23 +6,22 @@ skipped (`.skip(step)`, which builds and drops them).
     PYTHONPATH=CHECKOUT python benchmarks/resume_time.py IMAGES BATCHING [SHUFFLE] > row.json
 
 A synthetic COCO-shaped split (5 captions an image, a 14x14x512 float16 feature cache in
-shards of 1000 images, `keras_saat.bench.scale`), batch 64, seed 0.
+shards of 1000 images, `keras_saat.testing.synthetic_data`), batch 64, seed 0.
 """
 
 import inspect
-import json
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from keras_saat.bench.scale import write_cache, write_captions_file
+from keras_saat.bench import benchmark_report
 from keras_saat.config import from_dict
 from keras_saat.data.caption_table import read_caption_table
 from keras_saat.data.feature_cache import FeatureCache
 from keras_saat.experiment.preparation import build_vocabulary
 from keras_saat.experiment.training_run import batching, epoch_datasets
+from keras_saat.testing.synthetic_data import write_cache, write_captions_file
 
 images, mode = int(sys.argv[1]), sys.argv[2]
 shuffle = int(sys.argv[3]) if len(sys.argv) > 3 else 5000
@@ -51,18 +50,14 @@ with tempfile.TemporaryDirectory() as tmp:
         data = epoch_dataset(1, step) if planned else epoch_dataset(1).skip(step)
         next(iter(data))
         rows.append({"step": step, "seconds": time.perf_counter() - start})
-print(
-    json.dumps(
-        {
-            "images": images,
-            "batching": mode,
-            "shuffle_buffer": shuffle,
-            "steps_per_epoch": batches["steps"],
-            "resume": "epoch_dataset(epoch, step)"
-            if planned
-            else "epoch_dataset(epoch).skip(step)",
-            "first_batch": rows,
-            "machine": f"{platform.processor() or platform.machine()}, Python {platform.python_version()}",
-        }
-    )
+benchmark_report(
+    "resume_time.py",
+    {
+        "images": images,
+        "batching": mode,
+        "shuffle_buffer": shuffle,
+        "steps_per_epoch": batches["steps"],
+        "resume": "epoch_dataset(epoch, step)" if planned else "epoch_dataset(epoch).skip(step)",
+        "first_batch": rows,
+    },
 )

@@ -26,8 +26,8 @@ def main():
     import tensorflow as tf
 
     import keras_saat.data.cache_format as cache_format
-    from keras_saat.bench.pipelines import write_synthetic_cache
     from keras_saat.data.feature_cache import FeatureCache
+    from keras_saat.testing.synthetic_data import write_synthetic_cache
 
     folder = Path(tempfile.mkdtemp(prefix="zlib-inflate-"))
     size = {"locations": 196, "channels": 512}

@@ -4,6 +4,9 @@ A config is an `ExperimentConfig` with four sections (`model`, `data`, `train`,
 `decode`). YAML files override the defaults; `--set section.key=value` on the
 command line overrides the file. Unknown sections or keys are errors that name
 the nearest valid key. The resolved config is written into the workdir.
+
+Each key's choices are in `config_choices`, its range in `config_ranges`; reading YAML,
+overrides and the packaged recipes is `config_files`.
 """
 
 import dataclasses
@@ -12,10 +15,11 @@ from pathlib import Path
 
 import yaml
 
-from keras_saat.config_ranges import RANGES, check_range, shown
+from keras_saat.config_choices import check_value, coerce
+from keras_saat.config_files import parse_override, read_config_file, recipe_names, recipe_path
 from keras_saat.errors import KerasSaatError, did_you_mean
 from keras_saat.images.image_formats import DEFAULT_MAX_PIXELS
-from keras_saat.io_utils import YAML_MAX_BYTES, load_yaml, write_text_atomic
+from keras_saat.io_utils import write_text_atomic
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,83 +278,6 @@ class ExperimentConfig:
 _SECTIONS = {f.name: f.type for f in dataclasses.fields(ExperimentConfig) if f.name != "name"}
 
 
-def _attentions():
-    from keras_saat.layers.attention_registry import available_attentions
-
-    return tuple(available_attentions())
-
-
-def _readers():
-    from keras_saat.data.reader_registry import available_readers
-
-    return tuple(available_readers())
-
-
-def _export_formats():
-    from keras_saat.export_formats import available_formats
-
-    return tuple(available_formats())
-
-
-# The allowed values of a key: a tuple, or a function returning a registry's names (asked
-# only when the key is set, so loading a config does not import TensorFlow).
-_CHOICES = {
-    ("model", "attention"): _attentions,
-    ("model", "reinforce_baseline"): ("moving_average", "expected_context"),
-    ("data", "dataset"): _readers,
-    ("export", "format"): _export_formats,
-    ("export", "precision"): ("float32", "bfloat16", "auto"),
-    ("data", "resize"): ("crop", "pad", "stretch"),
-    ("export", "resize"): ("", "crop", "pad", "stretch"),
-    ("export", "quantize"): ("none", "float16", "int8"),
-    ("data", "cache_dtype"): ("float16", "float32", "int8"),
-    ("data", "cache_compression"): ("none", "zlib"),
-    ("data", "batching"): ("auto", "per_caption", "per_image"),
-    ("data", "resident_features"): (True, False, "auto"),
-    ("train", "optimizer"): ("adam", "rmsprop"),
-    ("train", "lr_schedule"): ("constant", "cosine", "exponential"),
-    ("train", "distribute"): ("default", "mirrored", "multi_worker"),
-    ("train", "jit_compile"): (True, False, "auto"),
-    ("train", "mixed_precision"): ("none", "bfloat16", "float16", "auto", True, False),
-}
-
-
-def _known_backbone(name):
-    from keras_saat.encoders.registry import get_backbone_spec
-
-    get_backbone_spec(name)  # names the nearest registered backbone, and the qubvel extra
-
-
-# Keys checked by asking a registry for the entry (its error names the nearest one).
-_VALIDATORS = {("model", "backbone"): _known_backbone}
-
-
-def _choice_text(choice):
-    """A choice as it is written in YAML: true and false for booleans."""
-    return str(choice).lower() if isinstance(choice, bool) else str(choice)
-
-
-def _coerce(where, value, annotation):
-    """Checks `value` against a field's type annotation; returns the typed value."""
-    allowed = typing.get_args(annotation) or (annotation,)
-    if value is None:
-        if type(None) in allowed:
-            return None
-        names = " or ".join(k.__name__ for k in allowed)
-        raise KerasSaatError(f"config {where}: null is not allowed; expected {names}")
-    for kind in allowed:
-        if kind is bool and isinstance(value, bool):
-            return value
-        if kind is int and isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if kind is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-    names = " or ".join(k.__name__ for k in allowed)
-    raise KerasSaatError(f"config {where}: {shown(value)} is not a valid {names}")
-
-
 def _section(name, cls, values, base):
     if not isinstance(values, dict):
         raise KerasSaatError(f"config section '{name}' must be a mapping of key: value")
@@ -362,21 +289,7 @@ def _section(name, cls, values, base):
                 f"unknown config key '{name}.{str(key)[:100]}'{did_you_mean(str(key)[:100], hints)}; "
                 f"valid keys of '{name}': {', '.join(hints)}"
             )
-        given, value = value, _coerce(f"{name}.{key}", value, hints[key])
-        if (name, key) in RANGES:
-            check_range(f"{name}.{key}", value, RANGES[name, key])
-        choices = _CHOICES.get((name, key))
-        if callable(choices):
-            choices = choices()
-        if choices and not any(value == c and type(value) is type(c) for c in choices):
-            texts = [_choice_text(c) for c in choices]
-            raise KerasSaatError(
-                f"config {name}.{key}: {shown(given)} is not one of {', '.join(texts)}"
-                f"{did_you_mean(str(value)[:100], texts)}"
-            )
-        if (name, key) in _VALIDATORS:
-            _VALIDATORS[name, key](value)
-        updates[key] = value
+        updates[key] = check_value(name, key, value, hints[key])
     return dataclasses.replace(base, **updates)
 
 
@@ -392,7 +305,7 @@ def from_dict(values, base=None):
     updates = {}
     for key, value in values.items():
         if key == "name":
-            updates["name"] = _coerce("name", value, str)
+            updates["name"] = coerce("name", value, str)
         elif key in _SECTIONS:
             updates[key] = _section(key, _SECTIONS[key], value, getattr(config, key))
         else:
@@ -409,28 +322,6 @@ def to_dict(config):
     return dataclasses.asdict(config)
 
 
-def parse_override(text):
-    """Parses 'section.key=value' into a nested dict; the value is read as YAML."""
-    if "=" not in text:
-        raise KerasSaatError(
-            f"--set {shown(text)}: expected section.key=value, e.g. train.epochs=5"
-        )
-    path, raw = text.split("=", 1)
-    parts = path.strip().split(".")
-    if not all(parts) or len(parts) > 2:
-        raise KerasSaatError(
-            f"--set {shown(text)}: expected section.key=value, e.g. model.attention=hard"
-        )
-    try:
-        value = load_yaml(raw) if raw.strip() else ""
-    except yaml.YAMLError as err:
-        reason = " ".join(str(err).split())[:300]
-        raise KerasSaatError(
-            f"--set {shown(text)}: the value is not valid YAML ({reason})"
-        ) from None
-    return {parts[0]: value} if len(parts) == 1 else {parts[0]: {parts[1]: value}}
-
-
 def load_config(path=None, overrides=(), base=None):
     """Loads a YAML config (optional) and applies `section.key=value` overrides.
 
@@ -445,7 +336,7 @@ def load_config(path=None, overrides=(), base=None):
             raise KerasSaatError(
                 f"config file not found: {path} (or give a recipe: {', '.join(recipe_names())})"
             )
-        values = _read_config_file(path)
+        values = read_config_file(path)
         try:
             config = from_dict(values, config)
         except KerasSaatError as err:
@@ -453,45 +344,6 @@ def load_config(path=None, overrides=(), base=None):
     for text in overrides:
         config = from_dict(parse_override(text), config)
     return config
-
-
-def _read_config_file(path):
-    """The YAML document in `path`, read only up to YAML_MAX_BYTES (`load_yaml`'s bounds)."""
-    with open(path, "rb") as file:
-        data = file.read(YAML_MAX_BYTES + 1)
-    if len(data) > YAML_MAX_BYTES:
-        raise KerasSaatError(
-            f"config file {path} is over {YAML_MAX_BYTES // 1024} KiB; a config is a few lines"
-        )
-    try:
-        return load_yaml(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise KerasSaatError(f"config file {path} is not UTF-8 text") from None
-    except yaml.YAMLError as err:
-        reason = " ".join(str(err).split())[:300]
-        raise KerasSaatError(f"config file {path} is not valid YAML: {reason}") from None
-
-
-def _recipes():
-    from importlib import resources
-
-    return resources.files("keras_saat") / "recipes"
-
-
-def recipe_names():
-    """The packaged experiment configs, by name ("shapes_soft", ...)."""
-    return sorted(p.name[:-5] for p in _recipes().iterdir() if p.name.endswith(".yaml"))
-
-
-def recipe_path(name):
-    """The file of a packaged experiment config ("shapes_soft", "shapes_hard")."""
-    path = _recipes() / f"{name}.yaml"
-    if not path.is_file():
-        raise KerasSaatError(
-            f"no recipe {name!r}{did_you_mean(name, recipe_names())}; "
-            f"recipes: {', '.join(recipe_names())}"
-        )
-    return Path(str(path))
 
 
 def save_config(config, path):

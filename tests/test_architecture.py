@@ -22,15 +22,18 @@ LAYERS = [
     ("images", {"images"}),
     ("data", {"data"}),
     ("model parts", {"layers", "decoding", "losses", "encoders"}),
-    ("config", {"config", "config_ranges"}),
+    ("config", {"config", "config_choices", "config_files", "config_ranges"}),
     ("models", {"models"}),
     ("training and scoring", {"training", "callbacks", "evaluation"}),
     ("serving", {"serving"}),
     ("export", {"export"}),
     ("experiment", {"experiment"}),
     ("beam pipelines", {"beam"}),
-    ("command line", {"cli", "commands", "caption_files", "bench"}),
+    ("test support", {"testing"}),
+    ("command line", {"cli", "bench"}),
 ]  # fmt: skip
+# Test support ships for the tests, the bench and benchmarks/: nothing else imports it.
+IMPORT_TESTING = {"testing", "bench"}
 
 
 def parsed(path):
@@ -96,6 +99,17 @@ def test_no_module_imports_from_a_higher_layer():
                     f"({LAYERS[layer_of[other]][0]})"
                 )
     assert upward == []
+
+
+def test_only_the_bench_imports_test_support():
+    found = [
+        f"{module_name(path)} imports {target}"
+        for path in MODULES
+        if unit(module_name(path)) not in IMPORT_TESTING
+        for target in sorted(imported_modules(path))
+        if unit(target) == "testing"
+    ]
+    assert found == []
 
 
 def test_no_import_cycles():

@@ -2,16 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from keras_saat.config import (
-    ExperimentConfig,
-    from_dict,
-    load_config,
-    parse_override,
-    recipe_names,
-    recipe_path,
-    save_config,
-    to_dict,
-)
+from keras_saat.config import ExperimentConfig, from_dict, load_config, save_config, to_dict
+from keras_saat.config_choices import CHOICES
+from keras_saat.config_files import parse_override, recipe_names, recipe_path
 from keras_saat.errors import KerasSaatError
 
 CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml")) + [
@@ -105,3 +98,17 @@ def test_a_recipe_name_loads_as_its_file():
     assert load_config("shapes_hard").model.attention == "hard"
     with pytest.raises(KerasSaatError, match="no recipe 'shapes_sfot' \\(did you mean"):
         load_config("shapes_sfot")
+
+
+def test_choices_agree_with_the_constants_their_owners_define():
+    """config_choices repeats these to stay importable without TensorFlow."""
+    from keras_saat.data.images import RESIZE_MODES
+    from keras_saat.serving.litert import QUANTIZE_MODES
+
+    from keras_saat.data.cache_format import COMPRESSIONS, DTYPES
+
+    assert CHOICES["data", "resize"] == RESIZE_MODES
+    assert CHOICES["export", "resize"] == ("", *RESIZE_MODES)
+    assert CHOICES["data", "cache_dtype"] == tuple(DTYPES)
+    assert CHOICES["data", "cache_compression"] == COMPRESSIONS
+    assert CHOICES["export", "quantize"] == QUANTIZE_MODES

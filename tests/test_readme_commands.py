@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from keras_saat.cli import build_parser, split_beam_args
+from keras_saat.cli import build_parser
+from keras_saat.cli.flags import split_beam_args
 
 ROOT = Path(__file__).parents[1]
 DOCS = [ROOT / "README.md", ROOT / "export" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

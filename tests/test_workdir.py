@@ -131,12 +131,12 @@ def test_the_cache_fingerprint_sees_a_replaced_image(shapes_dir, tmp_path):
 def test_a_captions_file_stamps_each_image_once_for_the_cache(tmp_path):
     (tmp_path / "a.png").write_bytes(b"x")
     (tmp_path / "b.png").write_bytes(b"yy")
-    (tmp_path / "c.png").mkdir()  # not a file: missing
+    (tmp_path / "c.png").mkdir()  # not a file: skipped as such
     path = tmp_path / "captions.csv"
     path.write_text("image,caption,split\na.png,a cat,train\nb.png,a dog,train\nc.png,a,train\n")
     dataset = read_caption_table(path)
     assert [r.name for r in dataset.records] == ["a.png", "b.png"]
-    assert dataset.skips.summary() == [f"skipped 1 x missing image file (first: {path}:4: "
+    assert dataset.skips.summary() == [f"skipped 1 x not a regular file (first: {path}:4: "
                                        f"{tmp_path / 'c.png'})"]  # fmt: skip
     stamps = [r.stamp for r in dataset.records]
     assert stamps[0].startswith("1|") and stamps[1].startswith("2|")

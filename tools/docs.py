@@ -30,7 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from keras_saat.commands import DEMO_RECIPE
+from keras_saat.cli.checks import DEMO_RECIPE
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"

@@ -1,6 +1,6 @@
 """CaptionImages: file patterns -> caption rows, as a Beam transform.
 
-Each row has the fields of `keras-saat caption --out` (keras_saat/caption_files.py):
+Each row has the fields of `keras-saat caption --out` (keras_saat/cli/caption_files.py):
 image, caption, log_prob (5 decimals) and error ("" when captioned; caption and
 log_prob are None when not). Nothing fails a bundle: an unreadable file, an image the
 SavedModel refuses (its `error` output) and a batch the model raises on (Beam's dead

@@ -53,7 +53,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_saat.bench.parts import PARTS, Part, add_part  # noqa: E402
 from keras_saat.bench.profiling import kind_of, op_times, step_profile  # noqa: E402
-from keras_saat.bench.report import run_all, write_report  # noqa: E402
+from keras_saat.bench.report import benchmark_report, run_all, write_report  # noqa: E402
 from keras_saat.bench.runner import run_in_subprocess  # noqa: E402
 from keras_saat.bench.sizes import SIZES, forward_flops, train_step_flops  # noqa: E402
 
@@ -62,6 +62,7 @@ __all__ = [
     "SIZES",
     "Part",
     "add_part",
+    "benchmark_report",
     "forward_flops",
     "kind_of",
     "op_times",

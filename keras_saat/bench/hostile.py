@@ -1,78 +1,19 @@
 """The bench's `hostile` part: each crafted input's peak memory and time, and its answer.
 
-A `HostileCase` is one attack from `docs/guides/hostile-input.md`: a crafted input
-built small (a forged header, not decoded gigabytes) and handed to the code a user or
-a client reaches (the export's decode graph, the checkpoint and preset readers, the
-development server's request checks, the command line). Each case runs in a fresh
-process (`runner.run_in_subprocess`), so its peak resident memory is its own; the
-`baseline` case imports TensorFlow and does nothing, the floor the others stand on.
-
-The cases live beside the code they attack, one module a class of input
-(`CASE_MODULES`); the tests build their crafted inputs from the same modules.
+The cases are `keras_saat.testing.hostile_cases`; each runs in a fresh process
+(`runner.run_in_subprocess`), so its peak resident memory is its own.
 """
 
-import dataclasses
-import importlib
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-# The modules whose `CASES` lists are the part's rows, in the guide's order.
-CASE_MODULES = (
-    "keras_saat.bench.crafted_images",
-    "keras_saat.bench.crafted_files",
-    "keras_saat.bench.crafted_requests",
-    "keras_saat.bench.crafted_settings",
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class HostileCase:
-    """One crafted input and what answers it.
-
-    Args:
-        name: str. The row's name (`jpeg_hidden_sof`).
-        area: str. Where it arrives: "export graph", "untrusted files", "server" or
-            "command line".
-        bound: str. The bound the guide promises for it, in a few words.
-        run: callable. `run(scratch: Path) -> str`: builds the input under `scratch`,
-            hands it to the code it attacks, and returns the answer a user sees (the
-            per-item error or the command's one-line error); "" if it was accepted.
-    """
-
-    name: str
-    area: str
-    bound: str
-    run: Callable
-
-
-def _baseline(scratch):
-    import tensorflow as tf
-
-    tf.constant(0)
-    return "(no input: TensorFlow imported)"
-
-
-BASELINE = HostileCase("baseline", "none", "TensorFlow imported, nothing else", _baseline)
-
-
-def hostile_cases():
-    """Every registered case, the baseline first."""
-    cases = [BASELINE]
-    for module in CASE_MODULES:
-        cases += importlib.import_module(module).CASES
-    return cases
-
-
-def case_names():
-    return [case.name for case in hostile_cases()]
+from keras_saat.bench.runner import peak_rss_mb
+from keras_saat.testing.hostile_cases import hostile_cases
 
 
 def measure_hostile(name):
     """Runs the case `name` here: its answer, wall time and this process's peak RSS."""
-    from keras_saat.bench.runner import peak_rss_mb
-
     case = {case.name: case for case in hostile_cases()}[name]
     with tempfile.TemporaryDirectory() as scratch:
         start = time.perf_counter()

@@ -14,6 +14,7 @@ from keras_saat.bench.malloc import measure_malloc
 from keras_saat.bench.runner import peak_rss_mb
 from keras_saat.bench.sizes import SIZES
 from keras_saat.registries import Registry
+from keras_saat.testing import hostile_cases
 
 # Batch sizes of the batch/throughput curve (paper size, soft attention, best precision).
 BATCH_CURVE = {"gpu": (64, 128, 256, 512, 1024, 2048), "cpu": (16, 64, 256)}
@@ -263,7 +264,7 @@ add_part(
     Part(
         "hostile",
         hostile.measure_hostile,
-        plan=lambda device, precisions: [(name,) for name in hostile.case_names()],
+        plan=lambda device, precisions: [(name,) for name in hostile_cases.case_names()],
         line=lambda row: (
             f"hostile {row['area']:15s} {row['case']:28s} {row['peak_mb']:7.0f} MB peak, "
             f"{row['seconds']:6.2f}s: {row['answer'][:90]}"

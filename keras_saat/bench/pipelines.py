@@ -8,6 +8,7 @@ from pathlib import Path
 
 from keras_saat.bench.runner import median
 from keras_saat.bench.sizes import SIZES, captioner
+from keras_saat.testing.synthetic_data import write_synthetic_cache
 
 
 def write_jpegs(folder, count, seed=0):
@@ -104,58 +105,6 @@ def measure_extract(backbone, images=None, precision="float32"):
     return measure_extraction(
         backbone, images or EXTRACT_IMAGES[backbone], batch_size=32, precision=precision
     )
-
-
-def write_synthetic_cache(
-    folder,
-    images,
-    size,
-    captions_per_image=5,
-    seed=0,
-    shard_size=1000,
-    skip=(),
-    dtype="float16",
-    compression="none",
-):
-    """A feature cache of `images` random (L, C) rows of `size` in the format `dtype` /
-    `compression` (float16 by default), in shards of `shard_size` as extraction writes
-    them (the positions in `skip` left out, as unreadable images are), and records with
-    Shapes captions: the input bench's data."""
-    import numpy as np
-    import tensorflow as tf
-
-    from keras_saat.data.dataset import ImageRecord
-    from keras_saat.data.feature_cache import feature_example
-    from keras_saat.data.shapes import reference_captions, sample_objects
-
-    rng = np.random.default_rng(seed)
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    side = int(round(size["locations"] ** 0.5))
-    shards = []
-    for first in range(0, images, shard_size):
-        name = f"train-{len(shards):05d}.tfrecord"
-        everything = range(first, min(first + shard_size, images))
-        positions = [p for p in everything if p not in skip]
-        with tf.io.TFRecordWriter(str(folder / name)) as writer:
-            for position in positions:
-                row = rng.standard_normal((size["locations"], size["channels"]), np.float32)
-                writer.write(feature_example(position, row, dtype, compression))
-        skipped = [[p, "undecodable image"] for p in everything if p in skip]
-        shards.append({"file": name, "done": True, "written": len(positions), "skipped": skipped})
-    index = {
-        "grid": [side, side],
-        "channels": size["channels"],
-        "dtype": dtype,
-        "compression": compression,
-        "splits": {"train": {"count": images, "shard_size": shard_size, "shards": shards}},
-    }
-    (folder / "index.json").write_text(json.dumps(index))
-    records = []
-    for position in range(images):
-        captions = reference_captions(sample_objects(rng))[:captions_per_image]
-        records.append(ImageRecord(position, None, "train", captions))
-    return records
 
 
 def measure_input(size_name, batching, batch_size, images=1000, epochs=2, resident=False):

@@ -65,3 +65,30 @@ def run_all(parts=None, log=print, options=None):
 
 def write_report(report, path):
     Path(path).write_text(json.dumps(report, indent=2) + "\n")
+
+
+def benchmark_report(script, fields, out=None):
+    """A `benchmarks/` script's report: the machine (`runner.machine`), the UTC time and
+    the command that ran it, then `fields`; printed as JSON and written to `out` if given.
+
+    Args:
+        script: str. The script's path under benchmarks/ ("beam_caption.py").
+        fields: dict. The measurements.
+        out: str or Path, optional. Where to write the report.
+
+    Returns:
+        dict: the report.
+    """
+    import sys
+    import time
+
+    report = {
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": " ".join([f"python benchmarks/{script}", *sys.argv[1:]]),
+        **fields,
+    }
+    print(json.dumps(report, indent=1))
+    if out:
+        write_report(report, out)
+    return report

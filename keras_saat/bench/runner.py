@@ -49,8 +49,21 @@ def machine():
     import platform
 
     return {
+        "cpu": _cpu_model() or platform.processor() or platform.machine(),
         "cpus": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "date": time.strftime("%Y-%m-%d"),
     }
+
+
+def _cpu_model():
+    """The CPU's model name from /proc/cpuinfo, where there is one."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None

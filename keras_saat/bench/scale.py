@@ -32,94 +32,16 @@ own cost is its rise over the phase before):
 epoch's fixed work plus validation's share (`train.validate_every`).
 """
 
-import csv
 import resource
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
-SHAPES = {"coco": {"captions": 5, "words": 10_000}, "cc3m": {"captions": 1, "words": 30_000}}
-
-SHARD_SIZE = 1000  # images a shard of the synthetic cache, as extraction's default
+from keras_saat.testing.synthetic_data import SHAPES, SHARD_SIZE, write_cache, write_captions_file
 
 
 def _peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _zipf_words(rng, vocabulary, count):
-    """`count` word indices drawn from a Zipf law (s = 1) over `vocabulary` words."""
-    weights = 1.0 / np.arange(1, vocabulary + 1)
-    return rng.choice(vocabulary, size=count, p=weights / weights.sum())
-
-
-def write_captions_file(folder, images, shape, seed=0):
-    """A captions CSV of `images` images (train 90 %, val and test 5 % each), its image
-    files empty. Returns its path."""
-    rng = np.random.default_rng(seed)
-    per_image, words = SHAPES[shape]["captions"], SHAPES[shape]["words"]
-    (folder / "images").mkdir(parents=True, exist_ok=True)
-    lengths = rng.integers(8, 15, size=images * per_image)
-    drawn = iter(_zipf_words(rng, words, int(lengths.sum())))
-    path = folder / "captions.csv"
-    with path.open("w", newline="", encoding="utf-8") as out:
-        writer = csv.writer(out)
-        writer.writerow(("image", "caption", "split"))
-        row = 0
-        for i in range(images):
-            name = f"images/{i:08d}.jpg"
-            (folder / name).touch()
-            split = "train" if i % 20 < 18 else ("val" if i % 20 == 18 else "test")
-            for _ in range(per_image):
-                caption = " ".join(f"w{next(drawn)}" for _ in range(lengths[row]))
-                writer.writerow((name, caption, split))
-                row += 1
-    return path
-
-
-def write_cache(folder, dataset, seed=0, shard_size=SHARD_SIZE):
-    """A feature cache of every split of `dataset`: 14x14x512 float16 rows, in
-    extraction's layout."""
-    import json
-
-    import tensorflow as tf
-
-    from keras_saat.data.feature_cache import INDEX, VERSION, feature_example
-
-    rng = np.random.default_rng(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    row = rng.standard_normal((196, 512)).astype(np.float16)  # one row: the contents do not matter
-    splits = {}
-    for split in ("train", "val", "test"):
-        count = len(dataset.split(split))
-        shards = max(1, -(-count // shard_size))
-        entries = []
-        for number in range(shards):
-            name = f"{split}-{number:05d}-of-{shards:05d}.tfrecord"
-            positions = range(number * shard_size, min(count, (number + 1) * shard_size))
-            with tf.io.TFRecordWriter(str(folder / name)) as writer:
-                for position in positions:
-                    writer.write(feature_example(position, row))
-            entries.append(
-                {
-                    "file": name,
-                    "done": True,
-                    "written": len(positions),
-                    "skipped": [],
-                    "bytes": (folder / name).stat().st_size,
-                }
-            )
-        splits[split] = {"count": count, "shard_size": shard_size, "shards": entries}
-    index = {
-        "version": VERSION,
-        "grid": [14, 14],
-        "channels": 512,
-        "dtype": "float16",
-        "splits": splits,
-    }
-    (folder / INDEX).write_text(json.dumps(index))
 
 
 def _config(shape):

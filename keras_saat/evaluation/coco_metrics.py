@@ -17,6 +17,22 @@ from keras_saat.errors import KerasSaatError
 from keras_saat.text.tokenizer import tokenize
 
 METRIC_NAMES = ("bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider")
+METRIC_LABELS = dict(
+    zip(
+        METRIC_NAMES,
+        ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr"),
+        strict=True,
+    )
+)
+
+
+def format_metrics(metrics):
+    """'BLEU-1 94.6  ...  CIDEr 812.3' on the 0-100 scale (the metrics present)."""
+    return "  ".join(
+        f"{label} {100 * metrics[key]:.1f}"
+        for key, label in METRIC_LABELS.items()
+        if key in metrics
+    )
 
 
 def java_available():

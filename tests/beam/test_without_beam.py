@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from keras_saat.cli import split_beam_args
+from keras_saat.cli.flags import split_beam_args
 
 ROOT = Path(__file__).parents[2]
 

@@ -9,8 +9,6 @@ import shutil
 import pytest
 import tensorflow as tf
 
-from keras_saat.bench.crafted_settings import read_cache_split, write_damaged_cache
-from keras_saat.bench.pipelines import write_synthetic_cache
 from keras_saat.config import ExperimentConfig
 from keras_saat.data import read_karpathy
 from keras_saat.data.feature_cache import FeatureCache, extract_features
@@ -20,6 +18,8 @@ from keras_saat.data.shard_checks import cache_shards, check_framing, naming_dam
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError
 from keras_saat.experiment.scoring import caption_split
+from keras_saat.testing.crafted_settings import read_cache_split, write_damaged_cache
+from keras_saat.testing.synthetic_data import write_synthetic_cache
 from tests.helpers import run_capped_cases, small_model
 
 WHAT_TO_DO = "delete that file and run `keras-saat extract-features` again"
@@ -151,7 +151,7 @@ def test_a_zlib_record_that_inflates_past_its_shape_is_refused_inside_a_memory_c
 def test_zlib_records_of_the_wrong_length_are_named_on_each_path(tmp_path, inflated):
     import zlib
 
-    from keras_saat.bench.pipelines import write_synthetic_cache
+    from keras_saat.testing.synthetic_data import write_synthetic_cache
 
     write_synthetic_cache(tmp_path, 8, {"locations": 4, "channels": 8}, compression="zlib")
     shard = tmp_path / "train-00000.tfrecord"

@@ -1,7 +1,7 @@
 """The `.pth` reader against crafted checkpoints: every declared size is checked against
 what the file holds before anything is read or allocated.
 
-Each crafted file (keras_saat/bench/crafted_files.py, the bench's hostile rows) is read
+Each crafted file (keras_saat/testing/crafted_checkpoints.py, the bench's hostile rows) is read
 in a child process whose address space is capped 1 GiB above what it holds after
 importing the reader, with a time limit: a reader that trusted the file would crash,
 run out of memory or time there instead of answering with one line.
@@ -12,9 +12,9 @@ import re
 import numpy as np
 import pytest
 
-from keras_saat.bench import crafted_files
 from keras_saat.encoders.torch_checkpoint import read_state_dict
 from keras_saat.errors import KerasSaatError
+from keras_saat.testing import crafted_checkpoints
 from tests.helpers import run_capped_cases
 
 WARM = "import keras_saat.encoders.torch_checkpoint"
@@ -32,7 +32,7 @@ EXPECTED = {
 
 
 def test_every_crafted_checkpoint_has_an_expectation():
-    assert sorted(case.name for case in crafted_files.PTH_CASES) == sorted(EXPECTED)
+    assert sorted(case.name for case in crafted_checkpoints.PTH_CASES) == sorted(EXPECTED)
 
 
 @pytest.fixture(scope="module")
@@ -52,21 +52,21 @@ def test_a_crafted_checkpoint_is_refused_inside_the_memory_cap(capped, name):
 def test_strided_and_offset_views_of_a_storage_still_read(tmp_path):
     """What torch.save writes for a transposed tensor and a slice: in-bounds views."""
     storage = np.arange(12, dtype="<f4")
-    pickled = crafted_files.state_dict_pickle(
+    pickled = crafted_checkpoints.state_dict_pickle(
         [
             ("t", "0", 12, (4, 3), (1, 4)),
             ("s", "0", 12, (2, 2), (3, 1), 5),
             ("e", "0", 12, (0, 7), (7, 1)),
         ]
     )
-    path = crafted_files.write_legacy_pth(
+    path = crafted_checkpoints.write_legacy_pth(
         tmp_path / "views.pth", pickled, {"0": (12, storage.tobytes())}
     )
     read = read_state_dict(path)
     np.testing.assert_array_equal(read["t"], storage.reshape(3, 4).T)
     np.testing.assert_array_equal(read["s"], [[5, 6], [8, 9]])
     assert read["e"].shape == (0, 7)
-    zipped = crafted_files.write_zip_pth(
+    zipped = crafted_checkpoints.write_zip_pth(
         tmp_path / "views_zip.pth", pickled, {"0": storage.tobytes()}
     )
     for name, array in read_state_dict(zipped).items():
@@ -83,16 +83,16 @@ def test_strided_and_offset_views_of_a_storage_still_read(tmp_path):
     ],
 )
 def test_negative_or_mismatched_shapes_are_refused(tmp_path, spec, message):
-    pickled = crafted_files.state_dict_pickle([spec])
-    path = crafted_files.write_zip_pth(tmp_path / "bad.pth", pickled, {"0": bytes(16)})
+    pickled = crafted_checkpoints.state_dict_pickle([spec])
+    path = crafted_checkpoints.write_zip_pth(tmp_path / "bad.pth", pickled, {"0": bytes(16)})
     with pytest.raises(KerasSaatError, match=message):
         read_state_dict(path)
 
 
 def test_a_zip_member_shorter_or_longer_than_its_storage_is_refused(tmp_path):
-    pickled = crafted_files.state_dict_pickle([("w", "0", 4, (4,), (1,))])
+    pickled = crafted_checkpoints.state_dict_pickle([("w", "0", 4, (4,), (1,))])
     for data in (bytes(12), bytes(20)):
-        path = crafted_files.write_zip_pth(tmp_path / "len.pth", pickled, {"0": data})
+        path = crafted_checkpoints.write_zip_pth(tmp_path / "len.pth", pickled, {"0": data})
         with pytest.raises(
             KerasSaatError,
             match=f"storage 0 declares 4 elements .16 bytes. but the file holds {len(data)}",
@@ -101,7 +101,9 @@ def test_a_zip_member_shorter_or_longer_than_its_storage_is_refused(tmp_path):
 
 
 def test_a_legacy_count_past_the_end_is_refused(tmp_path):
-    pickled = crafted_files.state_dict_pickle([("w", "0", 4, (4,), (1,))])
-    path = crafted_files.write_legacy_pth(tmp_path / "cut.pth", pickled, {"0": (4, bytes(12))})
+    pickled = crafted_checkpoints.state_dict_pickle([("w", "0", 4, (4,), (1,))])
+    path = crafted_checkpoints.write_legacy_pth(
+        tmp_path / "cut.pth", pickled, {"0": (4, bytes(12))}
+    )
     with pytest.raises(KerasSaatError, match="declares 4 elements; 12 bytes are left"):
         read_state_dict(path)

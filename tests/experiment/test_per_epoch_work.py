@@ -7,12 +7,12 @@ import keras
 import pytest
 
 from keras_saat import Captioner
-from keras_saat.bench.pipelines import write_synthetic_cache
 from keras_saat.config import from_dict
 from keras_saat.data import input_pipeline
 from keras_saat.data.feature_cache import FeatureCache
 from keras_saat.experiment import training_run
 from keras_saat.experiment.scoring import caption_split
+from keras_saat.testing.synthetic_data import write_synthetic_cache
 from keras_saat.text import Vocabulary
 
 

@@ -1,6 +1,6 @@
 """Crafted images aimed at gaps between the header walk and TensorFlow's decoders.
 
-Each crafted input (`keras_saat.bench.crafted_images`, the bench's hostile rows) goes
+Each crafted input (`keras_saat.testing.crafted_images`, the bench's hostile rows) goes
 through `decode_images`, the SavedModel's decode graph, in one child process whose
 address space is capped (RLIMIT_AS) a little above what TensorFlow itself needs, and
 each answer has a deadline: a decode that allocated the hidden frame, or spent
@@ -18,7 +18,7 @@ import textwrap
 import pytest
 from PIL import Image
 
-from keras_saat.bench import crafted_images
+from keras_saat.testing import crafted_images
 from tests.helpers import ROOT, cap_address_space, encode
 
 SIZE = 32

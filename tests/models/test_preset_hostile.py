@@ -3,7 +3,7 @@ model sizes, the vocabulary, the weights' datasets) is bounded and checked again
 weights file before Keras builds or loads anything; a `.keras` file (`load_captioner`)
 gets the same checks.
 
-The crafted presets (keras_saat/bench/crafted_files.py, the bench's hostile rows) load
+The crafted presets (keras_saat/testing/crafted_presets.py, the bench's hostile rows) load
 in one child process whose address space is capped 1.5 GiB above what a small preset's
 build needs, with a time limit: a loader that trusted them would allocate gigabytes or
 spin for minutes there instead of answering with one line.
@@ -14,14 +14,14 @@ import re
 
 import pytest
 
-from keras_saat.bench import crafted_files
 from keras_saat.errors import KerasSaatError
 from keras_saat.models import preset_checks
+from keras_saat.testing import crafted_presets
 from keras_saat.text.vocabulary import Vocabulary
 from tests.helpers import run_capped_cases
 
 WARM = (
-    "import tempfile; from keras_saat.bench.crafted_files import small_preset, _load_preset; "
+    "import tempfile; from keras_saat.testing.crafted_presets import small_preset, _load_preset; "
     "_load_preset(small_preset(Path(tempfile.mkdtemp()) / 'warm'))"
 )
 
@@ -42,7 +42,7 @@ EXPECTED = {
 
 
 def test_every_crafted_preset_has_an_expectation():
-    cases = crafted_files.PRESET_CASES + crafted_files.KERAS_FILE_CASES
+    cases = crafted_presets.PRESET_CASES + crafted_presets.KERAS_FILE_CASES
     assert sorted(case.name for case in cases) == sorted(EXPECTED)
 
 
@@ -71,8 +71,8 @@ def test_the_largest_sizes_the_caps_allow_pass_and_a_real_preset_loads(tmp_path)
     """The caps leave room for the paper's sizes; a preset within them loads as before."""
     settings = {key: limit for key, limit in preset_checks.MODEL_LIMITS.items()}
     preset_checks.check_model_sizes(settings, preset_checks.MAX_VOCABULARY_WORDS, tmp_path)
-    folder = crafted_files.small_preset(tmp_path / "p")
-    model = crafted_files._load_preset(folder)
+    folder = crafted_presets.small_preset(tmp_path / "p")
+    model = crafted_presets._load_preset(folder)
     assert model.decoder.lstm_units == 12 and len(model.vocabulary) == 15
 
 
@@ -87,7 +87,7 @@ def test_the_vocabulary_limits_count_lines_and_bytes(tmp_path):
 
 
 def test_a_config_without_a_config_object_is_a_clear_error(tmp_path):
-    folder = crafted_files.small_preset(tmp_path / "p")
+    folder = crafted_presets.small_preset(tmp_path / "p")
     (folder / "config.json").write_text(json.dumps([1, 2]))
     with pytest.raises(KerasSaatError, match="holds no Keras config"):
-        crafted_files._load_preset(folder)
+        crafted_presets._load_preset(folder)

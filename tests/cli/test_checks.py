@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 import keras_saat
-from keras_saat.cli import build_parser, split_beam_args
-from keras_saat.commands import plot_names
+from keras_saat.cli import build_parser
+from keras_saat.cli.caption import plot_names
+from keras_saat.cli.flags import split_beam_args
 from keras_saat.config import ExperimentConfig, save_config
 from tests.helpers import DEFAULTS
 

@@ -6,8 +6,8 @@ import tracemalloc
 
 import numpy as np
 
-from keras_saat import caption_files
-from keras_saat.caption_files import CaptionFile, attention_folder, read_attention
+from keras_saat.cli import caption_files
+from keras_saat.cli.caption_files import CaptionFile, attention_folder, read_attention
 
 
 def result(i, steps=None, error=""):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from keras_saat import Captioner
-from keras_saat.caption_files import read_attention
 from keras_saat.cli import main
+from keras_saat.cli.caption_files import read_attention
 from tests.helpers import small_model
 
 
@@ -167,7 +167,7 @@ def test_plots_one_figure_per_input_named_after_it(
 ):
     from PIL import Image
 
-    from keras_saat.commands import plot_names
+    from keras_saat.cli.caption import plot_names
     from keras_saat.images.image_files import find_images
 
     # Another scene under the name of one in the folder above: two inputs share a stem.

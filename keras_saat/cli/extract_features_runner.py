@@ -1,4 +1,4 @@
-"""`keras-saat extract-features --runner NAME`: its arguments, checks and run.
+"""`keras-saat extract-features --runner NAME`: its checks and run.
 
     keras-saat extract-features --config shapes_soft --workdir runs/x --runner local
     keras-saat extract-features --config shapes_soft --workdir runs/x --runner local \\
@@ -9,32 +9,6 @@ Nothing here imports apache_beam or TensorFlow until the command runs.
 """
 
 from keras_saat.beam import require_beam
-
-
-def runner_arguments(parser):
-    """--runner, --batch-size and --large-model of `extract-features`; Beam's own
-    options follow a `--`."""
-    group = parser.add_argument_group(
-        'Apache Beam (pip install "keras-saat[beam]"; Beam\'s own options after `--`)'
-    )
-    group.add_argument(
-        "--runner",
-        metavar="NAME",
-        help="write the cache's shards with a Beam pipeline: local (this machine), direct, "
-        "prism, dataflow, flink or spark; the same cache `train` reads",
-    )
-    group.add_argument(
-        "--batch-size",
-        type=int,
-        default=None,
-        help="with --runner: images per encoder call (default 32)",
-    )
-    group.add_argument(
-        "--large-model",
-        action="store_true",
-        help="with --runner: one encoder per machine, shared by its worker processes",
-    )
-    parser.set_defaults(beam_args=[])
 
 
 def check_no_runner_flags(args):
@@ -52,10 +26,8 @@ def check_no_runner_flags(args):
 
 
 def check_extract_run(args):
-    """Before TensorFlow loads: apache_beam is installed, the runner is known, the batch
-    size positive. The runner's name goes to `args.runner`."""
-    from keras_saat.errors import KerasSaatError
-
+    """Before TensorFlow loads: apache_beam is installed and the runner is known (the
+    batch size is checked with the shared flags). The runner's name goes to `args.runner`."""
     if not getattr(args, "verbose", False):
         import logging
 
@@ -65,8 +37,6 @@ def check_extract_run(args):
 
     args.runner = runner_name(args.runner)
     args.batch_size = 32 if args.batch_size is None else args.batch_size
-    if args.batch_size < 1:
-        raise KerasSaatError(f"--batch-size {args.batch_size}: give at least 1")
 
 
 def cmd_extract_run(args, log=print):

@@ -7,8 +7,7 @@ part (`CASES`) hand them to the code `keras-saat` runs.
 import os
 from pathlib import Path
 
-from keras_saat.bench.hostile import HostileCase
-from keras_saat.errors import KerasSaatError
+from keras_saat.testing.hostile_cases import HostileCase, error_line
 
 SPARSE_BYTES = 8 * 1024**3  # a sparse file of this length costs no disk
 SHUFFLE_BUFFER_2_31 = 2**31
@@ -78,7 +77,7 @@ def write_damaged_cache(folder, damage, locations=4, channels=8):
     bytes, "flip" flips a bit inside its first record's data; "zlib_bomb" (a zlib cache)
     rewrites it with a first record whose features inflate to ZLIB_BOMB_BYTES, whole
     records with valid checksums. Returns the damaged shard's path."""
-    from keras_saat.bench.pipelines import write_synthetic_cache
+    from keras_saat.testing.synthetic_data import write_synthetic_cache
 
     size = {"locations": locations, "channels": channels}
     compression = "zlib" if damage == "zlib_bomb" else "none"
@@ -118,15 +117,6 @@ def read_cache_split(folder, split="train"):
         return sum(1 for _ in cache.dataset(split))
 
 
-def _answer(call):
-    """The one-line error `call()` raises ("" when it returns)."""
-    try:
-        call()
-    except KerasSaatError as err:
-        return str(err)
-    return ""
-
-
 def _file_row(key):
     def run(scratch):
         from keras_saat.images.image_files import encoded_images, find_images
@@ -149,7 +139,7 @@ def _config_file(text):
 
         path = Path(scratch) / "crafted.yaml"
         path.write_text(text)
-        return _answer(lambda: load_config(path))
+        return error_line(lambda: load_config(path))
 
     return run
 
@@ -160,21 +150,21 @@ def _sparse_config(scratch):
     path = Path(scratch) / "crafted.yaml"
     with open(path, "wb") as file:
         file.truncate(SPARSE_BYTES)
-    return _answer(lambda: load_config(path))
+    return error_line(lambda: load_config(path))
 
 
 def _override(text):
     def run(scratch):
         from keras_saat.config import load_config
 
-        return _answer(lambda: load_config(None, [text]))
+        return error_line(lambda: load_config(None, [text]))
 
     return run
 
 
 def _damaged_cache(damage):
     def run(scratch):
-        return _answer(
+        return error_line(
             lambda: read_cache_split(write_damaged_cache(Path(scratch) / "c", damage).parent)
         )
 

@@ -1,4 +1,4 @@
-"""`keras-saat caption --runner NAME`: the checks and the run (`keras_saat.commands` calls these).
+"""`keras-saat caption --runner NAME`: the checks and the run (`keras_saat.cli.caption` calls these).
 
     keras-saat caption --saved-model models/cap photos/ --out captions/ --runner local
     keras-saat caption --saved-model gs://b/models/cap 'gs://b/photos/*.jpg' \\

@@ -18,15 +18,15 @@ import typing
 
 import pytest
 
-from keras_saat.bench.crafted_settings import (
-    billion_laughs,
-    deep_nesting,
-    special_image_files,
-)
 from keras_saat.cli import main
 from keras_saat.config import ExperimentConfig, load_config, save_config
 from keras_saat.config_ranges import RANGES
 from keras_saat.errors import KerasSaatError
+from keras_saat.testing.crafted_settings import (
+    billion_laughs,
+    deep_nesting,
+    special_image_files,
+)
 from keras_saat.workdir import CONFIG_FILE
 from tests.helpers import ROOT, cap_address_space
 

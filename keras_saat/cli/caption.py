@@ -1,0 +1,232 @@
+"""`keras-saat caption`: caption images, folders or globs; --out writes JSON lines or CSV
+(`caption_files`), --plot the paper's Figure 2; with --runner, a Beam pipeline over a
+SavedModel (`caption_runner`)."""
+
+import sys
+import time
+from pathlib import Path
+
+from keras_saat.cli.checks import check_trained
+from keras_saat.cli.flags import (
+    batch_size_argument,
+    beam_size_argument,
+    command,
+    log,
+    max_length_argument,
+    runner_group,
+    trained,
+    trained_model_arguments,
+)
+from keras_saat.errors import KerasSaatError
+
+
+def add_parser(sub):
+    p = command(
+        sub,
+        "caption",
+        "caption images, folders or globs; --out writes JSON lines or CSV",
+        (
+            "keras-saat caption --workdir runs/shapes_soft photo.png",
+            "keras-saat caption --workdir runs/shapes_soft photos/ --out captions.jsonl",
+            "keras-saat caption --preset presets/shapes_soft 'photos/**/*.jpg' --out captions.csv",
+            "keras-saat caption --workdir runs/shapes_soft photos/ --plot attention.png",
+            "keras-saat caption --saved-model models/cap photos/ --out captions/ --runner local",
+            "keras-saat caption --saved-model models/cap photos/ --out captions/ --runner local "
+            "-- --direct_num_workers=2 --direct_running_mode=multi_processing",
+        ),
+    )
+    trained_model_arguments(p, saved_model=True)
+    p.add_argument(
+        "images",
+        nargs="+",
+        metavar="PATH",
+        help="image files (JPEG, PNG, GIF, BMP), folders (searched recursively) or globs",
+    )
+    p.add_argument(
+        "--out",
+        metavar="FILE.jsonl|FILE.csv",
+        help="write one row per image (image, caption, log_prob, error); a second run "
+        "skips the images already captioned there",
+    )
+    batch_size_argument(p, "images per batch (default 32)", default=32)
+    beam_size_argument(p, "the model's; 1 = greedy")
+    max_length_argument(p)
+    p.add_argument(
+        "--attention",
+        action="store_true",
+        help="add each word's attention grid to the rows (JSON lines only)",
+    )
+    p.add_argument(
+        "--plot",
+        metavar="OUT.png",
+        help="write the paper's Figure 2 layout: OUT.png for one image, OUT_<image name>.png "
+        "for each of several",
+    )
+    group = runner_group(
+        p,
+        runner_help="run as a Beam pipeline: local (this machine), direct, prism, dataflow, "
+        "flink or spark; --out is then a folder of shard files",
+        large_model_help="with --runner: one model copy per machine, shared by its worker processes",
+    )
+    group.add_argument(
+        "--shard-size",
+        type=int,
+        default=500,
+        help="with --runner: images per output file, the unit a rerun skips (default 500)",
+    )
+    return p
+
+
+def check(args):
+    """The trained model, the images (folders and patterns that match, named
+    files that exist), --out and --plot. The image paths go to `args.paths`."""
+    if getattr(args, "runner", None):
+        from keras_saat.cli.caption_runner import check_caption_run
+
+        check_caption_run(args)
+        return
+    from keras_saat.cli.caption_files import CaptionFile
+    from keras_saat.images.image_files import find_images
+
+    if getattr(args, "saved_model", None):
+        raise KerasSaatError("--saved-model runs in a Beam pipeline: add --runner local")
+    check_trained(args)
+    if args.out:
+        CaptionFile.check(args.out, attention=args.attention)
+    elif args.attention:
+        raise KerasSaatError("--attention writes the grids into --out FILE.jsonl; give --out")
+    if args.plot and not Path(args.plot).parent.is_dir():
+        raise KerasSaatError(
+            f"--plot {args.plot}: the folder {Path(args.plot).parent} does not exist; create it first"
+        )
+    paths = find_images(args.images)
+    missing = [p for p in paths if not Path(p).exists()]
+    if len(missing) == len(paths):  # nothing to caption: a mistyped name, say
+        raise KerasSaatError(
+            f"{missing[0]}: no such file"
+            + (f" (nor the {len(missing) - 1} other paths given)" if len(missing) > 1 else "")
+        )
+    for path in missing:  # the others are captioned; these become error rows too
+        print(f"keras-saat: {path}: no such file", file=sys.stderr)
+    args.paths = paths
+
+
+def run(args):
+    if getattr(args, "runner", None):
+        from keras_saat.cli.caption_runner import cmd_caption_run
+
+        cmd_caption_run(args, log)
+        return
+    from keras_saat.models.factories import load_captioner
+
+    paths, out = args.paths, None
+    if args.out:
+        from keras_saat.cli.caption_files import CaptionFile
+
+        out = CaptionFile(args.out, attention=args.attention)
+        if out.done:
+            log(f"{args.out}: {len(out.done)} images already captioned, skipping them")
+    todo = [p for p in paths if out is None or str(p) not in out.done]
+    model = load_captioner(trained(args))
+    plots = _Plots(model, args.plot, paths) if args.plot else None
+    progress = _Progress(len(todo)) if sys.stderr.isatty() else None
+    failed = 0
+    try:
+        stream = model.generate_stream(
+            todo, batch_size=args.batch_size, beam_size=args.beam_size, max_length=args.max_length
+        )
+        for result in stream:
+            if out is not None:
+                out.write(result)
+            if result["error"]:
+                failed += 1
+                print(f"keras-saat: {result['image']}: {result['error']}", file=sys.stderr)
+            elif out is None:
+                log(f"{result['image']}: {result['caption']}")
+            if plots is not None and not result["error"]:
+                plots.save(result)
+            if progress is not None:
+                progress.update(1)
+    finally:
+        if out is not None:
+            out.close()
+        if progress is not None:
+            progress.close()
+    if out is not None:
+        log(f"wrote {len(todo) - failed} captions to {args.out}")
+    if failed:
+        raise KerasSaatError(
+            f"{failed} of {len(todo)} images could not be captioned"
+            + (" (their rows carry the error; run again to retry them)" if out else "")
+        )
+
+
+class _Plots:
+    """`caption --plot OUT.png`: one figure per image, named after it (`plot_names`)."""
+
+    def __init__(self, model, plot, paths):
+        from keras_saat.evaluation.plots import AttentionPlotter
+
+        self.preprocess = model.preprocessor()
+        self.names = plot_names(plot, paths)
+        self.plotter = AttentionPlotter()
+
+    def save(self, result):
+        path = self.names[result["image"]]
+        # What the model saw (the attention's frame), decoded from the file's bytes: the
+        # preprocessor's path input builds a tf.data pipeline per call, seconds an image.
+        pixels = self.preprocess(Path(result["image"]).read_bytes())[0]
+        self.plotter.save(pixels, result["words"], result["attention"], path)
+        log(f"  attention plot: {path}")
+
+
+def plot_names(plot, paths):
+    """Each image's figure: OUT.png for one image; OUT_<image stem>.png for several, with
+    _2, _3, ... after a stem that an earlier image has (photos/a.png, more/a.jpg).
+
+    Args:
+        plot: str or Path. The --plot file name.
+        paths: list of Path. The images, in order.
+
+    Returns:
+        dict: str(image path) -> Path.
+    """
+    plot = Path(plot)
+    if len(paths) == 1:
+        return {str(paths[0]): plot}
+    suffix = plot.suffix or ".png"
+    names, used = {}, set()
+    for image in paths:
+        base = f"{plot.stem}_{Path(image).stem}"
+        name, count = base, 1
+        while name in used:
+            count += 1
+            name = f"{base}_{count}"
+        used.add(name)
+        names[str(image)] = plot.with_name(name + suffix)
+    return names
+
+
+class _Progress:
+    """'captioned N/M images, X images/s' on one terminal line (stderr)."""
+
+    def __init__(self, total):
+        self.total, self.count, self.start, self.shown = total, 0, time.perf_counter(), 0.0
+
+    def update(self, n):
+        self.count += n
+        now = time.perf_counter()
+        if now - self.shown < 0.5 and self.count < self.total:
+            return
+        self.shown = now
+        rate = self.count / max(now - self.start, 1e-9)
+        print(
+            f"\rcaptioned {self.count}/{self.total} images, {rate:.1f} images/s",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def close(self):
+        if self.count:
+            print(file=sys.stderr)

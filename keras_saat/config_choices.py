@@ -1,0 +1,112 @@
+"""The allowed values of each config key that has a fixed set, and a value's type check.
+
+`keras_saat.config` checks each key it reads: its type (`coerce`), its range
+(`config_ranges`), its choices (`CHOICES`) and, for a registry name, the registry itself
+(`VALIDATORS`). Nothing here imports TensorFlow.
+"""
+
+import typing
+
+from keras_saat.config_ranges import RANGES, check_range, shown
+from keras_saat.errors import KerasSaatError, did_you_mean
+from keras_saat.runtime.precision import PRECISIONS
+
+
+def _attentions():
+    from keras_saat.layers.attention_registry import available_attentions
+
+    return tuple(available_attentions())
+
+
+def _readers():
+    from keras_saat.data.reader_registry import available_readers
+
+    return tuple(available_readers())
+
+
+def _export_formats():
+    from keras_saat.export_formats import available_formats
+
+    return tuple(available_formats())
+
+
+# The allowed values of a key: a tuple, or a function returning a registry's names (asked
+# only when the key is set, so loading a config does not import TensorFlow). The resize
+# modes, cache dtypes and compressions and LiteRT quantize modes repeat constants whose
+# owners import TensorFlow (data/images.py RESIZE_MODES, data/cache_format.py DTYPES and
+# COMPRESSIONS, serving/litert.py QUANTIZE_MODES); tests/test_config.py checks they agree.
+CHOICES = {
+    ("model", "attention"): _attentions,
+    ("model", "reinforce_baseline"): ("moving_average", "expected_context"),
+    ("data", "dataset"): _readers,
+    ("export", "format"): _export_formats,
+    ("export", "precision"): ("float32", "bfloat16", "auto"),
+    ("data", "resize"): ("crop", "pad", "stretch"),
+    ("export", "resize"): ("", "crop", "pad", "stretch"),
+    ("export", "quantize"): ("none", "float16", "int8"),
+    ("data", "cache_dtype"): ("float16", "float32", "int8"),
+    ("data", "cache_compression"): ("none", "zlib"),
+    ("data", "batching"): ("auto", "per_caption", "per_image"),
+    ("data", "resident_features"): (True, False, "auto"),
+    ("train", "optimizer"): ("adam", "rmsprop"),
+    ("train", "lr_schedule"): ("constant", "cosine", "exponential"),
+    ("train", "distribute"): ("default", "mirrored", "multi_worker"),
+    ("train", "jit_compile"): (True, False, "auto"),
+    ("train", "mixed_precision"): (*PRECISIONS, True, False),
+}
+
+
+def _known_backbone(name):
+    from keras_saat.encoders.registry import get_backbone_spec
+
+    get_backbone_spec(name)  # names the nearest registered backbone, and the qubvel extra
+
+
+# Keys checked by asking a registry for the entry (its error names the nearest one).
+VALIDATORS = {("model", "backbone"): _known_backbone}
+
+
+def _choice_text(choice):
+    """A choice as it is written in YAML: true and false for booleans."""
+    return str(choice).lower() if isinstance(choice, bool) else str(choice)
+
+
+def coerce(where, value, annotation):
+    """Checks `value` against a field's type annotation; returns the typed value."""
+    allowed = typing.get_args(annotation) or (annotation,)
+    if value is None:
+        if type(None) in allowed:
+            return None
+        names = " or ".join(k.__name__ for k in allowed)
+        raise KerasSaatError(f"config {where}: null is not allowed; expected {names}")
+    for kind in allowed:
+        if kind is bool and isinstance(value, bool):
+            return value
+        if kind is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if kind is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+    names = " or ".join(k.__name__ for k in allowed)
+    raise KerasSaatError(f"config {where}: {shown(value)} is not a valid {names}")
+
+
+def check_value(name, key, given, annotation):
+    """`given`, the value of `name.key`, typed by the field's `annotation` and checked
+    against the key's range, choices and registry; returns the typed value."""
+    value = coerce(f"{name}.{key}", given, annotation)
+    if (name, key) in RANGES:
+        check_range(f"{name}.{key}", value, RANGES[name, key])
+    choices = CHOICES.get((name, key))
+    if callable(choices):
+        choices = choices()
+    if choices and not any(value == c and type(value) is type(c) for c in choices):
+        texts = [_choice_text(c) for c in choices]
+        raise KerasSaatError(
+            f"config {name}.{key}: {shown(given)} is not one of {', '.join(texts)}"
+            f"{did_you_mean(str(value)[:100], texts)}"
+        )
+    if (name, key) in VALIDATORS:
+        VALIDATORS[name, key](value)
+    return value
