@@ -23,12 +23,14 @@ run's rows whose shard was never written are captioned again.
 
 import csv
 import json
-import os
+import re
+import stat
 from pathlib import Path
 
 import numpy as np
 
 from keras_saat.errors import KerasSaatError
+from keras_saat.io_utils import atomic_path
 
 FORMATS = {".jsonl": "jsonl", ".csv": "csv"}
 CSV_COLUMNS = ("image", "caption", "log_prob", "error")
@@ -41,19 +43,41 @@ def attention_folder(path):
     return path.with_name(f"{path.stem}.attention")
 
 
+def attention_file(path, ref):
+    """The shard file a row's attention reference names, or None where the reference is
+    not one this module writes: "<stem>.attention/NNNNN.npy" beside the caption file,
+    never a path out of that folder."""
+    name = ref.get("file") if isinstance(ref, dict) else None
+    folder = attention_folder(path)
+    if not isinstance(name, str) or not re.fullmatch(
+        re.escape(folder.name) + r"/\d{5,}\.npy", name
+    ):
+        return None
+    return folder / name.split("/")[1]
+
+
 def read_attention(path, row):
     """The (steps, grid_h, grid_w) attention maps of one row of a caption file.
 
     Args:
         path: str or Path. The .jsonl caption file.
         row: dict. One of its rows (with an "attention" reference).
+
+    Raises:
+        KerasSaatError: a reference that names another file than its shard beside `path`.
     """
     ref = row.get("attention")
     if ref is None:
         return None
     if isinstance(ref, list):  # a grid written inline, as earlier files hold them
         return np.asarray(ref, np.float32)
-    shard = np.load(Path(path).parent / ref["file"], mmap_mode="r")
+    file = attention_file(path, ref)
+    if file is None:
+        raise KerasSaatError(
+            f"{path}: the row of {row.get('image')!r} names {str(ref.get('file'))[:200]!r} for its "
+            f"attention; rows name shards in {attention_folder(path).name}/ only"
+        )
+    shard = np.load(file, mmap_mode="r")
     return np.array(shard[int(ref["row"]), : int(ref["steps"])])
 
 
@@ -91,7 +115,8 @@ class CaptionFile:
             attention: bool. Whether the rows carry attention grids. Defaults to False.
 
         Raises:
-            KerasSaatError: another suffix, attention in a CSV file, or a missing folder.
+            KerasSaatError: another suffix, attention in a CSV file, a missing folder, or a
+                name taken by something other than a file (a folder, a FIFO).
         """
         path = Path(path)
         kind = FORMATS.get(path.suffix.lower())
@@ -105,6 +130,8 @@ class CaptionFile:
             raise KerasSaatError(
                 f"--out {path}: the folder {path.parent} does not exist; create it first"
             )
+        if path.exists() and not stat.S_ISREG(path.stat().st_mode):
+            raise KerasSaatError(f"--out {path} is not a regular file; give a file name")
         return kind
 
     def _keep(self, row):
@@ -113,20 +140,28 @@ class CaptionFile:
             return False
         ref = row.get("attention")
         if isinstance(ref, dict):
-            return (self.path.parent / str(ref.get("file"))).is_file()
+            file = attention_file(self.path, ref)
+            return file is not None and file.is_file()
         return True
 
     def _rows(self):
-        """(line, row or None) a line at a time; None for a torn last line."""
-        with self.path.open(newline="", encoding="utf-8") as file:
+        """(line, row or None) a line at a time; None for a torn last line. A byte-order mark
+        (a file saved by Excel) is read past."""
+        with self.path.open(newline="", encoding="utf-8-sig") as file:
             if self.format == "csv":
                 reader = csv.DictReader(file)
-                if reader.fieldnames is not None and "image" not in reader.fieldnames:
+                try:
+                    if reader.fieldnames is not None and "image" not in reader.fieldnames:
+                        raise KerasSaatError(
+                            f"{self.path} has no 'image' column; is it a caption file?"
+                        )
+                    for row in reader:
+                        yield None, row
+                except csv.Error as err:
                     raise KerasSaatError(
-                        f"{self.path} has no 'image' column; is it a caption file?"
-                    )
-                for row in reader:
-                    yield None, row
+                        f"{self.path} line {reader.line_num} is not CSV ({err}); give another "
+                        "--out or remove it"
+                    ) from None
                 return
             previous, number = None, 0
             for line in file:
@@ -153,7 +188,8 @@ class CaptionFile:
         return row
 
     def _scan(self):
-        """(captioned image names, whether any row must go), reading a row at a time."""
+        """(captioned image names, whether the file must be rewritten: a row must go, or its
+        last row lacks the newline a row appended after it needs), a row at a time."""
         done, dropped = set(), False
         if not self.path.exists():
             return done, dropped
@@ -162,12 +198,15 @@ class CaptionFile:
                 done.add(row["image"])
             elif row is not None or self.format == "jsonl":
                 dropped = True
+        with self.path.open("rb") as file:
+            if file.seek(0, 2) > 0:
+                file.seek(-1, 2)
+                dropped = dropped or file.read(1) != b"\n"
         return done, dropped
 
     def _drop_failed(self):
         """Copies the file without its failed rows (and a torn last line), a row at a time."""
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with tmp.open("w", newline="", encoding="utf-8") as out:
+        with atomic_path(self.path) as tmp, tmp.open("w", newline="", encoding="utf-8") as out:
             writer = None
             if self.format == "csv":
                 writer = csv.DictWriter(out, CSV_COLUMNS, extrasaction="ignore")
@@ -179,7 +218,6 @@ class CaptionFile:
                     writer.writerow(row)
                 else:
                     out.write(json.dumps(row) + "\n")
-        os.replace(tmp, self.path)
 
     def _next_shard(self):
         """The first attention shard number after those already in the side folder."""
@@ -225,9 +263,8 @@ class CaptionFile:
         for i, grid in enumerate(self._grids):
             shard[i, : grid.shape[0]] = grid
         self._file.flush()  # the rows naming the shard are on disk before it
-        tmp = folder / f".{self._shard:05d}.tmp.npy"
-        np.save(tmp, shard)
-        os.replace(tmp, folder / f"{self._shard:05d}.npy")
+        with atomic_path(folder / f"{self._shard:05d}.npy", suffix=".npy") as tmp:
+            np.save(tmp, shard)
         self._grids, self._shard = [], self._shard + 1
 
     def close(self):

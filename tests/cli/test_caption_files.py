@@ -94,3 +94,55 @@ def test_reopening_holds_one_row_at_a_time_not_the_file(tmp_path):
     reopened.close()
     assert len(reopened.done) == 300
     assert peak < 3_000_000, peak  # one row's JSON and its parse, not 300 of them
+
+
+def test_a_kept_last_row_without_its_newline_is_ended_before_rows_are_appended(tmp_path):
+    for name, text in [("caps.jsonl", json.dumps(result(0)) + "\n" + json.dumps(result(1))),
+                       ("caps.csv", "image,caption,log_prob,error\nimg0.png,a cap,-1.5,")]:  # fmt: skip
+        out = tmp_path / name
+        out.write_text(text)
+        with CaptionFile(out) as file:
+            file.write(result(7))
+        if name.endswith(".jsonl"):
+            rows = [json.loads(line) for line in out.read_text().splitlines()]
+            assert [r["image"] for r in rows] == ["img0.png", "img1.png", "img7.png"]
+        else:
+            assert out.read_text().splitlines()[1:] == [
+                "img0.png,a cap,-1.5,",
+                "img7.png,a caption 7,-1.5,",
+            ]
+
+
+def test_an_excel_csv_with_a_byte_order_mark_is_a_caption_file(tmp_path):
+    out = tmp_path / "caps.csv"
+    out.write_bytes(b"\xef\xbb\xbfimage,caption,log_prob,error\r\nimg0.png,a cap,-1.5,\r\n")
+    assert CaptionFile(out).done == {"img0.png"}
+
+
+def test_out_that_is_not_a_regular_file_is_refused_before_it_is_opened(tmp_path):
+    import os
+
+    import pytest
+
+    from keras_saat.errors import KerasSaatError
+
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    (tmp_path / "folder.csv").mkdir()
+    for name in ("fifo.jsonl", "folder.csv"):
+        with pytest.raises(KerasSaatError, match="is not a regular file; give a file name"):
+            CaptionFile.check(tmp_path / name)
+
+
+def test_an_attention_reference_out_of_its_folder_is_never_followed(tmp_path):
+    import pytest
+
+    from keras_saat.errors import KerasSaatError
+
+    out = tmp_path / "run" / "caps.jsonl"
+    out.parent.mkdir()
+    np.save(tmp_path / "elsewhere.npy", np.ones((1, 3, 4, 4), np.float32))
+    row = {**result(0), "attention": {"file": "../elsewhere.npy", "row": 0, "steps": 3}}
+    out.write_text(json.dumps(row) + "\n")
+    with pytest.raises(KerasSaatError, match="rows name shards in caps.attention/ only"):
+        read_attention(out, row)
+    assert CaptionFile(out, attention=True).done == set()  # captioned again, not trusted
