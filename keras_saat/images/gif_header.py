@@ -5,14 +5,14 @@ logical-screen size is ignored) after reading every frame's raster into memory, 
 the walk visits every block after the global colour table: extensions and image
 descriptors, each followed by data sub-blocks. Core TF ops only
 (`keras_saat.images.header_checks` runs this inside the exported graph). The walk's
-cost: at most MAX_GIF_STEPS steps over the bytes held once as uint8.
+cost: at most MAX_GIF_STEPS steps, each reading a few thousand of the bytes.
 """
 
 import collections
 
 import tensorflow as tf
 
-from keras_saat.images.header_bytes import little_endian
+from keras_saat.images.header_bytes import byte_values, little_endian
 
 # Steps of the GIF walk: one a block (extension or frame: an animation has 2 a frame),
 # and one a run of sub-blocks, which crosses up to _GIF_STRIDES full (255-byte) ones
@@ -46,17 +46,14 @@ complete: bool scalar, False when the walk hit MAX_GIF_STEPS before the trailer 
 def gif_frames(data, length):
     """The block walk over `data` (a scalar string tensor of `length` bytes): a GifFrames.
 
-    The bytes are held once, as uint8 (only gathered values are widened), and a run of
+    Only the bytes a step looks at are read (never a copy of the data), and a run of
     sub-blocks is crossed _GIF_WINDOW bytes a step by pointer doubling, so the walk's
     steps are its blocks plus its bytes / _GIF_WINDOW, whatever the sub-blocks' sizes.
     """
-    raw = tf.io.decode_raw(data, tf.uint8)
-    last = length - 1
 
     def at(positions):
         """The bytes at `positions` as int32, zeros past the end."""
-        values = tf.cast(tf.gather(raw, tf.minimum(positions, last)), tf.int32)
-        return tf.where(positions < length, values, 0)
+        return byte_values(data, length, positions)
 
     flags = at(tf.constant(10))
     table = tf.where(flags >= 128, 3 * tf.bitwise.left_shift(2, flags % 8), 0)

@@ -14,6 +14,16 @@ def bytes_at(data, length, pos, count):
     return tf.cast(tf.reshape(raw, [count]), tf.int32)
 
 
+def byte_values(data, length, positions):
+    """The bytes of `data` at `positions` (an int32 tensor of any shape) as int32, zeros past
+    the end. Only those bytes are read: the data is never copied whole (a walk over a
+    100 MB file holds the file once)."""
+    safe = tf.clip_by_value(positions, 0, tf.maximum(length - 1, 0))
+    chars = tf.strings.substr(data, safe, tf.ones_like(safe))
+    values = tf.io.decode_raw(chars, tf.uint8, fixed_length=1)[..., 0]
+    return tf.where(positions < length, tf.cast(values, tf.int32), 0)
+
+
 def big_endian(values):
     """A static-length vector of byte values, most significant first, as int64."""
     out = tf.constant(0, tf.int64)

@@ -114,6 +114,9 @@ def not_a_jpeg():
     )
 
 
+_SCAN_WINDOW = 1 << 20  # bytes of the data read a step when counting scans
+
+
 def jpeg_scans(data):
     """How many `FF DA` (start of scan) pairs `data` holds: at least its scan count.
 
@@ -121,9 +124,19 @@ def jpeg_scans(data):
     every scan libjpeg decodes is counted; a pair inside a segment (an EXIF thumbnail)
     only adds to the count.
     """
-    raw = tf.io.decode_raw(data, tf.uint8)
-    pairs = tf.logical_and(tf.equal(raw[:-1], 0xFF), tf.equal(raw[1:], 0xDA))
-    return tf.reduce_sum(tf.cast(pairs, tf.int32))
+    # A window at a time (overlapping by one byte), so no array of the whole data is held:
+    # comparing byte arrays of a 100 MB file at once held it several times over.
+    length = tf.strings.length(data)
+
+    def count(start, total):
+        raw = tf.io.decode_raw(tf.strings.substr(data, start, _SCAN_WINDOW + 1), tf.uint8)
+        pairs = tf.logical_and(tf.equal(raw[:-1], 0xFF), tf.equal(raw[1:], 0xDA))
+        return start + _SCAN_WINDOW, total + tf.reduce_sum(tf.cast(pairs, tf.int32))
+
+    _, total = tf.while_loop(
+        lambda start, total: start < length, count, (tf.constant(0), tf.constant(0))
+    )
+    return total
 
 
 def exif_orientation(data, length, exif):

@@ -9,6 +9,7 @@ seconds a scan, would die or miss it.
 
 import io
 import json
+import os
 import select
 import subprocess
 import sys
@@ -197,3 +198,34 @@ def test_an_exif_orientation_is_read_only_inside_its_segment():
     cut[4:6] = (int.from_bytes(cut[4:6], "big") - 14).to_bytes(2, "big")
     _, _, _, orientation = inspect_images(tf.constant([inside, bytes(cut)]))
     assert orientation.numpy().tolist() == [6, 1]
+
+
+@pytest.mark.parametrize(
+    ("name", "build"),
+    [
+        ("gif", lambda: crafted_images.gif_large(100 << 20)),
+        ("jpeg", lambda: b"\xff\xd8" + b"\xff\xda\x00" * (35 << 20) + b"\xff\xd9"),
+    ],
+)
+def test_the_header_walk_of_a_100_mb_file_holds_it_once(tmp_path, name, build):
+    """The walk over a 100 MB GIF (and a JPEG's scan count over 100 MB) in a child capped
+    160 MiB above what it holds with the file read: the batch's map holds the file once
+    more, the walk only the bytes it looks at (it held the file twice more for a GIF,
+    three times for a JPEG's scans)."""
+    path = tmp_path / "image"
+    path.write_bytes(build())
+    script = textwrap.dedent(f"""
+        import tensorflow as tf
+        from keras_saat.images.header_checks import inspect_images
+        walk = tf.function(lambda data: inspect_images(data, 25_000_000))
+        walk(tf.constant([b"GIF89a"]))
+        data = tf.io.read_file({str(path)!r})[None]
+        {cap_address_space(160 * 1024 * 1024)}
+        ok, error, code, orientation = walk(data)
+        print(bool(ok[0]), error[0].numpy().decode())
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3",
+           "MALLOC_ARENA_MAX": "2"}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=180, env=env, cwd=ROOT)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
