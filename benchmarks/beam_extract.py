@@ -33,7 +33,7 @@ def same_cache(found, expected):
     feature map has no fixed field order across processes)."""
     import numpy as np
 
-    from keras_saat.data.feature_cache import FeatureCache
+    from keras_saat.data.feature_cache.feature_cache import FeatureCache
 
     found, expected = FeatureCache(found), FeatureCache(expected)
     if found.index != expected.index:

@@ -54,7 +54,7 @@ def _cpu():
 def measure_cache(folder, split="train", passes=3):
     """{"bytes_per_image", "images", "load_images_per_s"} of one cache folder (the best of
     `passes` passes over `split`, rows as the input pipeline hands them on)."""
-    from keras_saat.data.feature_cache import FeatureCache
+    from keras_saat.data.feature_cache.feature_cache import FeatureCache
 
     cache = FeatureCache(folder)
     count = sum(cache.count(s) for s in cache.index["splits"])
@@ -76,7 +76,7 @@ def measure_cache(folder, split="train", passes=3):
 
 def extract_formats(encoder, dataset, root, splits, resize):
     """Each format of SIZED extracted into root/<format> and measured."""
-    from keras_saat.data.feature_cache import extract_features
+    from keras_saat.data.feature_cache.feature_cache import extract_features
 
     rows = []
     for dtype, compression in SIZED:

@@ -25,9 +25,9 @@ def main():
     args = parser.parse_args()
     import tensorflow as tf
 
-    import keras_saat.data.cache_format as cache_format
+    import keras_saat.data.feature_cache.cache_format as cache_format
     from keras_saat.bench.pipelines import write_synthetic_cache
-    from keras_saat.data.feature_cache import FeatureCache
+    from keras_saat.data.feature_cache.feature_cache import FeatureCache
 
     folder = Path(tempfile.mkdtemp(prefix="zlib-inflate-"))
     size = {"locations": 196, "channels": 512}

@@ -24,7 +24,7 @@ from keras_saat.beam.extraction import (
     write_shard_list,
 )
 from keras_saat.beam.pipeline_runs import make_pipeline
-from keras_saat.data.cache_index import (
+from keras_saat.data.feature_cache.cache_index import (
     compact_index,
     finish_shard,
     open_extraction,
@@ -33,8 +33,8 @@ from keras_saat.data.cache_index import (
     split_entry,
     todo_shards,
 )
-from keras_saat.data.dataset import SPLITS, Skips
-from keras_saat.data.feature_cache import (
+from keras_saat.data.readers.caption_dataset import SPLITS, Skips
+from keras_saat.data.feature_cache.feature_cache import (
     FeatureCache,
     check_format,
     shard_inputs,

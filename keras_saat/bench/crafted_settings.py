@@ -87,7 +87,7 @@ def write_damaged_cache(folder, damage, locations=4, channels=8):
     if damage == "zlib_bomb":
         import tensorflow as tf
 
-        from keras_saat.data.cache_format import RECORD_SPEC
+        from keras_saat.data.feature_cache.cache_format import RECORD_SPEC
 
         records = [r.numpy() for r in tf.data.TFRecordDataset(str(shard))]
         example = tf.train.Example.FromString(records[0])
@@ -110,8 +110,8 @@ def write_damaged_cache(folder, damage, locations=4, channels=8):
 def read_cache_split(folder, split="train"):
     """Streams a cache split as training and evaluation do (`FeatureCache.dataset`), its
     damaged shards named."""
-    from keras_saat.data.feature_cache import FeatureCache
-    from keras_saat.data.shard_checks import cache_shards, naming_damaged_shards
+    from keras_saat.data.feature_cache.feature_cache import FeatureCache
+    from keras_saat.data.feature_cache.shard_checks import cache_shards, naming_damaged_shards
 
     cache = FeatureCache(folder)
     with naming_damaged_shards(cache_shards(cache, (split,))):

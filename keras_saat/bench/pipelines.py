@@ -45,7 +45,7 @@ def measure_extraction(backbone, count=256, batch_size=32, shard_size=1000, prec
     import numpy as np
     import tensorflow as tf
 
-    from keras_saat.data.feature_cache import extract_features
+    from keras_saat.data.feature_cache.feature_cache import extract_features
     from keras_saat.data.images import decode_image
     from keras_saat.encoders import ImageEncoder
     from keras_saat.runtime.precision import dtype_policy
@@ -124,8 +124,8 @@ def write_synthetic_cache(
     import numpy as np
     import tensorflow as tf
 
-    from keras_saat.data.dataset import ImageRecord
-    from keras_saat.data.feature_cache import feature_example
+    from keras_saat.data.readers.caption_dataset import ImageRecord
+    from keras_saat.data.feature_cache.feature_cache import feature_example
     from keras_saat.data.shapes import reference_captions, sample_objects
 
     rng = np.random.default_rng(seed)
@@ -172,13 +172,13 @@ def measure_input(size_name, batching, batch_size, images=1000, epochs=2, reside
     from the host to the step.
     """
 
-    from keras_saat.data.feature_cache import FeatureCache
-    from keras_saat.data.input_pipeline import (
+    from keras_saat.data.feature_cache.feature_cache import FeatureCache
+    from keras_saat.data.pipeline.input_pipeline import (
         caption_dataset,
         captions_per_image,
         image_group_dataset,
     )
-    from keras_saat.data.resident_features import ResidentFeatures
+    from keras_saat.data.feature_cache.resident_features import ResidentFeatures
     from keras_saat.text.vocabulary import Vocabulary
 
     size = SIZES[size_name]

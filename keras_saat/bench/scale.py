@@ -86,7 +86,7 @@ def write_cache(folder, dataset, seed=0, shard_size=SHARD_SIZE):
 
     import tensorflow as tf
 
-    from keras_saat.data.feature_cache import INDEX, VERSION, feature_example
+    from keras_saat.data.feature_cache.feature_cache import INDEX, VERSION, feature_example
 
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
@@ -159,9 +159,9 @@ def _first_step(model, resident, epoch_dataset):
 
 def measure_scale(shape, images, evaluate=True):
     """Each phase's wall time and the peak RSS after it, at `shape` with `images` images."""
-    from keras_saat.data.cache_index import shard_records
-    from keras_saat.data.caption_table import read_caption_table
-    from keras_saat.data.feature_cache import FeatureCache, dataset_fingerprint, shard_inputs
+    from keras_saat.data.feature_cache.cache_index import shard_records
+    from keras_saat.data.readers.caption_table import read_caption_table
+    from keras_saat.data.feature_cache.feature_cache import FeatureCache, dataset_fingerprint, shard_inputs
     from keras_saat.evaluation.bleu import corpus_bleu_scores
     from keras_saat.experiment.preparation import build_vocabulary
     from keras_saat.experiment.scoring import caption_split

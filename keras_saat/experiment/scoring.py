@@ -6,8 +6,8 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_saat.data.input_pipeline import evaluation_batches
-from keras_saat.data.shard_checks import cache_shards, naming_damaged_shards
+from keras_saat.data.pipeline.input_pipeline import evaluation_batches
+from keras_saat.data.feature_cache.shard_checks import cache_shards, naming_damaged_shards
 from keras_saat.errors import KerasSaatError
 from keras_saat.evaluation.bleu import corpus_bleu_scores
 from keras_saat.evaluation.coco_metrics import coco_scores

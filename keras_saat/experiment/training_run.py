@@ -17,15 +17,15 @@ import tensorflow as tf
 
 from keras_saat.callbacks import CaptionMetrics, TrainingSummaries
 from keras_saat.config import load_config, save_config, to_dict
-from keras_saat.data.input_pipeline import (
+from keras_saat.data.pipeline.input_pipeline import (
     caption_dataset,
     captions_per_image,
     image_group_count,
     image_group_dataset,
     token_table,
 )
-from keras_saat.data.resident_features import ResidentFeatures, resident_bytes, resident_dtype
-from keras_saat.data.shard_checks import cache_shards, naming_damaged_shards
+from keras_saat.data.feature_cache.resident_features import ResidentFeatures, resident_bytes, resident_dtype
+from keras_saat.data.feature_cache.shard_checks import cache_shards, naming_damaged_shards
 from keras_saat.encoders.registry import get_backbone_spec
 from keras_saat.errors import KerasSaatError
 from keras_saat.experiment.preparation import (

@@ -7,7 +7,7 @@ import tensorflow as tf
 from keras_saat import Captioner, Vocabulary
 from keras_saat.callbacks import CaptionMetrics
 from keras_saat.data import read_karpathy
-from keras_saat.data.input_pipeline import caption_dataset
+from keras_saat.data.pipeline.input_pipeline import caption_dataset
 from keras_saat.errors import KerasSaatError
 from keras_saat.evaluation.coco_metrics import coco_scores
 

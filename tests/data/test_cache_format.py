@@ -13,14 +13,14 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from keras_saat.data import read_karpathy
-from keras_saat.data.cache_format import (
+from keras_saat.data.feature_cache.cache_format import (
     RECORD_SPEC,
     decode_features,
     dequantize_int8,
     feature_example,
     quantize_int8,
 )
-from keras_saat.data.feature_cache import FeatureCache, extract_features
+from keras_saat.data.feature_cache.feature_cache import FeatureCache, extract_features
 from keras_saat.data.images import decode_image
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError

@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from keras_saat.cli import main
-from keras_saat.data.caption_table import auto_split, read_caption_table
-from keras_saat.data.karpathy import read_karpathy
+from keras_saat.data.readers.caption_table import auto_split, read_caption_table
+from keras_saat.data.readers.karpathy import read_karpathy
 from keras_saat.errors import KerasSaatError
 from tests.helpers import DEFAULTS
 

@@ -13,10 +13,10 @@ from keras_saat.bench.crafted_settings import read_cache_split, write_damaged_ca
 from keras_saat.bench.pipelines import write_synthetic_cache
 from keras_saat.config import ExperimentConfig
 from keras_saat.data import read_karpathy
-from keras_saat.data.feature_cache import FeatureCache, extract_features
-from keras_saat.data.input_pipeline import evaluation_batches
-from keras_saat.data.resident_features import ResidentFeatures
-from keras_saat.data.shard_checks import cache_shards, check_framing, naming_damaged_shards
+from keras_saat.data.feature_cache.feature_cache import FeatureCache, extract_features
+from keras_saat.data.pipeline.input_pipeline import evaluation_batches
+from keras_saat.data.feature_cache.resident_features import ResidentFeatures
+from keras_saat.data.feature_cache.shard_checks import cache_shards, check_framing, naming_damaged_shards
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError
 from keras_saat.experiment.scoring import caption_split
@@ -135,7 +135,7 @@ def test_a_zlib_record_that_inflates_past_its_shape_is_refused_inside_a_memory_c
     above its imports, it is refused by name after inflating 65 bytes; an unbounded
     inflate would need the whole GiB."""
     warm = (
-        "import tensorflow as tf, keras_saat.data.feature_cache; "
+        "import tensorflow as tf, keras_saat.data.feature_cache.feature_cache; "
         "list(tf.data.Dataset.range(4).map(lambda x: x + 1, num_parallel_calls=2))"
     )
     status, answers, stderr = run_capped_cases(

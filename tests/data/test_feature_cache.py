@@ -11,9 +11,9 @@ import tensorflow_datasets as tfds
 
 from keras_saat import Captioner
 from keras_saat.data import read_karpathy, read_tfds
-from keras_saat.data.feature_cache import FeatureCache, extract_features
+from keras_saat.data.feature_cache.feature_cache import FeatureCache, extract_features
 from keras_saat.data.images import decode_image
-from keras_saat.data.input_pipeline import (
+from keras_saat.data.pipeline.input_pipeline import (
     caption_dataset,
     evaluation_batches,
     image_group_dataset,

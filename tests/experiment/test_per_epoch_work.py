@@ -10,7 +10,7 @@ from keras_saat import Captioner
 from keras_saat.bench.pipelines import write_synthetic_cache
 from keras_saat.config import from_dict
 from keras_saat.data import input_pipeline
-from keras_saat.data.feature_cache import FeatureCache
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.experiment import training_run
 from keras_saat.experiment.scoring import caption_split
 from keras_saat.text import Vocabulary

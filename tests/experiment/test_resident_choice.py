@@ -7,7 +7,7 @@ import tensorflow as tf
 from keras_saat import Captioner
 from keras_saat.bench.pipelines import write_synthetic_cache
 from keras_saat.config import from_dict
-from keras_saat.data.feature_cache import FeatureCache
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.errors import KerasSaatError
 from keras_saat.experiment.training_run import batching_mode, resident_features
 from keras_saat.runtime.memory import device_memory

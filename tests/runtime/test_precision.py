@@ -207,7 +207,7 @@ def test_the_cache_setting_honours_the_users_flag_and_replaces_only_its_own(tmp_
 
 def test_batching_settings_are_checked():
     from keras_saat.config import load_config
-    from keras_saat.data.dataset import ImageRecord
+    from keras_saat.data.readers.caption_dataset import ImageRecord
     from keras_saat.experiment.training_run import batching
 
     with pytest.raises(KerasSaatError, match="per_caption, per_image"):
@@ -233,7 +233,7 @@ def test_a_bfloat16_backbone_fills_its_own_cache(shapes_dir, tmp_path):
     """The cache keeps its float16 dtype; features of a bfloat16 backbone are close to the
     float32 ones, and the two never mix in one cache folder."""
     from keras_saat.data import read_karpathy
-    from keras_saat.data.feature_cache import extract_features
+    from keras_saat.data.feature_cache.feature_cache import extract_features
     from keras_saat.encoders import ImageEncoder
 
     dataset = read_karpathy(shapes_dir / "dataset_shapes.json")

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_saat.data.images import decode_image
-from keras_saat.data.resident_features import ResidentFeatures
+from keras_saat.data.feature_cache.resident_features import ResidentFeatures
 from keras_saat.errors import KerasSaatError
 from keras_saat.text.vocabulary import PAD_ID
 

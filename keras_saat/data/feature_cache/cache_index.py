@@ -1,6 +1,6 @@
 """The feature cache's bookkeeping: index.json, progress.jsonl and the skips of a shard.
 
-Shared by the one-process extraction (`keras_saat.data.feature_cache`) and the Beam
+Shared by the one-process extraction (`keras_saat.data.feature_cache.feature_cache`) and the Beam
 one (`keras_saat.beam.extraction`), so both write one layout that `FeatureCache` reads.
 """
 
@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from keras_saat.data.cache_format import (
+from keras_saat.data.feature_cache.cache_format import (
     dataset_fingerprint,
     encoder_fingerprint,
     format_name,

@@ -15,11 +15,11 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from keras_saat.data.epoch_order import epoch_plan, from_step, shard_positions_from_index
+from keras_saat.data.pipeline.epoch_order import epoch_plan, from_step, shard_positions_from_index
 from keras_saat.data.images import decode_image
-from keras_saat.data.pipeline_options import without_autotune
-from keras_saat.data.planned_batches import plan_arrays, planned_batches
-from keras_saat.data.resident_features import ResidentFeatures
+from keras_saat.runtime.pipeline_options import without_autotune
+from keras_saat.data.pipeline.planned_batches import plan_arrays, planned_batches
+from keras_saat.data.feature_cache.resident_features import ResidentFeatures
 from keras_saat.errors import KerasSaatError
 from keras_saat.text.tokenizer import tokenize_graph
 from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID, UNK_ID
@@ -155,7 +155,7 @@ def caption_dataset(
             order, in windows of at least this many captions, each window's captions in a
             seeded permutation (0 = the cache's order). Defaults to 5000.
         seed: int or None. The epoch's seed: its order is a function of it alone
-            (`keras_saat.data.epoch_order`). Defaults to None.
+            (`keras_saat.data.pipeline.epoch_order`). Defaults to None.
         bucket_by_length: bool. Batch captions of similar length together (fewer pads,
             several static shapes). Defaults to False (one static shape, best for XLA).
         drop_remainder: bool. Drop each window's (and length bucket's) last partial batch

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from keras_saat.data.dataset import ImageRecord, Skips, add_caption, check_file, finish
-from keras_saat.data.karpathy import read_json
+from keras_saat.data.readers.caption_dataset import ImageRecord, Skips, add_caption, check_file, finish
+from keras_saat.data.readers.karpathy import read_json
 from keras_saat.errors import KerasSaatError
 
 

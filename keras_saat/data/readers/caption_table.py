@@ -29,7 +29,7 @@ import os
 import stat
 from pathlib import Path
 
-from keras_saat.data.dataset import SPLITS, ImageRecord, Skips, check_file, finish
+from keras_saat.data.readers.caption_dataset import SPLITS, ImageRecord, Skips, check_file, finish
 from keras_saat.errors import KerasSaatError
 from keras_saat.text.tokenizer import has_words
 

@@ -23,7 +23,7 @@ run reads index.json with progress.jsonl's lines applied, keeps finished shards
 and redoes the rest, and the shards whose image files changed since (`reopen_changed`).
 Decoding (tf.data, parallel), the
 backbone (a compiled function) and writing (a thread) overlap. The index and
-progress bookkeeping lives in `keras_saat.data.cache_index`, shared with the Beam
+progress bookkeeping lives in `keras_saat.data.feature_cache.cache_index`, shared with the Beam
 extractor (`keras_saat.beam.extraction`), which writes this same layout.
 """
 
@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from keras_saat.data.cache_format import (  # noqa: F401  (the record functions live there)
+from keras_saat.data.feature_cache.cache_format import (  # noqa: F401  (the record functions live there)
     DTYPES,
     RECORD_SPEC,
     check_format,
@@ -49,7 +49,7 @@ from keras_saat.data.cache_format import (  # noqa: F401  (the record functions 
     record_bytes,
     shard_inputs,
 )
-from keras_saat.data.cache_index import (  # noqa: F401  (the layout's names, here too)
+from keras_saat.data.feature_cache.cache_index import (  # noqa: F401  (the layout's names, here too)
     INDEX,
     MISSING,
     PROGRESS,
@@ -68,10 +68,10 @@ from keras_saat.data.cache_index import (  # noqa: F401  (the layout's names, he
     split_entry,
     todo_shards,
 )
-from keras_saat.data.dataset import SPLITS, Skips
+from keras_saat.data.readers.caption_dataset import SPLITS, Skips
 from keras_saat.data.images import decode_calls, image_decoder
-from keras_saat.data.pipeline_options import without_autotune
-from keras_saat.data.shard_checks import check_shard, damaged_shard_error, read_error_reason
+from keras_saat.runtime.pipeline_options import without_autotune
+from keras_saat.data.feature_cache.shard_checks import check_shard, damaged_shard_error, read_error_reason
 from keras_saat.errors import KerasSaatError
 
 

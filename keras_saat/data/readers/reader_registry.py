@@ -38,7 +38,7 @@ def _shapes(data, workdir, log):
     and seed: the workdir's own is generated anew otherwise, and a file named by
     data.path is refused.
     """
-    from keras_saat.data.karpathy import read_karpathy
+    from keras_saat.data.readers.karpathy import read_karpathy
     from keras_saat.data.shapes import (
         DATASET_FILE,
         generator_settings,
@@ -82,19 +82,19 @@ def _describe(settings):
 
 
 def _karpathy(data, workdir, log):
-    from keras_saat.data.karpathy import read_karpathy
+    from keras_saat.data.readers.karpathy import read_karpathy
 
     return read_karpathy(_required_path(data), data.images_dir or None, strict=data.strict)
 
 
 def _flickr8k(data, workdir, log):
-    from keras_saat.data.flickr8k import read_flickr8k
+    from keras_saat.data.readers.flickr8k import read_flickr8k
 
     return read_flickr8k(_required_path(data), data.images_dir or None, strict=data.strict)
 
 
 def _coco(data, workdir, log):
-    from keras_saat.data.coco import read_coco
+    from keras_saat.data.readers.coco import read_coco
 
     path = _required_path(data)
     if not data.val_path:
@@ -105,13 +105,13 @@ def _coco(data, workdir, log):
 
 
 def _captions(data, workdir, log):
-    from keras_saat.data.caption_table import read_caption_table
+    from keras_saat.data.readers.caption_table import read_caption_table
 
     return read_caption_table(_required_path(data), data.images_dir or None, strict=data.strict)
 
 
 def _tfds(data, workdir, log):
-    from keras_saat.data.tfds_reader import read_tfds
+    from keras_saat.data.readers.tfds_reader import read_tfds
 
     return read_tfds(data.path or "coco_captions", data.tfds_data_dir or None, strict=data.strict)
 

@@ -1,6 +1,6 @@
 """Reader for TensorFlow Datasets' `coco_captions` (Karpathy splits, prepared with `tfds build`)."""
 
-from keras_saat.data.dataset import ImageRecord, Skips, add_caption, finish
+from keras_saat.data.readers.caption_dataset import ImageRecord, Skips, add_caption, finish
 from keras_saat.errors import KerasSaatError
 
 # Our split -> the TFDS splits it is made of (coco_captions carries Karpathy's splits).
