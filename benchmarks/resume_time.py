@@ -19,8 +19,8 @@ from pathlib import Path
 
 from keras_saat.bench.scale import write_cache, write_captions_file
 from keras_saat.config import from_dict
-from keras_saat.data.readers.caption_table import read_caption_table
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
+from keras_saat.data.readers.caption_table import read_caption_table
 from keras_saat.experiment.preparation import build_vocabulary
 from keras_saat.experiment.training_run import batching, epoch_datasets
 

@@ -192,7 +192,7 @@ def cmd_extract_features(args):
         from keras_saat.experiment import extract_only
 
         cache = extract_only(args.experiment, args.workdir, _log)
-    counts = ", ".join(f"{cache.count(s)} {s}" for s in cache.index["splits"])
+    counts = ", ".join(f"{cache.count(s)} {s}" for s in cache.splits)
     _log(
         f"feature cache {cache.directory}: {counts} images, grid {cache.grid_shape}, {cache.channels} channels"
     )

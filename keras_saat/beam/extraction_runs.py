@@ -24,21 +24,19 @@ from keras_saat.beam.extraction import (
     write_shard_list,
 )
 from keras_saat.beam.pipeline_runs import make_pipeline
+from keras_saat.data.feature_cache.cache_format import check_format, shard_inputs
 from keras_saat.data.feature_cache.cache_index import (
     compact_index,
     finish_shard,
     open_extraction,
     says_todo,
+    shard_entry,
     shard_records,
     split_entry,
     todo_shards,
 )
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.readers.caption_dataset import SPLITS, Skips
-from keras_saat.data.feature_cache.feature_cache import (
-    FeatureCache,
-    check_format,
-    shard_inputs,
-)
 from keras_saat.errors import KerasSaatError
 
 
@@ -46,9 +44,9 @@ def _fold_finished(directory, index, split, numbers, skips, inputs):
     """Records the shards among `numbers` that a Beam run wrote (file and record in
     CACHE/.beam both there) in progress.jsonl, with `inputs[number]` (the shard's
     `shard_inputs`, taken before the run read its images); returns their numbers."""
-    entry, folded = index["splits"][split], []
+    folded = []
     for number in numbers:
-        shard = entry["shards"][number]
+        shard = shard_entry(index, split, number)
         done = directory / BEAM_DIR / (shard["file"] + DONE_SUFFIX)
         if not (done.is_file() and (directory / shard["file"]).is_file()):
             continue
@@ -130,7 +128,7 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
             large_model=large_model,
             compression=compression,
         )
-        files = [index["splits"][s]["shards"][n]["file"] for s, n in todo]
+        files = [shard_entry(index, s, n)["file"] for s, n in todo]
         log(f"  extract: {len(files)} shards on Beam's {runner} runner")
         start_time = time.perf_counter()
         with make_pipeline(runner, beam_args) as pipeline:

@@ -45,7 +45,7 @@ def measure_extraction(backbone, count=256, batch_size=32, shard_size=1000, prec
     import numpy as np
     import tensorflow as tf
 
-    from keras_saat.data.feature_cache.feature_cache import extract_features
+    from keras_saat.data.feature_cache.feature_extraction import extract_features
     from keras_saat.data.images import decode_image
     from keras_saat.encoders import ImageEncoder
     from keras_saat.runtime.precision import dtype_policy
@@ -124,33 +124,36 @@ def write_synthetic_cache(
     import numpy as np
     import tensorflow as tf
 
+    from keras_saat.data.feature_cache.cache_format import feature_example
+    from keras_saat.data.feature_cache.cache_index import (
+        UNDECODABLE,
+        new_index,
+        set_split,
+        shard_file,
+        write_index,
+    )
     from keras_saat.data.readers.caption_dataset import ImageRecord
-    from keras_saat.data.feature_cache.feature_cache import feature_example
     from keras_saat.data.shapes import reference_captions, sample_objects
 
     rng = np.random.default_rng(seed)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     side = int(round(size["locations"] ** 0.5))
-    shards = []
+    shards, count = [], max(1, -(-images // shard_size))
     for first in range(0, images, shard_size):
-        name = f"train-{len(shards):05d}.tfrecord"
+        name = shard_file("train", len(shards), count)
         everything = range(first, min(first + shard_size, images))
         positions = [p for p in everything if p not in skip]
         with tf.io.TFRecordWriter(str(folder / name)) as writer:
             for position in positions:
                 row = rng.standard_normal((size["locations"], size["channels"]), np.float32)
                 writer.write(feature_example(position, row, dtype, compression))
-        skipped = [[p, "undecodable image"] for p in everything if p in skip]
+        skipped = [[p, UNDECODABLE] for p in everything if p in skip]
         shards.append({"file": name, "done": True, "written": len(positions), "skipped": skipped})
-    index = {
-        "grid": [side, side],
-        "channels": size["channels"],
-        "dtype": dtype,
-        "compression": compression,
-        "splits": {"train": {"count": images, "shard_size": shard_size, "shards": shards}},
-    }
-    (folder / "index.json").write_text(json.dumps(index))
+    header = {"grid": [side, side], "channels": size["channels"], "dtype": dtype}
+    index = new_index({**header, "compression": compression})
+    set_split(index, "train", images, shard_size, shards)
+    write_index(folder, index)
     records = []
     for position in range(images):
         captions = reference_captions(sample_objects(rng))[:captions_per_image]
@@ -173,12 +176,13 @@ def measure_input(size_name, batching, batch_size, images=1000, epochs=2, reside
     """
 
     from keras_saat.data.feature_cache.feature_cache import FeatureCache
-    from keras_saat.data.pipeline.input_pipeline import (
-        caption_dataset,
-        captions_per_image,
-        image_group_dataset,
-    )
     from keras_saat.data.feature_cache.resident_features import ResidentFeatures
+    from keras_saat.data.pipeline.batch_plan import BatchPlan
+    from keras_saat.data.pipeline.input_pipeline import (
+        caption_batches,
+        captions_per_image,
+        token_table,
+    )
     from keras_saat.text.vocabulary import Vocabulary
 
     size = SIZES[size_name]
@@ -187,21 +191,19 @@ def measure_input(size_name, batching, batch_size, images=1000, epochs=2, reside
         cache = FeatureCache(Path(tmp) / "cache")
         vocabulary = Vocabulary.build(c for r in records for c in r.references)
         per_image = captions_per_image(records)
+        tokens_of = token_table(records, vocabulary, size["length"])
         start = time.perf_counter()
         source = ResidentFeatures(cache) if resident else cache
         load_seconds = time.perf_counter() - start
 
         def dataset(epoch):
             if batching == "per_image":
-                return image_group_dataset(
-                    source, "train", records, vocabulary, size["length"],
-                    max(batch_size // per_image, 1), per_image, shuffle_buffer=5000 // per_image,
-                    seed=epoch,
-                )  # fmt: skip
-            return caption_dataset(
-                source, "train", records, vocabulary, size["length"], batch_size,
-                shuffle_buffer=5000, seed=epoch,
-            )  # fmt: skip
+                plan = BatchPlan(
+                    max(batch_size // per_image, 1), per_image, 5000 // per_image, epoch
+                )
+            else:
+                plan = BatchPlan(batch_size, shuffle_buffer=5000, seed=epoch)
+            return caption_batches(source, "train", records, tokens_of, plan)
 
         def captions_of(batch, gather=resident):
             count = int((batch["tokens"].numpy() != 0).any(axis=-1).sum())

@@ -54,7 +54,7 @@ def assert_same_cache(found, expected):
     assert sorted(p.name for p in found.directory.iterdir()) == sorted(
         p.name for p in expected.directory.iterdir()
     )  # nothing else left behind (the run's lists and records)
-    for split in expected.index["splits"]:
+    for split in expected.splits:
         for ours, theirs in zip(found.files(split), expected.files(split), strict=True):
             pairs = zip(found.read_shard(ours), expected.read_shard(theirs), strict=True)
             for (positions, features, scales), (want_positions, want_features, want) in pairs:
@@ -152,7 +152,7 @@ def test_missing_files_and_a_batch_the_encoder_raises_on_are_skips_not_failures(
         write_shard_list,
     )
     from keras_saat.data import read_karpathy
-    from keras_saat.data.feature_cache.feature_cache import encoder_fingerprint
+    from keras_saat.data.feature_cache.cache_format import encoder_fingerprint
     from keras_saat.encoders import ImageEncoder
 
     class RaisingHandler(EncoderHandler):

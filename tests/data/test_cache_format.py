@@ -20,7 +20,8 @@ from keras_saat.data.feature_cache.cache_format import (
     feature_example,
     quantize_int8,
 )
-from keras_saat.data.feature_cache.feature_cache import FeatureCache, extract_features
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
+from keras_saat.data.feature_cache.feature_extraction import extract_features
 from keras_saat.data.images import decode_image
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError

@@ -9,8 +9,9 @@ import pytest
 import tensorflow as tf
 
 from keras_saat.data import cache_index, feature_cache, read_karpathy
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
+from keras_saat.data.feature_cache.feature_extraction import extract_features
 from keras_saat.data.readers.caption_dataset import Skips
-from keras_saat.data.feature_cache.feature_cache import FeatureCache, extract_features
 from keras_saat.encoders import ImageEncoder
 
 PROGRESS = "progress.jsonl"  # the layout the module docstring documents

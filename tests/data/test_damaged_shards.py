@@ -13,10 +13,15 @@ from keras_saat.bench.crafted_settings import read_cache_split, write_damaged_ca
 from keras_saat.bench.pipelines import write_synthetic_cache
 from keras_saat.config import ExperimentConfig
 from keras_saat.data import read_karpathy
-from keras_saat.data.feature_cache.feature_cache import FeatureCache, extract_features
-from keras_saat.data.pipeline.input_pipeline import evaluation_batches
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
+from keras_saat.data.feature_cache.feature_extraction import extract_features
 from keras_saat.data.feature_cache.resident_features import ResidentFeatures
-from keras_saat.data.feature_cache.shard_checks import cache_shards, check_framing, naming_damaged_shards
+from keras_saat.data.feature_cache.shard_checks import (
+    cache_shards,
+    check_framing,
+    naming_damaged_shards,
+)
+from keras_saat.data.pipeline.input_pipeline import evaluation_batches
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError
 from keras_saat.experiment.scoring import caption_split
@@ -43,7 +48,7 @@ def test_a_truncated_shard_is_named_when_the_cache_is_opened(tmp_path):
     message = str(caught.value)
     assert message.startswith(damaged(shard)) and WHAT_TO_DO in message
     assert "record 8 runs 10 bytes past the file's end" in message and "\n" not in message
-    with pytest.raises(KerasSaatError, match="train-00001.tfrecord is damaged"):
+    with pytest.raises(KerasSaatError, match="train-00001-of-00003.tfrecord is damaged"):
         evaluation_batches(FeatureCache(tmp_path), "train", records=None, batch_size=4)
 
 
@@ -54,7 +59,7 @@ def test_a_shard_cut_at_a_record_boundary_is_named_by_the_size_it_was_written(tm
         shard["bytes"] = (tmp_path / shard["file"]).stat().st_size
     (tmp_path / "index.json").write_text(json.dumps(index))
     assert len(FeatureCache(tmp_path).files("train")) == 3  # a stat a shard, all whole
-    shard = tmp_path / "train-00001.tfrecord"
+    shard = tmp_path / "train-00001-of-00003.tfrecord"
     whole = shard.read_bytes()
     record = 12 + int.from_bytes(whole[:8], "little") + 4  # a record: all are one size here
     shard.write_bytes(whole[: len(whole) - record])  # its framing still ends at its end
@@ -68,9 +73,9 @@ def test_a_shard_cut_at_a_record_boundary_is_named_by_the_size_it_was_written(tm
 
 def test_a_missing_shard_is_named(tmp_path):
     write_synthetic_cache(tmp_path, 24, {"locations": 4, "channels": 8}, shard_size=8)
-    (tmp_path / "train-00002.tfrecord").unlink()
+    (tmp_path / "train-00002-of-00003.tfrecord").unlink()
     with pytest.raises(
-        KerasSaatError, match="train-00002.tfrecord is damaged .the file is missing"
+        KerasSaatError, match="train-00002-of-00003.tfrecord is damaged .the file is missing"
     ):
         FeatureCache(tmp_path).files("train")
 
@@ -154,7 +159,7 @@ def test_zlib_records_of_the_wrong_length_are_named_on_each_path(tmp_path, infla
     from keras_saat.bench.pipelines import write_synthetic_cache
 
     write_synthetic_cache(tmp_path, 8, {"locations": 4, "channels": 8}, compression="zlib")
-    shard = tmp_path / "train-00000.tfrecord"
+    shard = tmp_path / "train-00000-of-00001.tfrecord"
     records = [r.numpy() for r in tf.data.TFRecordDataset(str(shard))]
     example = tf.train.Example.FromString(records[3])
     example.features.feature["features"].bytes_list.value[0] = zlib.compress(bytes(inflated))

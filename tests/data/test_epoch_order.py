@@ -8,11 +8,11 @@ import pytest
 import tensorflow as tf
 
 from keras_saat.bench.pipelines import write_synthetic_cache
-from keras_saat.data.pipeline.epoch_order import epoch_plan, from_step, shard_positions_from_index
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
-from keras_saat.data.pipeline.input_pipeline import caption_dataset, image_group_dataset
 from keras_saat.data.feature_cache.resident_features import ResidentFeatures
 from keras_saat.data.feature_cache.shard_checks import cache_shards, naming_damaged_shards
+from keras_saat.data.pipeline.epoch_order import epoch_plan, from_step, shard_positions_from_index
+from keras_saat.data.pipeline.input_pipeline import caption_dataset, image_group_dataset
 from keras_saat.errors import KerasSaatError
 from keras_saat.text import Vocabulary
 

@@ -11,7 +11,8 @@ import tensorflow_datasets as tfds
 
 from keras_saat import Captioner
 from keras_saat.data import read_karpathy, read_tfds
-from keras_saat.data.feature_cache.feature_cache import FeatureCache, extract_features
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
+from keras_saat.data.feature_cache.feature_extraction import extract_features
 from keras_saat.data.images import decode_image
 from keras_saat.data.pipeline.input_pipeline import (
     caption_dataset,

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from keras_saat import Captioner
 from keras_saat.data import read_karpathy
-from keras_saat.data.feature_cache.feature_cache import extract_features
+from keras_saat.data.feature_cache.feature_extraction import extract_features
 from keras_saat.data.pipeline.input_pipeline import (
     captions_per_image,
     image_group_count,

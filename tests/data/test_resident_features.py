@@ -8,8 +8,12 @@ import tensorflow as tf
 from keras_saat import Captioner
 from keras_saat.bench.pipelines import write_synthetic_cache
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
+from keras_saat.data.feature_cache.resident_features import (
+    ResidentFeatures,
+    resident_bytes,
+    resident_dtype,
+)
 from keras_saat.data.pipeline.input_pipeline import caption_dataset, image_group_dataset
-from keras_saat.data.feature_cache.resident_features import ResidentFeatures, resident_bytes, resident_dtype
 from keras_saat.errors import KerasSaatError
 from keras_saat.text import Vocabulary
 from keras_saat.training.trainer import Trainer

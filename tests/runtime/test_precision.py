@@ -233,7 +233,7 @@ def test_a_bfloat16_backbone_fills_its_own_cache(shapes_dir, tmp_path):
     """The cache keeps its float16 dtype; features of a bfloat16 backbone are close to the
     float32 ones, and the two never mix in one cache folder."""
     from keras_saat.data import read_karpathy
-    from keras_saat.data.feature_cache.feature_cache import extract_features
+    from keras_saat.data.feature_cache.feature_extraction import extract_features
     from keras_saat.encoders import ImageEncoder
 
     dataset = read_karpathy(shapes_dir / "dataset_shapes.json")

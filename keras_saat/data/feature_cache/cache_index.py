@@ -24,6 +24,33 @@ MISSING, UNDECODABLE = "missing image file", "undecodable image"  # the index's 
 VERSION = 2  # 2: each shard records its inputs (`shard_inputs`)
 
 
+def new_index(header, fingerprint=None):
+    """A cache's index with no splits yet: this layout's version, `header` (backbone, grid,
+    channels, dtype, compression, ...) and what made it (`fingerprint`)."""
+    return {"version": VERSION, **header, "fingerprint": fingerprint, "splits": {}}
+
+
+def shard_file(split, number, shards):
+    """The file name of shard `number` of a split's `shards`."""
+    return f"{split}-{number:05d}-of-{shards:05d}.tfrecord"
+
+
+def set_split(index, split, count, shard_size, shards):
+    """Puts a split into `index`: its `count` images (positions), in shards of
+    `shard_size`, `shards` a list of {"file", "done", "written", "skipped", ...}."""
+    index["splits"][split] = {"count": count, "shard_size": shard_size, "shards": shards}
+
+
+def shard_entry(index, split, number):
+    """The index entry of shard `number` of `split` (a writer updates it in place)."""
+    return index["splits"][split]["shards"][number]
+
+
+def write_index(directory, index):
+    """Writes a cache's index.json (atomically: a killed writer leaves the old one)."""
+    write_json_atomic(Path(directory) / INDEX, index)
+
+
 def read_index(directory):
     """index.json of a cache folder with the finished shards of progress.jsonl applied
     (a line torn by a kill is ignored: its shard is written again)."""
@@ -82,7 +109,7 @@ def compact_index(directory, index):
     """Folds progress.jsonl into index.json (the one whole rewrite of an extraction)."""
     progress = directory / PROGRESS
     if progress.exists():
-        write_json_atomic(directory / INDEX, index)
+        write_index(directory, index)
         progress.unlink()
 
 
@@ -116,7 +143,7 @@ def open_index(directory, fingerprint, header):
                 "or choose another workdir"
             )
         return index
-    return {"version": VERSION, **header, "fingerprint": fingerprint, "splits": {}}
+    return new_index(header, fingerprint)
 
 
 def open_extraction(directory, encoder, dataset, resize, dtype, compression):
@@ -172,20 +199,12 @@ def split_entry(directory, index, split, records, shard_size, log=print):
             )
     else:
         shards = max(1, -(-count // shard_size))
-        index["splits"][split] = {
-            "count": count,
-            "shard_size": shard_size,
-            "shards": [
-                {
-                    "file": f"{split}-{i:05d}-of-{shards:05d}.tfrecord",
-                    "done": False,
-                    "written": 0,
-                    "skipped": [],
-                }
-                for i in range(shards)
-            ],
-        }
-        write_json_atomic(Path(directory) / INDEX, index)
+        entries = [
+            {"file": shard_file(split, i, shards), "done": False, "written": 0, "skipped": []}
+            for i in range(shards)
+        ]
+        set_split(index, split, count, shard_size, entries)
+        write_index(directory, index)
     entry = index["splits"][split]
     changed = reopen_changed(entry, records, entry["shard_size"])
     if changed:

@@ -16,67 +16,31 @@ Layout of a cache folder:
                                         "inputs", "bytes"}),
                                         folded into index.json when extraction ends
 
-Extraction is resumable: a shard is written under a temporary name and
-renamed, and recorded (one line appended to progress.jsonl, so recording stays
-constant work a shard however many there are), only once complete; a restarted
-run reads index.json with progress.jsonl's lines applied, keeps finished shards
-and redoes the rest, and the shards whose image files changed since (`reopen_changed`).
-Decoding (tf.data, parallel), the
-backbone (a compiled function) and writing (a thread) overlap. The index and
-progress bookkeeping lives in `keras_saat.data.feature_cache.cache_index`, shared with the Beam
-extractor (`keras_saat.beam.extraction`), which writes this same layout.
+`FeatureCache` is the one reader of this layout (its properties answer what the index
+holds); `feature_extraction.extract_features` fills it.
 """
 
-import os
-import queue
-import sys
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
-from keras_saat.data.feature_cache.cache_format import (  # noqa: F401  (the record functions live there)
-    DTYPES,
-    RECORD_SPEC,
-    check_format,
-    dataset_fingerprint,
-    decode_features,
-    encoder_fingerprint,
-    feature_example,
-    format_name,
-    record_bytes,
-    shard_inputs,
+from keras_saat.data.feature_cache.cache_format import RECORD_SPEC, decode_features, record_bytes
+from keras_saat.data.feature_cache.cache_index import INDEX, read_index
+from keras_saat.data.feature_cache.shard_checks import (
+    check_shard,
+    damaged_shard_error,
+    read_error_reason,
 )
-from keras_saat.data.feature_cache.cache_index import (  # noqa: F401  (the layout's names, here too)
-    INDEX,
-    MISSING,
-    PROGRESS,
-    UNDECODABLE,
-    VERSION,
-    compact_index,
-    file_skip_reason,
-    finish_shard,
-    image_place,
-    open_extraction,
-    open_index,
-    read_index,
-    says_todo,
-    shard_records,
-    skipped_entries,
-    split_entry,
-    todo_shards,
-)
-from keras_saat.data.readers.caption_dataset import SPLITS, Skips
-from keras_saat.data.images import decode_calls, image_decoder
-from keras_saat.runtime.pipeline_options import without_autotune
-from keras_saat.data.feature_cache.shard_checks import check_shard, damaged_shard_error, read_error_reason
 from keras_saat.errors import KerasSaatError
+from keras_saat.runtime.pipeline_options import without_autotune
 
 
 class FeatureCache:
-    """Reads a feature cache folder written by `extract_features`."""
+    """Reads a feature cache folder written by `extract_features`; a feature source
+    (`keras_saat.data.pipeline.feature_source`) whose batches hold "features"."""
+
+    streams = True  # an epoch reads every row from disk
 
     def __init__(self, directory):
         self.directory = Path(directory)
@@ -86,6 +50,10 @@ class FeatureCache:
                 f"no feature cache in {self.directory}; run `keras-saat extract-features` first"
             )
         self.index = read_index(self.directory)
+
+    @property
+    def cache(self):
+        return self
 
     @property
     def grid_shape(self):
@@ -99,9 +67,18 @@ class FeatureCache:
     def channels(self):
         return self.index["channels"]
 
+    @property
+    def splits(self):
+        """The names of the splits the cache holds (complete or not)."""
+        return tuple(self.index["splits"])
+
     def complete(self, split):
         shards = self.index["splits"][split]["shards"]
         return all(s["done"] for s in shards)
+
+    def image_count(self, split):
+        """The split's images, the unreadable ones (never written) included: its positions."""
+        return self.index["splits"][split]["count"]
 
     def files(self, split):
         """The split's shard files, each checked to be whole (`check_shard`: its size
@@ -116,8 +93,27 @@ class FeatureCache:
             check_shard(self.directory / shard["file"], shard.get("bytes"))
         return [str(self.directory / s["file"]) for s in shards]
 
+    def shard_files(self, splits):
+        """The shard files of those of `splits` the cache holds."""
+        return [
+            path for split in splits if split in self.index["splits"] for path in self.files(split)
+        ]
+
     def count(self, split):
+        """The split's images written (readable)."""
         return sum(s["written"] for s in self.index["splits"][split]["shards"])
+
+    def shard_positions(self, split, records=None):
+        """Each shard's image positions in the order it holds them, from the index alone:
+        shard i covers the next `written + len(skipped)` positions of the split, in order,
+        less the skipped ones (as extraction writes them)."""
+        shards, start = [], 0
+        for shard in self.index["splits"][split]["shards"]:
+            covered = np.arange(start, start + shard["written"] + len(shard["skipped"]))
+            skipped = np.asarray([int(p) for p, _ in shard["skipped"]], np.int64)
+            shards.append(covered[~np.isin(covered, skipped)].astype(np.int32))
+            start += len(covered)
+        return shards
 
     def skipped(self, split):
         """[(position, reason), ...] of images that could not be read."""
@@ -220,163 +216,66 @@ class FeatureCache:
         order = np.argsort(positions)
         return positions[order], np.concatenate(features)[order]
 
+    def planned_batches(self, split, records, batches, windows, tokens, plan):
+        """A window's shards read into memory at a time (the next one while this one's
+        batches go), each batch gathered from them (`feature_source`)."""
+        files = tf.constant(self.files(split))
+        parse = self.parse_fn(keep_dtype=True)
+        partial = not plan.drop_remainder
+        batch_splits = windows["window_batches"]
+        shards = tf.RaggedTensor.from_row_splits(
+            windows["window_shards"], windows["window_shard_splits"]
+        )
+        expected = tf.RaggedTensor.from_row_splits(
+            windows["window_positions"], windows["window_position_splits"]
+        )
 
-def _read_file(position, path):
-    return position, tf.io.read_file(path)
-
-
-def _image_stream(dataset, split, records, start, stop, size, resize, skips):
-    """tf.data of (position, pixels) for records[start:stop]; unreadable images drop out."""
-    if dataset.image_source is None:
-        positions, paths = [], []
-        for position in range(start, stop):
-            path = records[position].path
-            reason = file_skip_reason(path)
-            if reason:
-                skips.add(reason, image_place(records[position]))
-                continue
-            positions.append(position)
-            paths.append(str(path))
-        if not positions:
-            return None
-        stream = tf.data.Dataset.from_tensor_slices((np.asarray(positions, np.int32), paths))
-        stream = stream.map(_read_file, num_parallel_calls=decode_calls())
-    else:
-        # Streamed sources (TFDS) yield stream positions; map them to this split's record positions.
-        keys = tf.constant([r.stream_position for r in records[start:stop]], tf.int32)
-        values = tf.range(start, stop, dtype=tf.int32)
-        table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, values), -1)
-        stream = dataset.image_source(split).map(lambda p, image: (table.lookup(p), image))
-        stream = stream.filter(lambda p, image: p >= 0)
-
-    decoder = image_decoder(size, resize)  # traced once a process, not once a shard
-
-    def decode(position, encoded):
-        return position, decoder(encoded)
-
-    stream = stream.map(decode, num_parallel_calls=decode_calls())
-    # Undecodable images vanish; the gaps in positions count them. Fixed parallelism (one
-    # call a core, not the autotuner: with it, the end of a shard's stream could stall).
-    return without_autotune(stream.ignore_errors())
-
-
-class _ShardWriter(threading.Thread):
-    """Serialises and writes examples on a thread, so writing overlaps the backbone."""
-
-    def __init__(self, path, dtype, compression):
-        super().__init__(daemon=True)
-        self.path, self.queue, self.error, self.written = path, queue.Queue(maxsize=8), None, []
-        self.format = (dtype, compression)
-
-    def run(self):
-        try:
-            with tf.io.TFRecordWriter(str(self.path)) as writer:
-                while (item := self.queue.get()) is not None:
-                    positions, features = item
-                    for position, row in zip(positions, features, strict=True):
-                        writer.write(feature_example(position, row, *self.format))
-                        self.written.append(int(position))
-        except Exception as err:  # surfaced by the main thread
-            self.error = err
-            while self.queue.get() is not None:
-                pass
-
-
-def _bar(split, done, total, start):
-    """A progress bar redrawn in place, on a terminal only (logs get one line per shard)."""
-    if not sys.stdout.isatty():
-        return
-    rate = done / max(time.perf_counter() - start, 1e-9)
-    filled = int(30 * done / max(total, 1))
-    sys.stdout.write(
-        f"\r  extract {split} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}, {rate:.0f} img/s "
-    )
-    sys.stdout.flush()
-    if done >= total:
-        sys.stdout.write("\r" + " " * 80 + "\r")
-
-
-def extract_features(
-    encoder,
-    dataset,
-    directory,
-    splits=SPLITS,
-    shard_size=1000,
-    dtype="float16",
-    compression="none",
-    batch_size=32,
-    resize="crop",
-    strict=False,
-    log=print,
-):
-    """Runs the encoder once over every image of `splits` and writes the cache (resumable).
-
-    Args:
-        encoder: ImageEncoder. The frozen backbone (with its preprocessing).
-        dataset: CaptionDataset.
-        directory: str or Path. Cache folder (created).
-        splits: tuple of str. Splits to extract. Defaults to train, val, test.
-        shard_size: int. Images per TFRecord shard. Defaults to 1000.
-        dtype: str. "float16" (half the disk), "float32" or "int8" (a quarter: per-image
-            channel scales, `cache_format`). Defaults to "float16".
-        compression: str. "none" or "zlib" (each record's features). Defaults to "none".
-        batch_size: int. Images per backbone call. Defaults to 32.
-        resize: str. "crop", "pad" or "stretch" (see `resize_image`). Defaults to "crop".
-        strict: bool. Stop at the first unreadable image, naming it. Defaults to False.
-        log: callable. Receives progress lines. Defaults to print.
-
-    Returns:
-        (FeatureCache, Skips) — the images skipped in this run.
-    """
-    check_format(dtype, compression)
-    directory = Path(directory)
-    index, _ = open_extraction(directory, encoder, dataset, resize, dtype, compression)
-    encode = encoder.compiled("float32" if dtype == "int8" else dtype)  # int8: per image, on write
-    skips = Skips(strict)
-    for split in splits:
-        records = dataset.split(split)
-        count = len(records)
-        entry = split_entry(directory, index, split, records, shard_size, log)
-        size = entry["shard_size"]
-        todo = todo_shards(directory, entry)
-        if not says_todo(split, entry, todo, count, log):
-            continue
-        start_time, done = time.perf_counter(), 0
-        total = sum(min(count, (j + 1) * size) - j * size for j in todo)
-        for i in todo:
-            shard = entry["shards"][i]
-            start, stop = i * size, min(count, (i + 1) * size)
-            inputs = shard_inputs(shard_records(records, i, size))  # before reading
-            shard_skips = Skips(strict)
-            stream = _image_stream(
-                dataset, split, records, start, stop, encoder.image_size, resize, shard_skips
+        def load(window):
+            names = tf.gather(files, shards[window])
+            count = tf.size(expected[window], out_type=tf.int64)  # the window's records
+            read = (
+                tf.data.TFRecordDataset(names)
+                .map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+                .batch(tf.maximum(count, 1))
+                .take(1)
+                .get_single_element()
             )
-            tmp = directory / (shard["file"] + ".tmp")
-            writer = _ShardWriter(tmp, dtype, compression)
-            writer.start()
-            try:
-                if stream is not None:
-                    for positions, pixels in stream.batch(batch_size).prefetch(2):
-                        features = encode(pixels).numpy()  # (B, L, C)
-                        writer.queue.put((positions.numpy(), features))
-                        _bar(split, done + len(writer.written), total, start_time)
-                        if writer.error:
-                            break
-            finally:
-                writer.queue.put(None)
-                writer.join()
-            if writer.error:
-                raise KerasSaatError(f"cannot write the feature cache shard {tmp}: {writer.error}")
-            reasons = skipped_entries(records, range(start, stop), writer.written, shard_skips)
-            os.replace(tmp, directory / shard["file"])
-            finish_shard(directory, split, i, shard, len(writer.written), reasons, inputs)
-            skips.merge(shard_skips)
-            done += stop - start
-            rate = done / max(time.perf_counter() - start_time, 1e-9)
-            log(
-                f"  extract {split}: {done}/{total} images (shard {todo.index(i) + 1}/{len(todo)}), {rate:.0f} img/s"
+            check = tf.debugging.assert_equal(
+                read["position"],
+                expected[window],
+                message=f"the feature cache in {self.directory} holds other {split} images "
+                f"than its {INDEX} says; delete the folder to extract again",
             )
-    compact_index(directory, index)
-    for line in skips.summary():
-        log(f"  {line}")
-    return FeatureCache(directory), skips
+            with tf.control_dependencies([check]):
+                return window, tf.identity(read["features"])  # (n, L, C)
+
+        def gathered(window, rows):
+            start, stop = batch_splits[window], batch_splits[window + 1]
+
+            def batch(b):
+                local = b["local"][: b["sizes"]] if partial else b["local"]
+                return {
+                    "features": tf.gather(rows, local),
+                    "tokens": tokens(b["rows"], b["sizes"], b["widths"]),
+                }
+
+            window_batches = {k: v[start:stop] for k, v in batches.items()}
+            return tf.data.Dataset.from_tensor_slices(window_batches).map(batch)
+
+        numbers = tf.data.Dataset.range(tf.size(batch_splits, out_type=tf.int64) - 1)
+        return numbers.map(load).prefetch(1).flat_map(gathered)
+
+    def evaluation_batches(self, split, records, batch_size, positions=None):
+        """Per-image batches for decoding: {"position", "features"}; only the images at
+        `positions` (a list of int) when given. References stay with the records."""
+        ds = self.dataset(split)
+        if positions is not None:
+            keep = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(
+                    tf.constant(np.asarray(positions, np.int32)),
+                    tf.ones(len(positions), tf.int32),
+                ),
+                0,
+            )
+            ds = ds.filter(lambda example: keep.lookup(example["position"]) > 0)
+        return without_autotune(ds.batch(batch_size).prefetch(tf.data.AUTOTUNE))

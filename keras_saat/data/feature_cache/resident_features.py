@@ -17,6 +17,7 @@ trains to the same weights either way and resumes exactly.
 import numpy as np
 import tensorflow as tf
 
+from keras_saat.data.feature_cache.cache_index import INDEX
 from keras_saat.errors import KerasSaatError
 
 
@@ -34,13 +35,14 @@ def resident_dtype(cache_dtype, compute_dtype):
 def resident_bytes(cache, split, dtype):
     """The device memory a split's rows take in `dtype` (one row per image position; int8
     rows add their float16 channel scales)."""
-    count = cache.index["splits"][split]["count"]
+    count = cache.image_count(split)
     scales = cache.channels * 2 if tf.as_dtype(dtype) == tf.int8 else 0
     return count * (cache.num_locations * cache.channels * tf.as_dtype(dtype).size + scales)
 
 
 class ResidentFeatures:
-    """One split of a FeatureCache in device memory, as a (N, L, C) variable.
+    """One split of a FeatureCache in device memory, as a (N, L, C) variable; a feature
+    source (`keras_saat.data.pipeline.feature_source`) whose batches hold "image_index".
 
     Row i is the image at position i of the split; images the cache skipped (unreadable)
     keep a zero row and never appear in a batch.
@@ -56,10 +58,12 @@ class ResidentFeatures:
         chunk: int. Images copied to the device at a time. Defaults to 1024.
     """
 
+    streams = False  # read from the cache once, when the table is filled
+
     def __init__(self, cache, split="train", dtype=None, strategy=None, chunk=1024):
         self.cache, self.split = cache, split
         self.dtype = tf.as_dtype(dtype or cache.dtype)
-        self.count = cache.index["splits"][split]["count"]
+        self.count = cache.image_count(split)
         quantized = self.dtype == tf.int8
         if quantized and cache.dtype != "int8":
             raise KerasSaatError(
@@ -82,7 +86,7 @@ class ResidentFeatures:
                 if quantized
                 else None
             )
-        self.shard_positions = []
+        self._shard_positions = []
         for name in cache.files(split):
             positions = [np.zeros(0, np.int32)]
             for index, rows, scales in cache.read_shard(name, chunk):
@@ -94,11 +98,11 @@ class ResidentFeatures:
                     rows = tf.cast(tf.cast(rows, tf.float32), self.dtype)  # as the model casts
                 self.table.scatter_update(tf.IndexedSlices(rows, index))
                 positions.append(index.numpy())
-            self.shard_positions.append(np.concatenate(positions))
-        if sum(len(p) for p in self.shard_positions) != cache.count(split):
+            self._shard_positions.append(np.concatenate(positions))
+        if sum(len(p) for p in self._shard_positions) != cache.count(split):
             raise KerasSaatError(
                 f"the feature cache in {cache.directory} holds another number of '{split}' "
-                "images than its index.json says; delete the folder to extract again"
+                f"images than its {INDEX} says; delete the folder to extract again"
             )
 
     @property
@@ -117,3 +121,34 @@ class ResidentFeatures:
             return rows
         scales = tf.cast(tf.gather(self.scales, image_index), tf.float32)
         return tf.cast(tf.cast(rows, tf.float32) * scales[..., None, :], tf.float16)
+
+    def shard_positions(self, split, records=None):
+        """Each shard's image positions in its order, as read when the table was filled."""
+        if split != self.split:
+            raise KerasSaatError(
+                f"the resident features hold the '{self.split}' split, not '{split}'"
+            )
+        return self._shard_positions
+
+    def skipped(self, split):
+        return self.cache.skipped(split)
+
+    def shard_files(self, splits):
+        return self.cache.shard_files(splits)
+
+    def planned_batches(self, split, records, batches, windows, tokens, plan):
+        """Each batch's image positions ("image_index": the table's rows, gathered on the
+        device by the train step) beside its tokens; nothing is read."""
+        partial = not plan.drop_remainder
+
+        def indexed(b):
+            size = b["sizes"]
+            index = b["positions"][:size] if partial else b["positions"]
+            return {"image_index": index, "tokens": tokens(b["rows"], size, b["widths"])}
+
+        out = tf.data.Dataset.from_tensor_slices(batches)
+        return out.map(indexed, num_parallel_calls=tf.data.AUTOTUNE)
+
+    def evaluation_batches(self, split, records, batch_size, positions=None):
+        """Decoding reads the cache's rows (`FeatureCache.evaluation_batches`)."""
+        return self.cache.evaluation_batches(split, records, batch_size, positions)

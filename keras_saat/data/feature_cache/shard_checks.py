@@ -17,6 +17,7 @@ import struct
 
 import tensorflow as tf
 
+from keras_saat.data.feature_cache.cache_index import INDEX
 from keras_saat.errors import KerasSaatError
 
 _HEADER = 12  # length (uint64) and its crc (uint32)
@@ -115,19 +116,8 @@ def naming_damaged_shards(paths):
             ) from None
         raise damaged_shard_error(path, reason) from None
     except tf.errors.InvalidArgumentError as err:
-        found = re.search(
-            r"\[(the feature cache (?:in [^\]]*index\.json says|holds a record)[^\]]*)\]",
-            err.message,
-        )
+        says = rf"in [^\]]*{re.escape(INDEX)} says"
+        found = re.search(rf"\[(the feature cache (?:{says}|holds a record)[^\]]*)\]", err.message)
         if found is None:
             raise
         raise KerasSaatError(found.group(1)) from None
-
-
-def cache_shards(source, splits):
-    """The shard files of those of `splits` a feature cache holds; [] when `source` is
-    not a cache (images decoded as they are read)."""
-    index = getattr(source, "index", None)
-    if not isinstance(index, dict):  # a list of images has an index() method, no shards
-        return []
-    return [path for split in splits if split in index["splits"] for path in source.files(split)]

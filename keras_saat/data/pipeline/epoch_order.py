@@ -19,19 +19,6 @@ import numpy as np
 BUCKET_LIMITS = (8, 11, 14, 17, 20, 25, 30)
 
 
-def shard_positions_from_index(cache, split):
-    """Each shard's image positions in the order it holds them, from the cache's index
-    alone: shard i covers the next `written + len(skipped)` positions of the split, in
-    order, less the skipped ones (as extraction writes them)."""
-    shards, start = [], 0
-    for shard in cache.index["splits"][split]["shards"]:
-        covered = np.arange(start, start + shard["written"] + len(shard["skipped"]))
-        skipped = np.asarray([int(p) for p, _ in shard["skipped"]], np.int64)
-        shards.append(covered[~np.isin(covered, skipped)].astype(np.int32))
-        start += len(covered)
-    return shards
-
-
 def bucket_limits(width):
     """The padded token widths of the length buckets for batches `width` tokens wide."""
     return np.asarray(sorted({b for b in BUCKET_LIMITS if b < width} | {width}), np.int32)

@@ -2,7 +2,13 @@
 
 from pathlib import Path
 
-from keras_saat.data.readers.caption_dataset import ImageRecord, Skips, add_caption, check_file, finish
+from keras_saat.data.readers.caption_dataset import (
+    ImageRecord,
+    Skips,
+    add_caption,
+    check_file,
+    finish,
+)
 from keras_saat.errors import KerasSaatError
 
 SPLIT_FILES = {

@@ -7,7 +7,14 @@ image (ground-truth boxes).
 import json
 from pathlib import Path
 
-from keras_saat.data.readers.caption_dataset import SPLITS, ImageRecord, Skips, add_caption, check_file, finish
+from keras_saat.data.readers.caption_dataset import (
+    SPLITS,
+    ImageRecord,
+    Skips,
+    add_caption,
+    check_file,
+    finish,
+)
 from keras_saat.errors import KerasSaatError
 
 
