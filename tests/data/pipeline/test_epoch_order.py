@@ -10,9 +10,10 @@ import tensorflow as tf
 from keras_saat.bench.pipelines import write_synthetic_cache
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.feature_cache.resident_features import ResidentFeatures
-from keras_saat.data.feature_cache.shard_checks import cache_shards, naming_damaged_shards
-from keras_saat.data.pipeline.epoch_order import epoch_plan, from_step, shard_positions_from_index
-from keras_saat.data.pipeline.input_pipeline import caption_dataset, image_group_dataset
+from keras_saat.data.feature_cache.shard_checks import naming_damaged_shards
+from keras_saat.data.pipeline.batch_plan import BatchPlan
+from keras_saat.data.pipeline.epoch_order import epoch_plan, from_step
+from keras_saat.data.pipeline.input_pipeline import caption_batches, token_table
 from keras_saat.errors import KerasSaatError
 from keras_saat.text import Vocabulary
 
@@ -54,15 +55,15 @@ def world(tmp_path_factory):
 
 def batches_of(mode, source, records, vocabulary, start_step=0):
     """One epoch (seed 3, windows of 30 captions or 6 groups) of `mode`'s batches."""
+    tokens = token_table(records, vocabulary, 20)
     if mode == "per_image":
-        return image_group_dataset(
-            source, "train", records, vocabulary, 20, 2, 5, shuffle_buffer=6, seed=3,
+        plan = BatchPlan(2, per_image=5, shuffle_buffer=6, seed=3, start_step=start_step)
+    else:
+        plan = BatchPlan(
+            4, shuffle_buffer=30, seed=3, bucket_by_length=mode == "bucketed",
             start_step=start_step,
         )  # fmt: skip
-    return caption_dataset(
-        source, "train", records, vocabulary, 20, 4, shuffle_buffer=30, seed=3,
-        bucket_by_length=mode == "bucketed", start_step=start_step,
-    )  # fmt: skip
+    return caption_batches(source, "train", records, tokens, plan)
 
 
 def as_numpy(batches):
@@ -93,7 +94,7 @@ def test_a_resumed_epoch_reads_only_the_windows_from_its_batch(world):
     assert sorted(cache.parsed) == [p for p in range(40) if p not in SKIPPED]  # each image once
 
     # The plan says which window holds the last batch; resuming there reads that window alone.
-    shards = shard_positions_from_index(cache, "train")
+    shards = cache.shard_positions("train")
     row_splits = np.concatenate([[0], np.cumsum([len(r.captions) for r in records])])
     plan = epoch_plan(shards, row_splits, 4, 3, 30)
     assert len(plan["positions"]) == len(whole)
@@ -109,7 +110,7 @@ def test_a_resumed_epoch_reads_only_the_windows_from_its_batch(world):
 
 def test_the_plan_is_a_function_of_the_seed_and_uses_each_unit_at_most_once(world):
     records, folder, _ = world
-    shards = shard_positions_from_index(FeatureCache(folder), "train")
+    shards = FeatureCache(folder).shard_positions("train")
     row_splits = np.concatenate([[0], np.cumsum([len(r.captions) for r in records])])
     a, b = epoch_plan(shards, row_splits, 4, 3, 30), epoch_plan(shards, row_splits, 4, 3, 30)
     for key in ("positions", "rows", "windows"):
@@ -139,5 +140,5 @@ def test_a_cache_whose_index_names_other_images_than_its_shards_is_refused(world
         "delete the folder to extract again$"
     )
     with pytest.raises(KerasSaatError, match=expected):  # the training run's one line
-        with naming_damaged_shards(cache_shards(cache, ["train"])):
+        with naming_damaged_shards(cache.shard_files(["train"])):
             list(batches_of("caption", cache, records, vocabulary))

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_saat.data import cache_index, feature_cache, read_karpathy
+from keras_saat.data import read_karpathy
+from keras_saat.data.feature_cache import cache_index, feature_extraction
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.feature_cache.feature_extraction import extract_features
 from keras_saat.data.readers.caption_dataset import Skips
@@ -102,7 +103,7 @@ def test_extraction_decodes_with_one_call_a_core(shapes_dir, monkeypatch):
     dataset = read_karpathy(shapes_dir / "dataset_shapes.json")
     records = dataset.split("train")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(12)), raising=False)
-    stream = feature_cache._image_stream(dataset, "train", records, 0, 8, 128, "crop", Skips())
+    stream = feature_extraction._image_stream(dataset, "train", records, 0, 8, 128, "crop", Skips())
     assert _parallel_calls(stream) == [12, 12]  # the reads and the decodes
     assert len(list(stream)) == 8
 

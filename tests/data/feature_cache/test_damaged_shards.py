@@ -16,12 +16,7 @@ from keras_saat.data import read_karpathy
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.feature_cache.feature_extraction import extract_features
 from keras_saat.data.feature_cache.resident_features import ResidentFeatures
-from keras_saat.data.feature_cache.shard_checks import (
-    cache_shards,
-    check_framing,
-    naming_damaged_shards,
-)
-from keras_saat.data.pipeline.input_pipeline import evaluation_batches
+from keras_saat.data.feature_cache.shard_checks import check_framing, naming_damaged_shards
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError
 from keras_saat.experiment.scoring import caption_split
@@ -49,7 +44,7 @@ def test_a_truncated_shard_is_named_when_the_cache_is_opened(tmp_path):
     assert message.startswith(damaged(shard)) and WHAT_TO_DO in message
     assert "record 8 runs 10 bytes past the file's end" in message and "\n" not in message
     with pytest.raises(KerasSaatError, match="train-00001-of-00003.tfrecord is damaged"):
-        evaluation_batches(FeatureCache(tmp_path), "train", records=None, batch_size=4)
+        FeatureCache(tmp_path).evaluation_batches("train", records=None, batch_size=4)
 
 
 def test_a_shard_cut_at_a_record_boundary_is_named_by_the_size_it_was_written(tmp_path):
@@ -93,8 +88,8 @@ def test_a_flipped_bit_is_named_in_evaluation_batches(tmp_path):
     shard = write_damaged_cache(tmp_path, "flip")
     cache = FeatureCache(tmp_path)
     with pytest.raises(KerasSaatError, match=re.escape(damaged(shard))):
-        with naming_damaged_shards(cache_shards(cache, ("train",))):
-            for _ in evaluation_batches(cache, "train", records=None, batch_size=4):
+        with naming_damaged_shards(cache.shard_files(("train",))):
+            for _ in cache.evaluation_batches("train", records=None, batch_size=4):
                 pass
 
 

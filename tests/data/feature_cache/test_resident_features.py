@@ -13,13 +13,28 @@ from keras_saat.data.feature_cache.resident_features import (
     resident_bytes,
     resident_dtype,
 )
-from keras_saat.data.pipeline.input_pipeline import caption_dataset, image_group_dataset
+from keras_saat.data.pipeline.batch_plan import BatchPlan
+from keras_saat.data.pipeline.input_pipeline import caption_batches, captions_per_image, token_table
 from keras_saat.errors import KerasSaatError
 from keras_saat.text import Vocabulary
 from keras_saat.training.trainer import Trainer
 
 SIZE = {"locations": 64, "channels": 128}  # the default backbone's grid (shapes_cnn)
 SKIPPED = (4, 11)  # unreadable images: no row in any batch
+
+
+def captions(source, records, vocabulary, batch_size, shuffle_buffer, seed, split="train"):
+    """One epoch of per-caption batches (captions cut to 20 words)."""
+    plan = BatchPlan(batch_size, shuffle_buffer=shuffle_buffer, seed=seed)
+    return caption_batches(source, split, records, token_table(records, vocabulary, 20), plan)
+
+
+def groups(source, records, vocabulary, images_per_batch, seed):
+    """One epoch of per-image batches, as many rows a group as most images have captions."""
+    plan = BatchPlan(
+        images_per_batch, per_image=captions_per_image(records), shuffle_buffer=1000, seed=seed
+    )
+    return caption_batches(source, "train", records, token_table(records, vocabulary, 20), plan)
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +56,8 @@ def test_the_table_holds_each_image_at_its_position(world):
     np.testing.assert_array_equal(table[positions], features.astype(np.float16))
     assert not table[list(SKIPPED)].any()
     assert resident.nbytes == resident_bytes(cache, "train", "float16") == 30 * 64 * 128 * 2
-    assert [len(p) for p in resident.shard_positions] == [6, 6, 7, 7, 2]
-    for held, name in zip(resident.shard_positions, cache.files("train"), strict=True):
+    assert [len(p) for p in resident.shard_positions("train")] == [6, 6, 7, 7, 2]
+    for held, name in zip(resident.shard_positions("train"), cache.files("train"), strict=True):
         read = np.concatenate([p.numpy() for p, _, _ in cache.read_shard(name, chunk=4)])
         np.testing.assert_array_equal(held, read)  # each shard's own order, gaps included
 
@@ -51,8 +66,8 @@ def test_the_table_holds_each_image_at_its_position(world):
 def test_caption_batches_are_the_streamed_ones_as_indices(world, seed):
     records, cache, vocabulary = world
     resident = ResidentFeatures(cache)
-    streamed = list(caption_dataset(cache, "train", records, vocabulary, 20, 8, 40, seed))
-    indexed = list(caption_dataset(resident, "train", records, vocabulary, 20, 8, 40, seed))
+    streamed = list(captions(cache, records, vocabulary, 8, 40, seed))
+    indexed = list(captions(resident, records, vocabulary, 8, 40, seed))
     readable = sum(len(r.captions) for p, r in enumerate(records) if p not in SKIPPED)
     # Windows of two shards (at least 40 captions), each dropping its last partial batch.
     assert len(streamed) == len(indexed) >= (readable - 3 * 7) // 8
@@ -66,14 +81,14 @@ def test_caption_batches_are_the_streamed_ones_as_indices(world, seed):
 def test_per_image_batches_are_the_streamed_ones_as_indices(world):
     records, cache, vocabulary = world
     resident = ResidentFeatures(cache)
-    streamed = list(image_group_dataset(cache, "train", records, vocabulary, 20, 3, seed=2))
-    indexed = list(image_group_dataset(resident, "train", records, vocabulary, 20, 3, seed=2))
+    streamed = list(groups(cache, records, vocabulary, 3, seed=2))
+    indexed = list(groups(resident, records, vocabulary, 3, seed=2))
     assert len(streamed) == len(indexed) > 5
     for a, b in zip(streamed, indexed, strict=True):
         np.testing.assert_array_equal(a["tokens"], b["tokens"])
         np.testing.assert_array_equal(a["features"], resident.gather(b["image_index"]))
     # Another seed gives another order, as the streamed path does.
-    other = next(iter(image_group_dataset(resident, "train", records, vocabulary, 20, 3, seed=3)))
+    other = next(iter(groups(resident, records, vocabulary, 3, seed=3)))
     assert not np.array_equal(other["image_index"], indexed[0]["image_index"])
 
 
@@ -151,7 +166,7 @@ def test_fit_on_indices_says_what_to_use():
 def test_another_split_is_refused(world):
     records, cache, vocabulary = world
     with pytest.raises(KerasSaatError, match="'train' split, not 'val'"):
-        caption_dataset(ResidentFeatures(cache), "val", records, vocabulary, 20, 8)
+        captions(ResidentFeatures(cache), records, vocabulary, 8, 5000, None, split="val")
 
 
 @pytest.fixture(scope="module")
@@ -177,8 +192,8 @@ def test_int8_rows_are_held_with_their_scales_and_dequantised_by_the_gather(int8
     assert resident.nbytes == 30 * (64 * 128 + 2 * 128)  # half of float16's, and the scales
     positions, features = cache.load("train")  # dequantised in float32
     np.testing.assert_array_equal(resident.gather(positions), features.astype(np.float16))
-    streamed = list(caption_dataset(cache, "train", records, vocabulary, 20, 8, 40, 3))
-    indexed = list(caption_dataset(resident, "train", records, vocabulary, 20, 8, 40, 3))
+    streamed = list(captions(cache, records, vocabulary, 8, 40, 3))
+    indexed = list(captions(resident, records, vocabulary, 8, 40, 3))
     assert len(streamed) == len(indexed) > 5
     for a, b in zip(streamed, indexed, strict=True):
         assert a["features"].dtype == tf.float16  # dequantised in the input pipeline

@@ -14,11 +14,9 @@ from keras_saat.data import read_karpathy, read_tfds
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.feature_cache.feature_extraction import extract_features
 from keras_saat.data.images import decode_image
-from keras_saat.data.pipeline.input_pipeline import (
-    caption_dataset,
-    evaluation_batches,
-    image_group_dataset,
-)
+from keras_saat.data.pipeline.batch_plan import BatchPlan
+from keras_saat.data.pipeline.image_file_source import ImageFiles
+from keras_saat.data.pipeline.input_pipeline import caption_batches, token_table
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError
 from keras_saat.text import END_ID, PAD_ID, START_ID, Vocabulary
@@ -77,16 +75,10 @@ def test_training_from_images_and_from_the_cache_give_the_same_loss(
     cache, _ = extract_features(
         encoder, shapes_copy, tmp_path / dtype, shard_size=64, dtype=dtype, log=lambda _: None
     )
-    from_cache = next(
-        iter(caption_dataset(cache, "train", records, vocab, 20, 16, shuffle_buffer=0))
-    )
-    from_images = next(
-        iter(
-            caption_dataset(
-                "images", "train", records, vocab, 20, 16, shuffle_buffer=0, image_size=128
-            )
-        )
-    )
+    tokens, plan = token_table(records, vocab, 20), BatchPlan(16, shuffle_buffer=0)
+    from_cache = next(iter(caption_batches(cache, "train", records, tokens, plan)))
+    images = ImageFiles(128)
+    from_images = next(iter(caption_batches(images, "train", records, tokens, plan)))
     np.testing.assert_array_equal(from_cache["tokens"], from_images["tokens"])
     loss_cache = model.loss_terms(model(from_cache), from_cache["tokens"])["loss"]
     loss_images = model.loss_terms(model(from_images), from_images["tokens"])["loss"]
@@ -156,7 +148,9 @@ def test_missing_and_corrupt_images_are_skipped_counted_and_named(shapes_copy, e
     vocab = Vocabulary.build(c for r in train for c in r.references)
     pairs = sum(
         b["tokens"].shape[0]
-        for b in caption_dataset(cache, "train", train, vocab, 20, 7, drop_remainder=False)
+        for b in caption_batches(
+            cache, "train", train, token_table(train, vocab, 20), BatchPlan(7, drop_remainder=False)
+        )
     )
     assert pairs == 5 * 38
     quiet = lambda _: None  # noqa: E731
@@ -262,9 +256,9 @@ def test_caption_batches_use_every_caption_once_and_bucket_by_length(
     width = max(len(t) for t in expected)
     assert width < 22
     seen = []
-    for batch in caption_dataset(
-        cache, "train", records, vocab, 20, 8, seed=1, drop_remainder=False
-    ):
+    tokens = token_table(records, vocab, 20)
+    plan = BatchPlan(8, seed=1, drop_remainder=False)
+    for batch in caption_batches(cache, "train", records, tokens, plan):
         tokens = batch["tokens"].numpy()
         # The features travel in the cache's dtype; the model casts them on the device.
         assert tokens.shape[1] == width and batch["features"].dtype == tf.float16
@@ -274,33 +268,30 @@ def test_caption_batches_use_every_caption_once_and_bucket_by_length(
     # A max_length below the longest caption cuts captions to it, and the width with them.
     cut = [tuple(vocab.encode(c, 6)) for r in records for c in r.references]
     # Unshuffled, each shard is a window, its last batch partial.
-    batches = list(
-        caption_dataset(
-            cache, "train", records, vocab, 6, 50, shuffle_buffer=0, drop_remainder=False
-        )
-    )
+    plan = BatchPlan(50, shuffle_buffer=0, drop_remainder=False)
+    batches = list(caption_batches(cache, "train", records, token_table(records, vocab, 6), plan))
     assert {b["tokens"].shape[1] for b in batches} == {8}
     seen_cut = [tuple(t[t != PAD_ID]) for b in batches for t in b["tokens"].numpy()]
     assert sorted(seen_cut) == sorted(cut)
     widths = set()
     count = 0
-    for batch in caption_dataset(
-        cache, "train", records, vocab, 20, 4, seed=1, bucket_by_length=True, drop_remainder=False
-    ):
+    plan = BatchPlan(4, seed=1, bucket_by_length=True, drop_remainder=False)
+    for batch in caption_batches(cache, "train", records, tokens, plan):
         widths.add(batch["tokens"].shape[1])
         count += batch["tokens"].shape[0]
     assert count == 200 and widths <= {8, 11, 14, 17, width} and len(widths) > 1
     positions = np.concatenate(
-        [b["position"].numpy() for b in evaluation_batches(cache, "val", None, 3)]
+        [b["position"].numpy() for b in cache.evaluation_batches("val", None, 3)]
     )
     np.testing.assert_array_equal(np.sort(positions), np.arange(8))
     # Every pipeline a run iterates once an epoch has the autotuner off: with it, the step
     # after an iterator's end could wait seconds with the CPU idle (input_pipeline.py).
+    images = ImageFiles(128)
     for ds in (
-        caption_dataset(cache, "train", records, vocab, 20, 8),
-        caption_dataset("images", "train", records, vocab, 20, 8, image_size=128),
-        image_group_dataset(cache, "train", records, vocab, 20, 4),
-        evaluation_batches(cache, "val", None, 3),
-        evaluation_batches("images", "val", shapes_copy.split("val"), 3, image_size=128),
+        caption_batches(cache, "train", records, tokens, BatchPlan(8)),
+        caption_batches(images, "train", records, tokens, BatchPlan(8)),
+        caption_batches(cache, "train", records, tokens, BatchPlan(4, 5, shuffle_buffer=1000)),
+        cache.evaluation_batches("val", None, 3),
+        images.evaluation_batches("val", shapes_copy.split("val"), 3),
     ):
         assert ds.options().autotune.enabled is False

@@ -8,8 +8,11 @@ from keras_saat import Captioner
 from keras_saat.bench.pipelines import write_synthetic_cache
 from keras_saat.config import from_dict
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
+from keras_saat.data.feature_cache.resident_choice import resident_features
+from keras_saat.data.feature_cache.resident_features import ResidentFeatures
+from keras_saat.data.pipeline.image_file_source import ImageFiles
 from keras_saat.errors import KerasSaatError
-from keras_saat.experiment.training_run import batching_mode, resident_features
+from keras_saat.experiment.epoch_batches import batching_mode
 from keras_saat.runtime.memory import device_memory
 from keras_saat.runtime.precision import dtype_policy
 
@@ -27,8 +30,9 @@ def choose(source, precision="float32", **data):
         model = Captioner(["<pad>", "<unk>", "<start>", "<end>", "a"], feature_dim=8,
                           embedding_dim=4, lstm_units=8, attention_units=4)  # fmt: skip
     lines = []
-    runtime = {"strategy": tf.distribute.get_strategy()}
-    chosen = resident_features(from_dict({"data": data}), source, model, runtime, lines.append)
+    data = from_dict({"data": data}).data
+    strategy = tf.distribute.get_strategy()
+    chosen = resident_features(data, source, model.compute_dtype, strategy, lines.append)
     return chosen, lines
 
 
@@ -56,9 +60,9 @@ def test_false_streams(cache):
 
 
 def test_a_training_backbone_has_no_cache_to_hold(cache):
-    assert choose("images") == (None, [])
+    assert choose(ImageFiles(128)) == (None, [])
     with pytest.raises(KerasSaatError, match="the backbone trains"):
-        choose("images", resident_features=True)
+        choose(ImageFiles(128), resident_features=True)
 
 
 @pytest.mark.parametrize("budget", [0.0, 1.5])
@@ -80,11 +84,13 @@ def test_the_budget_is_a_share_of_the_free_memory(cache):
 
 def test_auto_batching_goes_per_image_where_the_features_stream(cache):
     def mode(resident, **data):
-        return batching_mode(from_dict({"data": data}).data, cache, resident)
+        return batching_mode(from_dict({"data": data}).data, resident or cache)
 
-    resident = object()
+    resident = ResidentFeatures(cache)
     assert mode(None) == "per_image" and mode(resident) == "per_caption"
     assert mode(None, bucket_by_length=True) == "per_caption"  # buckets are per caption
     assert mode(None, batching="per_caption") == "per_caption"
     assert mode(resident, batching="per_image") == "per_image"
-    assert batching_mode(from_dict({}).data, "images") == "per_caption"  # a training backbone
+    assert (
+        batching_mode(from_dict({}).data, ImageFiles(128)) == "per_caption"
+    )  # a training backbone

@@ -11,10 +11,12 @@ import tensorflow as tf
 from keras_saat import Captioner
 from keras_saat.data import read_karpathy
 from keras_saat.data.feature_cache.feature_extraction import extract_features
+from keras_saat.data.pipeline.batch_plan import BatchPlan
 from keras_saat.data.pipeline.input_pipeline import (
+    caption_batches,
     captions_per_image,
     image_group_count,
-    image_group_dataset,
+    token_table,
 )
 from keras_saat.encoders import ImageEncoder
 from keras_saat.text import PAD_ID, Vocabulary
@@ -50,9 +52,8 @@ def test_every_caption_once_per_epoch_features_once_per_group(world):
     expected = [tuple(vocab.encode(c, 20)) for r in records for c in r.references]
     width = max(len(t) for t in expected)  # the longest caption's tokens
     seen, groups = [], 0
-    for batch in image_group_dataset(
-        cache, "train", records, vocab, 20, 4, seed=3, drop_remainder=False
-    ):
+    plan = BatchPlan(4, per_image=5, shuffle_buffer=1000, seed=3, drop_remainder=False)
+    for batch in caption_batches(cache, "train", records, token_table(records, vocab, 20), plan):
         tokens = batch["tokens"].numpy()
         assert tokens.shape[1:] == (5, width)
         # The features travel in the cache's dtype, once per group.
@@ -68,7 +69,8 @@ def test_the_image_order_is_shuffled_and_fixed_by_the_seed(world):
     records, cache, vocab = world
 
     def order(seed):
-        ds = image_group_dataset(cache, "train", records, vocab, 20, 8, seed=seed)
+        plan = BatchPlan(8, per_image=5, shuffle_buffer=1000, seed=seed)
+        ds = caption_batches(cache, "train", records, token_table(records, vocab, 20), plan)
         return [b["tokens"].numpy().tobytes() for b in ds]
 
     assert order(1) == order(1)
