@@ -1,11 +1,13 @@
 """Training one experiment: from a config to a trained, saved and scored model.
 
-`train` reads as the run's table of contents: start the runtime (compile cache, XLA
-flags, distribution strategy), check the workdir, read the dataset and build the
-vocabulary, build the model (pre-training the Shapes CNN when asked), fill the feature
-cache, train the decoder with the GradientTape loop (`keras_saat.training.loop`: XLA,
-tf.distribute, checkpoints and exact resume) keeping the best validation BLEU-4, and
-score the test split (`keras_saat.experiment.scoring`).
+`train` reads as the run's table of contents: start the runtime (`run_context`: compile
+cache, XLA flags, distribution strategy), check the workdir (`resume_check`), read the
+dataset and build the vocabulary, build the model (pre-training the Shapes CNN when
+asked), fill the feature cache (or read the image files where the backbone trains), hold
+the features on the device or stream them (`data.feature_cache.resident_choice`), plan
+the epochs' batches (`epoch_batches`), train the decoder with the GradientTape loop
+(`keras_saat.training.loop`: XLA, tf.distribute, checkpoints and exact resume) keeping
+the best validation BLEU-4, and score the test split (`keras_saat.experiment.scoring`).
 """
 
 import os

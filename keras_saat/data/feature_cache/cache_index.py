@@ -1,7 +1,9 @@
 """The feature cache's bookkeeping: index.json, progress.jsonl and the skips of a shard.
 
-Shared by the one-process extraction (`keras_saat.data.feature_cache.feature_cache`) and the Beam
-one (`keras_saat.beam.extraction`), so both write one layout that `FeatureCache` reads.
+Shared by the one-process extraction (`feature_extraction`), the Beam one
+(`keras_saat.beam.extraction`) and the benchmarks' synthetic caches: `write_index` is the
+one writer of index.json, `new_index`, `set_split` and `shard_file` its one shape, so
+every writer makes the layout that `FeatureCache` reads.
 """
 
 import json

@@ -285,7 +285,7 @@ def test_caption_batches_use_every_caption_once_and_bucket_by_length(
     )
     np.testing.assert_array_equal(np.sort(positions), np.arange(8))
     # Every pipeline a run iterates once an epoch has the autotuner off: with it, the step
-    # after an iterator's end could wait seconds with the CPU idle (input_pipeline.py).
+    # after an iterator's end could wait seconds with the CPU idle (runtime/pipeline_options.py).
     images = ImageFiles(128)
     for ds in (
         caption_batches(cache, "train", records, tokens, BatchPlan(8)),
