@@ -34,12 +34,12 @@ def same_cache(found, expected):
     feature map has no fixed field order across processes)."""
     import numpy as np
 
-    from keras_saat.data.feature_cache import FeatureCache
+    from keras_saat.data.feature_cache.feature_cache import FeatureCache
 
     found, expected = FeatureCache(found), FeatureCache(expected)
     if found.index != expected.index:
         return False
-    for split in expected.index["splits"]:
+    for split in expected.splits:
         for ours, theirs in zip(found.files(split), expected.files(split), strict=True):
             pairs = zip(found.read_shard(ours), expected.read_shard(theirs), strict=True)
             for (p, x, a), (q, y, b) in pairs:

@@ -45,11 +45,11 @@ def _cli(*args, log):
 def measure_cache(folder, split="train", passes=3):
     """{"bytes_per_image", "images", "load_images_per_s"} of one cache folder (the best of
     `passes` passes over `split`, rows as the input pipeline hands them on)."""
-    from keras_saat.data.feature_cache import FeatureCache
+    from keras_saat.data.feature_cache.feature_cache import FeatureCache
 
     cache = FeatureCache(folder)
-    count = sum(cache.count(s) for s in cache.index["splits"])
-    size = sum(os.path.getsize(f) for s in cache.index["splits"] for f in cache.files(s))
+    count = sum(cache.count(s) for s in cache.splits)
+    size = sum(os.path.getsize(f) for s in cache.splits for f in cache.files(s))
     best = 0.0
     for _ in range(passes):
         start, seen = time.perf_counter(), 0
@@ -67,7 +67,7 @@ def measure_cache(folder, split="train", passes=3):
 
 def extract_formats(encoder, dataset, root, splits, resize):
     """Each format of SIZED extracted into root/<format> and measured."""
-    from keras_saat.data.feature_cache import extract_features
+    from keras_saat.data.feature_cache.feature_extraction import extract_features
 
     rows = []
     for dtype, compression in SIZED:

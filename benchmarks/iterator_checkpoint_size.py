@@ -4,7 +4,7 @@ the input position as iterator state would add to every checkpoint.
 
     PYTHONPATH=CHECKOUT python benchmarks/iterator_checkpoint_size.py IMAGES [SHUFFLE] > row.json
 
-CHECKOUT is a keras-saat whose `caption_dataset` shuffles (image, caption) examples in a
+CHECKOUT is a keras-saat whose caption pipeline (`caption_batches`) shuffles (image, caption) examples in a
 buffer of SHUFFLE captions (default 5000); COCO-shaped synthetic data
 (`keras_saat.testing.synthetic_data`: 5 captions an image, 14x14x512 float16 features), batch 64.
 """
@@ -17,9 +17,10 @@ import tensorflow as tf
 
 from keras_saat.bench import benchmark_report
 from keras_saat.config import from_dict
-from keras_saat.data.caption_table import read_caption_table
-from keras_saat.data.feature_cache import FeatureCache
-from keras_saat.data.input_pipeline import caption_dataset
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
+from keras_saat.data.pipeline.batch_plan import BatchPlan
+from keras_saat.data.pipeline.input_pipeline import caption_batches, token_table
+from keras_saat.data.readers.caption_table import read_caption_table
 from keras_saat.experiment.preparation import build_vocabulary
 from keras_saat.testing.synthetic_data import write_cache, write_captions_file
 
@@ -32,9 +33,9 @@ with tempfile.TemporaryDirectory() as tmp:
     config = from_dict({"data": {"vocab_size": 10_004}})
     vocabulary = build_vocabulary(config.data, dataset, root, log=lambda _: None)
     write_cache(root / "cache", train)
-    data = caption_dataset(
-        FeatureCache(root / "cache"), "train", train, vocabulary, 20, 64,
-        shuffle_buffer=shuffle, seed=0,
+    data = caption_batches(
+        FeatureCache(root / "cache"), "train", train, token_table(train, vocabulary, 20),
+        BatchPlan(64, shuffle_buffer=shuffle, seed=0),
     )  # fmt: skip
     iterator = iter(data)
     next(iterator)

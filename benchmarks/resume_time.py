@@ -17,10 +17,10 @@ from pathlib import Path
 
 from keras_saat.bench import benchmark_report
 from keras_saat.config import from_dict
-from keras_saat.data.caption_table import read_caption_table
-from keras_saat.data.feature_cache import FeatureCache
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
+from keras_saat.data.readers.caption_table import read_caption_table
+from keras_saat.experiment.epoch_batches import batching, epoch_datasets
 from keras_saat.experiment.preparation import build_vocabulary
-from keras_saat.experiment.training_run import batching, epoch_datasets
 from keras_saat.testing.synthetic_data import write_cache, write_captions_file
 
 images, mode = int(sys.argv[1]), sys.argv[2]
@@ -39,13 +39,13 @@ with tempfile.TemporaryDirectory() as tmp:
     write_cache(root / "cache", train)
     cache = FeatureCache(root / "cache")
     batches = batching(config, train, cache, 1)
-    epoch_dataset = epoch_datasets(config, dataset, vocabulary, cache, batches, None)
+    epoch_dataset = epoch_datasets(config, dataset, vocabulary, cache, batches)
     next(iter(epoch_dataset(0)))  # the token table, built once a run
     planned = "start_step" in inspect.signature(epoch_dataset).parameters
     rows = []
     # The plan drops each window's last partial batch, so an epoch may hold up to ~1 % fewer
     # batches than `steps`: the last row resumes at 95 % of the epoch.
-    for step in (0, batches["steps"] // 2, batches["steps"] * 19 // 20):
+    for step in (0, batches.steps // 2, batches.steps * 19 // 20):
         start = time.perf_counter()
         data = epoch_dataset(1, step) if planned else epoch_dataset(1).skip(step)
         next(iter(data))
@@ -56,7 +56,7 @@ benchmark_report(
         "images": images,
         "batching": mode,
         "shuffle_buffer": shuffle,
-        "steps_per_epoch": batches["steps"],
+        "steps_per_epoch": batches.steps,
         "resume": "epoch_dataset(epoch, step)" if planned else "epoch_dataset(epoch).skip(step)",
         "first_batch": rows,
     },

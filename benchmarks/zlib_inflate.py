@@ -25,8 +25,8 @@ def main():
     args = parser.parse_args()
     import tensorflow as tf
 
-    import keras_saat.data.cache_format as cache_format
-    from keras_saat.data.feature_cache import FeatureCache
+    import keras_saat.data.feature_cache.cache_format as cache_format
+    from keras_saat.data.feature_cache.feature_cache import FeatureCache
     from keras_saat.testing.synthetic_data import write_synthetic_cache
 
     folder = Path(tempfile.mkdtemp(prefix="zlib-inflate-"))

@@ -77,7 +77,7 @@ class DataConfig:
     # "shapes" (generated when missing), "karpathy" (dataset_*.json), "flickr8k"
     # (Flickr8k.token.txt + split lists), "coco" (captions_*.json), "tfds" (coco_captions),
     # "captions" (your own CSV, TSV or JSON lines: image, caption[, split]; see
-    # keras_saat/data/caption_table.py), or another reader registered with `keras_saat.data.reader_registry.register_reader`.
+    # keras_saat/data/readers/caption_table.py), or another reader registered with `keras_saat.data.readers.reader_registry.register_reader`.
     dataset: str = "shapes"
     # The dataset file: Karpathy JSON, Flickr8k.token.txt, COCO captions_train2014.json, a
     # captions CSV/TSV/JSONL, or the

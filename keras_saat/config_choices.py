@@ -19,7 +19,7 @@ def _attentions():
 
 
 def _readers():
-    from keras_saat.data.reader_registry import available_readers
+    from keras_saat.data.readers.reader_registry import available_readers
 
     return tuple(available_readers())
 

@@ -175,7 +175,28 @@ def test_the_data_package_imports_no_higher_package():
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
-            found += [f"{path.name}: {n}" for n in names if n.startswith(higher)]
+            found += [f"{path.relative_to(PACKAGE)}: {n}" for n in names if n.startswith(higher)]
+    assert found == []
+
+
+# Inside data/: the readers know no cache or pipeline, the cache knows no pipeline.
+DATA_ROOMS = {
+    "readers": ("keras_saat.data.feature_cache", "keras_saat.data.pipeline"),
+    "feature_cache": ("keras_saat.data.pipeline",),
+}
+
+
+def test_the_data_rooms_import_downwards_only():
+    found = []
+    for room, above in DATA_ROOMS.items():
+        for path in sorted((PACKAGE / "data" / room).rglob("*.py")):
+            for node in ast.walk(parsed(path)):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                found += [f"{path.relative_to(PACKAGE)}: {n}" for n in names if n.startswith(above)]
     assert found == []
 
 

@@ -12,7 +12,7 @@ from keras import ops
 from keras_saat import Captioner
 from keras_saat.cli import main
 from keras_saat.data import CaptionDataset, ImageRecord
-from keras_saat.data.reader_registry import register_reader
+from keras_saat.data.readers.reader_registry import register_reader
 from keras_saat.export_formats import register_export_format
 from keras_saat.layers import SoftAttention, register_attention
 from keras_saat.text import Vocabulary

@@ -11,10 +11,10 @@ import pytest
 
 from keras_saat.cli import main
 from keras_saat.config import DataConfig, load_config
-from keras_saat.data.caption_table import read_caption_table
-from keras_saat.data.feature_cache import dataset_fingerprint, shard_inputs
-from keras_saat.data.karpathy import read_karpathy
-from keras_saat.data.reader_registry import get_reader
+from keras_saat.data.feature_cache.cache_format import dataset_fingerprint, shard_inputs
+from keras_saat.data.readers.caption_table import read_caption_table
+from keras_saat.data.readers.karpathy import read_karpathy
+from keras_saat.data.readers.reader_registry import get_reader
 from keras_saat.errors import KerasSaatError
 from keras_saat.workdir import BACKBONE_WEIGHTS_FILE, CONFIG_FILE, workdir_lock
 from tests.helpers import DEFAULTS, ROOT

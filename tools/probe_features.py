@@ -19,8 +19,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from keras_saat.data.feature_cache import FeatureCache  # noqa: E402
-from keras_saat.data.karpathy import read_karpathy  # noqa: E402
+from keras_saat.data.feature_cache.feature_cache import FeatureCache  # noqa: E402
+from keras_saat.data.readers.karpathy import read_karpathy  # noqa: E402
 from keras_saat.workdir import DATA_DIR, FEATURES_DIR  # noqa: E402
 
 

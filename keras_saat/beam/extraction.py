@@ -85,7 +85,7 @@ class EncoderHandler(ModelHandler):
     def load_model(self):
         import keras
 
-        from keras_saat.data.feature_cache import encoder_fingerprint, format_name
+        from keras_saat.data.feature_cache.cache_format import encoder_fingerprint, format_name
         from keras_saat.encoders.image_encoder import ImageEncoder
 
         backbone, image_size, weights, dtype, resize = self._settings
@@ -165,7 +165,7 @@ class _DecodeImage(beam.DoFn):
         self._size, self._resize = int(size), str(resize)
 
     def process(self, element):
-        from keras_saat.data.cache_index import file_skip_reason
+        from keras_saat.data.feature_cache.cache_index import file_skip_reason
         from keras_saat.errors import KerasSaatError
         from keras_saat.images.decoding import load_image
 
@@ -204,9 +204,9 @@ class _WriteShard(beam.DoFn):
     def process(self, element):
         import tensorflow as tf
 
-        from keras_saat.data.cache_index import image_place, skipped_entries
-        from keras_saat.data.dataset import Skips
-        from keras_saat.data.feature_cache import feature_example
+        from keras_saat.data.feature_cache.cache_format import feature_example
+        from keras_saat.data.feature_cache.cache_index import image_place, skipped_entries
+        from keras_saat.data.readers.caption_dataset import Skips
 
         file, items = element
         items = list(items)  # read twice; a runner's grouped values may be a one-pass iterable

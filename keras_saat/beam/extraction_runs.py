@@ -24,21 +24,19 @@ from keras_saat.beam.extraction import (
     write_shard_list,
 )
 from keras_saat.beam.pipeline_runs import run_pipeline
-from keras_saat.data.cache_index import (
+from keras_saat.data.feature_cache.cache_format import check_format, shard_inputs
+from keras_saat.data.feature_cache.cache_index import (
     compact_index,
     finish_shard,
     open_extraction,
     says_todo,
+    shard_entry,
     shard_records,
     split_entry,
     todo_shards,
 )
-from keras_saat.data.dataset import SPLITS, Skips
-from keras_saat.data.feature_cache import (
-    FeatureCache,
-    check_format,
-    shard_inputs,
-)
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
+from keras_saat.data.readers.caption_dataset import SPLITS, Skips
 from keras_saat.errors import KerasSaatError
 
 
@@ -65,9 +63,9 @@ def _fold_finished(directory, index, split, numbers, skips, inputs):
     record was written from other images than `inputs[number]` (the shard's
     `shard_inputs` now: an image changed after a run was stopped) is not recorded, so
     it is extracted again."""
-    entry, folded = index["splits"][split], []
+    folded = []
     for number in numbers:
-        shard = entry["shards"][number]
+        shard = shard_entry(index, split, number)
         found = _finished_record(directory, shard["file"])
         if found is None or found[4] != inputs[number]:
             continue
@@ -127,7 +125,7 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
         for number in numbers:
             start, stop = number * size, min(len(records), (number + 1) * size)
             images = [(p, records[p]) for p in range(start, stop)]
-            file = entry["shards"][number]["file"]
+            file = shard_entry(index, split, number)["file"]
             write_shard_list(directory, split, number, file, images, inputs[split][number])
             todo.append((split, number))
             total += stop - start
@@ -144,7 +142,7 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
             large_model=large_model,
             compression=compression,
         )
-        files = [index["splits"][s]["shards"][n]["file"] for s, n in todo]
+        files = [shard_entry(index, s, n)["file"] for s, n in todo]
         log(f"  extract: {len(files)} shards on Beam's {runner} runner")
         start_time = time.perf_counter()
         with run_pipeline(runner, beam_args) as pipeline:

@@ -46,7 +46,7 @@ def measure_extraction(backbone, count=256, batch_size=32, shard_size=1000, prec
     import numpy as np
     import tensorflow as tf
 
-    from keras_saat.data.feature_cache import extract_features
+    from keras_saat.data.feature_cache.feature_extraction import extract_features
     from keras_saat.encoders import ImageEncoder
     from keras_saat.images.decoding import decode_image
     from keras_saat.runtime.precision import dtype_policy
@@ -121,13 +121,14 @@ def measure_input(size_name, batching, batch_size, images=1000, epochs=2, reside
     from the host to the step.
     """
 
-    from keras_saat.data.feature_cache import FeatureCache
-    from keras_saat.data.input_pipeline import (
-        caption_dataset,
+    from keras_saat.data.feature_cache.feature_cache import FeatureCache
+    from keras_saat.data.feature_cache.resident_features import ResidentFeatures
+    from keras_saat.data.pipeline.batch_plan import BatchPlan
+    from keras_saat.data.pipeline.input_pipeline import (
+        caption_batches,
         captions_per_image,
-        image_group_dataset,
+        token_table,
     )
-    from keras_saat.data.resident_features import ResidentFeatures
     from keras_saat.text.vocabulary import Vocabulary
 
     size = SIZES[size_name]
@@ -136,21 +137,19 @@ def measure_input(size_name, batching, batch_size, images=1000, epochs=2, reside
         cache = FeatureCache(Path(tmp) / "cache")
         vocabulary = Vocabulary.build(c for r in records for c in r.references)
         per_image = captions_per_image(records)
+        tokens_of = token_table(records, vocabulary, size["length"])
         start = time.perf_counter()
         source = ResidentFeatures(cache) if resident else cache
         load_seconds = time.perf_counter() - start
 
         def dataset(epoch):
             if batching == "per_image":
-                return image_group_dataset(
-                    source, "train", records, vocabulary, size["length"],
-                    max(batch_size // per_image, 1), per_image, shuffle_buffer=5000 // per_image,
-                    seed=epoch,
-                )  # fmt: skip
-            return caption_dataset(
-                source, "train", records, vocabulary, size["length"], batch_size,
-                shuffle_buffer=5000, seed=epoch,
-            )  # fmt: skip
+                plan = BatchPlan(
+                    max(batch_size // per_image, 1), per_image, 5000 // per_image, epoch
+                )
+            else:
+                plan = BatchPlan(batch_size, shuffle_buffer=5000, seed=epoch)
+            return caption_batches(source, "train", records, tokens_of, plan)
 
         def captions_of(batch, gather=resident):
             count = int((batch["tokens"].numpy() != 0).any(axis=-1).sum())

@@ -60,11 +60,13 @@ def _model(vocabulary):
 def _resident(config, cache, model):
     """The resident-features choice and its log line (the train split loaded where it
     fits)."""
-    from keras_saat.experiment.training_run import resident_features
+    from keras_saat.data.feature_cache.resident_choice import resident_features
 
     lines = []
-    runtime = {"strategy": model.distribute_strategy}
-    return resident_features(config, cache, model, runtime, lines.append), lines[0]
+    chosen = resident_features(
+        config.data, cache, model.compute_dtype, model.distribute_strategy, lines.append
+    )
+    return chosen, lines[0]
 
 
 def _first_step(model, resident, epoch_dataset):
@@ -81,13 +83,15 @@ def _first_step(model, resident, epoch_dataset):
 
 def measure_scale(shape, images, evaluate=True):
     """Each phase's wall time and the peak RSS after it, at `shape` with `images` images."""
-    from keras_saat.data.cache_index import shard_records
-    from keras_saat.data.caption_table import read_caption_table
-    from keras_saat.data.feature_cache import FeatureCache, dataset_fingerprint, shard_inputs
+    from keras_saat.data.feature_cache.cache_format import dataset_fingerprint, shard_inputs
+    from keras_saat.data.feature_cache.cache_index import shard_records
+    from keras_saat.data.feature_cache.feature_cache import FeatureCache
+    from keras_saat.data.readers.caption_table import read_caption_table
     from keras_saat.evaluation.bleu import corpus_bleu_scores
+    from keras_saat.experiment.epoch_batches import batching, epoch_datasets
     from keras_saat.experiment.preparation import build_vocabulary
     from keras_saat.experiment.scoring import caption_split
-    from keras_saat.experiment.training_run import batching, epoch_datasets, validation_positions
+    from keras_saat.experiment.training_run import validation_positions
 
     phases = {}
 
@@ -119,10 +123,8 @@ def measure_scale(shape, images, evaluate=True):
         cache = timed("cache_open", lambda: (c := FeatureCache(cache_dir), c.files("train"))[0])
         model = timed("model", lambda: _model(vocabulary))
         resident, choice = timed("resident", lambda: _resident(config, cache, model))
-        batches = batching(config, dataset.split("train"), cache, 1, resident)
-        epoch_dataset = epoch_datasets(
-            config, dataset, vocabulary, resident or cache, batches, None
-        )
+        batches = batching(config, dataset.split("train"), resident or cache, 1)
+        epoch_dataset = epoch_datasets(config, dataset, vocabulary, resident or cache, batches)
         timed("token_table", lambda: epoch_dataset(0))  # the first epoch builds the table
         timed("first_step", lambda: _first_step(model, resident, epoch_dataset))
         val = dataset.split("val")
@@ -134,7 +136,7 @@ def measure_scale(shape, images, evaluate=True):
 
         timed("epoch", epoch)
         # 95 %: an epoch may hold a few batches fewer than `steps` (epoch_order.py).
-        resume_step = batches["steps"] * 19 // 20
+        resume_step = batches.steps * 19 // 20
         timed("resume", lambda: next(iter(epoch_dataset(1, resume_step))))
         timed(
             "validation",
@@ -163,7 +165,7 @@ def measure_scale(shape, images, evaluate=True):
         "captions": sum(len(r.captions) for r in dataset.records),
         "vocabulary": len(vocabulary),
         "resident": choice,
-        "batching": batches["text"],
+        "batching": batches.text,
         "validation_images": len(val) if positions is None else len(positions),
         "resume_step": resume_step,
         "phases": phases,

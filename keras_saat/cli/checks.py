@@ -19,7 +19,7 @@ def check_experiment(args):
     reader opens, a backbone weights file, and a --workdir that is a folder. The config
     goes to `args.experiment`."""
     from keras_saat.config import load_config
-    from keras_saat.data.reader_registry import check_inputs
+    from keras_saat.data.readers.reader_registry import check_inputs
 
     config = with_strict(load_config(getattr(args, "config", None) or DEMO_RECIPE, args.set), args)
     check_inputs(config.data)

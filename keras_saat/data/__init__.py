@@ -7,13 +7,13 @@ Images are decoded by `keras_saat.images`.
 from keras_saat._lazy import lazy_getattr
 
 _EXPORTS = {
-    "CaptionDataset": "keras_saat.data.dataset",
-    "ImageRecord": "keras_saat.data.dataset",
-    "Skips": "keras_saat.data.dataset",
-    "read_coco": "keras_saat.data.coco",
-    "read_flickr8k": "keras_saat.data.flickr8k",
-    "read_karpathy": "keras_saat.data.karpathy",
-    "read_tfds": "keras_saat.data.tfds_reader",
+    "CaptionDataset": "keras_saat.data.readers.caption_dataset",
+    "ImageRecord": "keras_saat.data.readers.caption_dataset",
+    "Skips": "keras_saat.data.readers.caption_dataset",
+    "read_coco": "keras_saat.data.readers.coco",
+    "read_flickr8k": "keras_saat.data.readers.flickr8k",
+    "read_karpathy": "keras_saat.data.readers.karpathy",
+    "read_tfds": "keras_saat.data.readers.tfds_reader",
     "write_shapes_dataset": "keras_saat.data.shapes",
 }
 

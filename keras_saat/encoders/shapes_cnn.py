@@ -196,7 +196,7 @@ def _scene_batches(images, targets, batch_size, seed):
     """
     import tensorflow as tf
 
-    from keras_saat.data.pipeline_options import without_autotune
+    from keras_saat.runtime.pipeline_options import without_autotune
 
     pixels = tf.constant(_whole_uint8(images))
     labels = {k: tf.constant(v) for k, v in targets.items()}

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import keras
 
-from keras_saat.data.feature_cache import extract_features, format_name
-from keras_saat.data.reader_registry import get_reader
+from keras_saat.data.feature_cache.cache_format import format_name
+from keras_saat.data.feature_cache.feature_extraction import extract_features
+from keras_saat.data.readers.reader_registry import get_reader
 from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.encoders.registry import get_backbone_spec
 from keras_saat.encoders.shapes_cnn import VARIANTS as SHAPES_CNNS

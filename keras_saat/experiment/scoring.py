@@ -6,8 +6,8 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_saat.data.input_pipeline import evaluation_batches
-from keras_saat.data.shard_checks import cache_shards, naming_damaged_shards
+from keras_saat.data.feature_cache.shard_checks import naming_damaged_shards
+from keras_saat.data.pipeline.image_file_source import ImageFiles
 from keras_saat.errors import KerasSaatError
 from keras_saat.evaluation.bleu import corpus_bleu_scores
 from keras_saat.evaluation.coco_metrics import coco_scores
@@ -36,18 +36,10 @@ def caption_split(
     `details="words"`, {position: (words, None)} (no attention kept). With `positions`
     (a list of int), only those images are captioned.
     """
-    batches = evaluation_batches(
-        source,
-        split,
-        records,
-        batch_size,
-        image_size=model.image_size,
-        resize=config.data.resize,
-        positions=positions,
-    )
+    batches = source.evaluation_batches(split, records, batch_size, positions)
     captions = {}
     width = None  # every batch runs at the first one's size: one trace and compile a split
-    with naming_damaged_shards(cache_shards(source, (split,))):
+    with naming_damaged_shards(source.shard_files((split,))):
         for batch in batches:
             inputs = batch["features"] if "features" in batch else batch["images"]
             count = int(inputs.shape[0])
@@ -111,7 +103,7 @@ def evaluate(
         beam_size: int or None. Beam width; None = the config's decode.beam_size.
         log: callable. Defaults to print.
         config_overrides: iterable of "section.key=value" applied to the saved config.
-        prepared: (dataset, source) or None. The dataset and the feature cache (or "images")
+        prepared: (dataset, source) or None. The dataset and its feature source
             `train` already has, so they are not read and fingerprinted again. Defaults to None.
         out: path or None. The folder for predictions.json and metrics.json. Defaults to
             <workdir>/eval/<split>, or for a preset ./<preset name>-eval/<split>.
@@ -137,11 +129,12 @@ def evaluate(
     if prepared is not None:
         dataset, source = prepared
     elif preset:
-        dataset, source = load_dataset(config, out.parent, log), "images"
+        dataset = load_dataset(config, out.parent, log)
+        source = ImageFiles(model.image_size, config.data.resize)
     else:
         dataset = load_dataset(config, workdir, log)
         if model.encoder.trainable_layers:
-            source = "images"
+            source = ImageFiles(model.image_size, config.data.resize)
         else:
             source = extract(config, model.encoder, dataset, workdir, log)
     records = dataset.split(split)

@@ -1,11 +1,13 @@
 """Training one experiment: from a config to a trained, saved and scored model.
 
-`train` reads as the run's table of contents: start the runtime (compile cache, XLA
-flags, distribution strategy), check the workdir, read the dataset and build the
-vocabulary, build the model (pre-training the Shapes CNN when asked), fill the feature
-cache, train the decoder with the GradientTape loop (`keras_saat.training.loop`: XLA,
-tf.distribute, checkpoints and exact resume) keeping the best validation BLEU-4, and
-score the test split (`keras_saat.experiment.scoring`).
+`train` reads as the run's table of contents: start the runtime (`run_context`: compile
+cache, XLA flags, distribution strategy), check the workdir (`resume_check`), read the
+dataset and build the vocabulary, build the model (pre-training the Shapes CNN when
+asked), fill the feature cache (or read the image files where the backbone trains), hold
+the features on the device or stream them (`data.feature_cache.resident_choice`), plan
+the epochs' batches (`epoch_batches`), train the decoder with the GradientTape loop
+(`keras_saat.training.loop`: XLA, tf.distribute, checkpoints and exact resume) keeping
+the best validation BLEU-4, and score the test split (`keras_saat.experiment.scoring`).
 """
 
 import os
@@ -16,41 +18,28 @@ import numpy as np
 import tensorflow as tf
 
 from keras_saat.callbacks import CaptionMetrics, TrainingSummaries
-from keras_saat.config import load_config, save_config, to_dict
-from keras_saat.data.input_pipeline import (
-    caption_dataset,
-    captions_per_image,
-    image_group_count,
-    image_group_dataset,
-    token_table,
-)
-from keras_saat.data.resident_features import ResidentFeatures, resident_bytes, resident_dtype
-from keras_saat.data.shard_checks import cache_shards, naming_damaged_shards
+from keras_saat.config import save_config
+from keras_saat.data.feature_cache.resident_choice import resident_features
+from keras_saat.data.feature_cache.shard_checks import naming_damaged_shards
+from keras_saat.data.pipeline.image_file_source import ImageFiles
 from keras_saat.encoders.registry import get_backbone_spec
-from keras_saat.errors import KerasSaatError
+from keras_saat.experiment.epoch_batches import batching, epoch_datasets
 from keras_saat.experiment.preparation import (
     build_vocabulary,
     extract,
     load_dataset,
     prepare_backbone_weights,
 )
+from keras_saat.experiment.resume_check import check_resume_config
+from keras_saat.experiment.run_context import start_runtime
 from keras_saat.experiment.scoring import caption_split, evaluate
 from keras_saat.models.factories import build_captioner
 from keras_saat.runtime.cpu_kernels import onednn_enabled
-from keras_saat.runtime.memory import device_memory
-from keras_saat.runtime.precision import dtype_policy, resolve_precision
-from keras_saat.runtime.xla import enable_compilation_cache, set_xla_defaults
+from keras_saat.runtime.precision import dtype_policy
 from keras_saat.training.loop import train_loop
 from keras_saat.training.optimization import build_optimizer
-from keras_saat.training.trainer import Trainer, is_chief, make_strategy
-from keras_saat.workdir import (
-    CHECKPOINT_DIR,
-    CONFIG_FILE,
-    LOG_DIR,
-    MODEL_FILE,
-    XLA_CACHE_DIR,
-    workdir_lock,
-)
+from keras_saat.training.trainer import Trainer
+from keras_saat.workdir import CONFIG_FILE, LOG_DIR, MODEL_FILE, workdir_lock
 
 
 def train(config, workdir, log=print, callbacks=()):
@@ -80,37 +69,36 @@ def _train(config, workdir, log, callbacks):
     started = time.perf_counter()
     runtime = start_runtime(config.train, workdir)
     get_backbone_spec(config.model.backbone)  # an unknown name fails before any work
-    _check_resume_config(config, workdir)
+    check_resume_config(config, workdir)
     save_config(config, workdir / CONFIG_FILE)
     dataset = load_dataset(config, workdir, log)
     vocabulary = build_vocabulary(config.data, dataset, workdir, log)
     model = build_model(config, dataset, vocabulary, runtime, workdir, log)
     source = feature_source(config, model, dataset, workdir, log)
-    resident = resident_features(config, source, model, runtime, log)
-    batches = batching(config, dataset.split("train"), source, runtime["replicas"], resident)
+    resident = resident_features(config.data, source, model.compute_dtype, runtime.strategy, log)
+    epochs_read = resident or source  # what the epochs' batches come from
+    batches = batching(config, dataset.split("train"), epochs_read, runtime.replicas)
     trainer = build_trainer(
-        config.train, model, batches["steps"], runtime, workdir, log, resident=resident
+        config.train, model, batches.steps, runtime, workdir, log, resident=resident
     )
-    metrics = validation_metrics(config, dataset, source, workdir, runtime["chief"])
+    metrics = validation_metrics(config, dataset, source, workdir, runtime.chief)
     log(_plan_text(config.train, trainer, batches))
-    if runtime["chief"]:
+    if runtime.chief:
         callbacks = [TrainingSummaries(workdir / LOG_DIR, config.train.log_every), *callbacks]
-    with naming_damaged_shards(cache_shards(source, ("train", "val"))):
+    with naming_damaged_shards(source.shard_files(("train", "val"))):
         result = train_loop(
             trainer,
-            epoch_datasets(
-                config, dataset, vocabulary, resident or source, batches, model.image_size
-            ),
-            batches["steps"],
+            epoch_datasets(config, dataset, vocabulary, epochs_read, batches),
+            batches.steps,
             config.train,
             workdir,
             metrics,
             lambda: _save_model(model, workdir / MODEL_FILE),
-            batches["captions_per_batch"],
-            chief=runtime["chief"],
+            batches.captions_per_batch,
+            chief=runtime.chief,
             callbacks=callbacks,
         )
-    if not runtime["chief"]:
+    if not runtime.chief:
         return {"chief": False, **result}
     log(
         f"best val BLEU-4 {100 * result['best_score']:.1f} at epoch {result['best_epoch']}; "
@@ -133,28 +121,6 @@ def _train(config, workdir, log, callbacks):
     }
 
 
-def start_runtime(train_config, workdir):
-    """The settings TensorFlow reads when it starts, then the distribution strategy.
-
-    Returns a dict: strategy, chief, replicas, precision and cached (the XLA
-    compilation cache's directory, None when off).
-    """
-    # Before any TensorFlow work: TensorFlow reads the cache setting when it starts.
-    cached = train_config.compilation_cache and enable_compilation_cache(workdir / XLA_CACHE_DIR)
-    set_xla_defaults()  # cuBLAS rather than autotuned Triton GEMMs: a faster compile
-    # MultiWorkerMirroredStrategy must exist before any other TensorFlow work.
-    strategy = make_strategy(train_config.distribute)
-    if train_config.deterministic:
-        tf.config.experimental.enable_op_determinism()
-    return {
-        "strategy": strategy,
-        "chief": is_chief(strategy),
-        "replicas": strategy.num_replicas_in_sync,
-        "precision": resolve_precision(train_config.mixed_precision),
-        "cached": cached,
-    }
-
-
 def build_model(config, dataset, vocabulary, runtime, workdir, log=print):
     """The Captioner to train, in the run's precision and under its strategy."""
     train_config = config.train
@@ -165,7 +131,7 @@ def build_model(config, dataset, vocabulary, runtime, workdir, log=print):
             "objects to find; train a recipe (--config shapes_soft) or set "
             "model.backbone_weights to shapes, imagenet or a weights file"
         )
-    precision, strategy = runtime["precision"], runtime["strategy"]
+    precision, strategy = runtime.precision, runtime.strategy
     if precision != "float32":
         log(
             f"mixed precision: {precision} compute, float32 variables "
@@ -173,8 +139,8 @@ def build_model(config, dataset, vocabulary, runtime, workdir, log=print):
         )
     with dtype_policy(precision), strategy.scope():
         model = build_captioner(model_config, vocabulary, config.decode, config.data.resize)
-    if runtime["replicas"] > 1:
-        log(f"distribute {train_config.distribute}: {runtime['replicas']} replicas in sync")
+    if runtime.replicas > 1:
+        log(f"distribute {train_config.distribute}: {runtime.replicas} replicas in sync")
     log(
         f"model: {model_config.backbone} grid {model.grid_shape[0]}x{model.grid_shape[1]} "
         f"(L={model.grid_shape[0] * model.grid_shape[1]}, C={model.encoder.feature_channels}), "
@@ -185,68 +151,24 @@ def build_model(config, dataset, vocabulary, runtime, workdir, log=print):
 
 
 def feature_source(config, model, dataset, workdir, log=print):
-    """The feature cache, filled by the model's frozen encoder; "images" when the
-    backbone trains (batches are then decoded from the image files)."""
+    """The feature cache, filled by the model's frozen encoder; the image files when the
+    backbone trains (batches are then decoded from them)."""
     if config.model.trainable_backbone_layers:
         log(
             "the backbone's top layers train, so batches are decoded from the images (no feature cache)"
         )
-        return "images"
+        return ImageFiles(model.image_size, config.data.resize)
     return extract(config, model.encoder, dataset, workdir, log)
-
-
-def resident_features(config, source, model, runtime, log=print):
-    """The train split's features in the device's memory (`data.resident_features`), or
-    None to stream them from the cache."""
-    data = config.data
-    setting, budget_share = data.resident_features, data.resident_budget
-    if not 0 < budget_share <= 1:
-        raise KerasSaatError(f"data.resident_budget {budget_share}: expected a share in (0, 1]")
-    if setting is False:
-        return None
-    if source == "images":
-        if setting is True:
-            raise KerasSaatError(
-                "data.resident_features true needs the feature cache, and the backbone trains "
-                "(model.trainable_backbone_layers), so batches are decoded images: set "
-                "data.resident_features auto or false"
-            )
-        return None
-    dtype = resident_dtype(source.index["dtype"], model.compute_dtype)
-    need = resident_bytes(source, "train", dtype)
-    device, total, free = device_memory()
-    budget = budget_share * free
-    sizes = (
-        f"{need / 2**30:.2f} GiB of the {budget / 2**30:.1f} GiB budget "
-        f"({budget_share} of the {free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB "
-        f"on {device})"
-    )
-    if need > budget:
-        if setting is True:
-            raise KerasSaatError(
-                f"data.resident_features true: the train split's features need {sizes}; "
-                "raise data.resident_budget, or set data.resident_features auto or false "
-                "(stream them from the cache)"
-            )
-        log(f"features streamed from the cache: the train split would take {sizes}")
-        return None
-    started = time.perf_counter()
-    resident = ResidentFeatures(source, "train", dtype, runtime["strategy"])
-    log(
-        f"features resident on {device}: {resident.count} images x {source.num_locations}x"
-        f"{source.channels} {dtype.name}, {sizes}; loaded in {time.perf_counter() - started:.1f}s"
-    )
-    return resident
 
 
 def build_trainer(train_config, model, steps, runtime, workdir, log=print, resident=None):
     """The optimizer (its schedule over `steps` a epoch) and the GradientTape Trainer."""
-    with dtype_policy(runtime["precision"]), runtime["strategy"].scope():
+    with dtype_policy(runtime.precision), runtime.strategy.scope():
         optimizer = build_optimizer(train_config, steps)
     trainer = Trainer(
         model,
         optimizer,
-        runtime["strategy"],
+        runtime.strategy,
         train_config.clipnorm,
         train_config.jit_compile,
         log,
@@ -255,61 +177,13 @@ def build_trainer(train_config, model, steps, runtime, workdir, log=print, resid
     )
     if trainer.jit_compile and train_config.compilation_cache:
         log(
-            f"XLA compilation cache: {runtime['cached']} (a resumed or repeated run "
+            f"XLA compilation cache: {runtime.cached} (a resumed or repeated run "
             "loads the compiled steps)"
-            if runtime["cached"]
+            if runtime.cached
             else "XLA compilation cache off: TensorFlow was running before train() (set "
             "TF_XLA_FLAGS=--tf_xla_persistent_cache_directory=DIR before the first op)"
         )
     return trainer
-
-
-def epoch_datasets(config, dataset, vocabulary, source, batches, image_size):
-    """`(epoch, start_step) -> tf.data.Dataset` of an epoch's training batches from batch
-    `start_step` on; each epoch's order is fixed by the seed and the epoch, so a resumed
-    run starts at the batch it stopped at, without producing those before it. The
-    captions are tokenised into the token table once, for every epoch."""
-    data, train_config = config.data, config.train
-    records = dataset.split("train")
-    tokens = []  # the token table, built at the first epoch
-
-    def epoch_dataset(epoch, start_step=0):
-        seed = train_config.seed * 1009 + epoch
-        if not tokens:
-            tokens.append(token_table(records, vocabulary, data.max_length))
-        if batches["mode"] == "per_image":
-            return image_group_dataset(
-                source,
-                "train",
-                records,
-                vocabulary,
-                data.max_length,
-                batches["images_per_batch"],
-                batches["per_image"],
-                shuffle_buffer=max(data.shuffle_buffer // batches["per_image"], 1),
-                seed=seed,
-                image_size=image_size,
-                resize=data.resize,
-                tokens_of=tokens[0],
-                start_step=start_step,
-            )
-        return caption_dataset(
-            source,
-            "train",
-            records,
-            vocabulary,
-            data.max_length,
-            train_config.batch_size,
-            shuffle_buffer=data.shuffle_buffer,
-            seed=seed,
-            bucket_by_length=data.bucket_by_length,
-            image_size=image_size,
-            resize=data.resize,
-            tokens_of=tokens[0],
-            start_step=start_step,
-        )
-
-    return epoch_dataset
 
 
 def validation_metrics(config, dataset, source, workdir, chief):
@@ -346,8 +220,8 @@ def validation_positions(count, cap, seed):
 
 def _plan_text(train_config, trainer, batches):
     return (
-        f"training: {train_config.epochs} epochs of {batches['steps']} steps "
-        f"({batches['captions']} captions, {batches['text']}), {train_config.optimizer}, "
+        f"training: {train_config.epochs} epochs of {batches.steps} steps "
+        f"({batches.captions} captions, {batches.text}), {train_config.optimizer}, "
         f"{'XLA' if trainer.jit_compile else 'no XLA'}"
         f"{' (jit_compile: auto)' if train_config.jit_compile == 'auto' else ''}, "
         f"teacher forcing {'unrolled' if trainer.unroll else 'in one tf.while_loop'}"
@@ -363,69 +237,6 @@ def _cpu_kernels_text():
     return ", oneDNN CPU kernels" if onednn_enabled() else ", TensorFlow's own CPU kernels"
 
 
-def batching_mode(data, source, resident=None):
-    """`data.batching` with "auto" resolved: per_image where the features stream from the
-    cache (each image's features read and shuffled once, not once per caption), else
-    per_caption."""
-    if data.batching != "auto":
-        return data.batching
-    streamed = resident is None and source != "images"
-    return "per_image" if streamed and not data.bucket_by_length else "per_caption"
-
-
-def batching(config, records, source, replicas, resident=None):
-    """Steps per epoch and batch shape of `data.batching` (the train split's `records`;
-    images the cache could not read are left out; `resident` the ResidentFeatures the run
-    holds, or None where the features stream). The steps count full batches of the
-    whole split; an epoch's plan cuts batches window by window (`data.epoch_order`), so
-    it may hold a few fewer (up to batch_size - 1 captions a window are left for the
-    epoch: about 1 % at the default shuffle_buffer and batch 64)."""
-    batch_size, data = config.train.batch_size, config.data
-    unreadable = {p for p, _ in source.skipped("train")} if source != "images" else set()
-    captions = sum(len(r.captions) for p, r in enumerate(records) if p not in unreadable)
-    mode = batching_mode(data, source, resident)
-    if mode == "per_image":
-        if data.bucket_by_length:
-            raise KerasSaatError(
-                "data.bucket_by_length batches captions by length, which per-image batches "
-                "cannot: set data.batching per_caption or data.bucket_by_length false"
-            )
-        per_image = captions_per_image(records)
-        images_per_batch = max(batch_size // per_image, 1)
-        groups = image_group_count(records, per_image, unreadable)
-        result = {
-            "mode": "per_image",
-            "steps": groups // images_per_batch,
-            "per_image": per_image,
-            "images_per_batch": images_per_batch,
-            "captions_per_batch": images_per_batch * per_image,
-            "text": f"per-image batches of {images_per_batch} images x {per_image} captions",
-            "units": images_per_batch,
-            "captions": captions,
-        }
-    else:
-        result = {
-            "mode": "per_caption",
-            "steps": captions // batch_size,
-            "captions_per_batch": batch_size,
-            "text": f"batch {batch_size}",
-            "units": batch_size,
-            "captions": captions,
-        }
-    if data.batching == "auto" and mode == "per_image":
-        result["text"] += " (data.batching auto: the features stream from the cache)"
-    if result["steps"] == 0:
-        raise KerasSaatError(
-            f"only {captions} training captions for a batch size of {batch_size} ({result['text']})"
-        )
-    if result["units"] % replicas:
-        raise KerasSaatError(
-            f"train.batch_size {batch_size} ({result['text']}) does not split evenly over "
-            f"{replicas} replicas"
-        )
-    return result
-
-
 def _save_model(model, path):
     """Writes the model as .keras atomically (a killed run never leaves half a file), in
     float32 whatever precision it trained in, so the file loads and computes anywhere."""
@@ -434,48 +245,3 @@ def _save_model(model, path):
         model = model.with_precision("float32")
     model.save(tmp)
     os.replace(tmp, path)
-
-
-def _check_resume_config(config, workdir):
-    """A workdir with checkpoints resumes only the same experiment (epochs may change)."""
-    saved = workdir / CONFIG_FILE
-    if not (workdir / CHECKPOINT_DIR).exists() or not saved.exists():
-        return
-    previous = load_config(saved)
-    # What a resumed run may change: how it computes (the same batches and weights
-    # either way) and how long it runs, not what it trains.
-    keep = {
-        "train": {
-            "jit_compile",  # how the step is compiled
-            "unroll",  # the same values, unrolled or in a loop
-            "epochs",
-            "patience",
-            "log_every",
-            "summary_images",
-            "validate_every",
-            "checkpoint_every",
-            "max_checkpoints",
-        },
-        "data": {"resident_features", "resident_budget"},  # where the features are held
-    }
-
-    def compared(values):
-        # Decoding and export settings do not touch the trained weights.
-        values = {**values, "decode": None, "export": None}
-        for section, keys in keep.items():
-            values[section] = {k: v for k, v in values[section].items() if k not in keys}
-        return values
-
-    mine, theirs = compared(to_dict(config)), compared(to_dict(previous))
-    if mine != theirs:
-        changed = [
-            f"{section}.{key}"
-            for section in theirs
-            if isinstance(theirs[section], dict)
-            for key in theirs[section]
-            if theirs[section][key] != mine[section][key]
-        ]
-        raise KerasSaatError(
-            f"{workdir} holds checkpoints of another config (changed: {', '.join(changed) or 'name'}); "
-            "use a new --workdir, or delete its checkpoints folder to start again"
-        )

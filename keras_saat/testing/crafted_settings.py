@@ -82,11 +82,11 @@ def write_damaged_cache(folder, damage, locations=4, channels=8):
     size = {"locations": locations, "channels": channels}
     compression = "zlib" if damage == "zlib_bomb" else "none"
     write_synthetic_cache(folder, 24, size, shard_size=8, compression=compression)
-    shard = Path(folder) / "train-00001.tfrecord"
+    shard = Path(folder) / "train-00001-of-00003.tfrecord"
     if damage == "zlib_bomb":
         import tensorflow as tf
 
-        from keras_saat.data.cache_format import RECORD_SPEC
+        from keras_saat.data.feature_cache.cache_format import RECORD_SPEC
 
         records = [r.numpy() for r in tf.data.TFRecordDataset(str(shard))]
         example = tf.train.Example.FromString(records[0])
@@ -109,11 +109,11 @@ def write_damaged_cache(folder, damage, locations=4, channels=8):
 def read_cache_split(folder, split="train"):
     """Streams a cache split as training and evaluation do (`FeatureCache.dataset`), its
     damaged shards named."""
-    from keras_saat.data.feature_cache import FeatureCache
-    from keras_saat.data.shard_checks import cache_shards, naming_damaged_shards
+    from keras_saat.data.feature_cache.feature_cache import FeatureCache
+    from keras_saat.data.feature_cache.shard_checks import naming_damaged_shards
 
     cache = FeatureCache(folder)
-    with naming_damaged_shards(cache_shards(cache, (split,))):
+    with naming_damaged_shards(cache.shard_files((split,))):
         return sum(1 for _ in cache.dataset(split))
 
 

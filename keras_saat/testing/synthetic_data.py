@@ -6,7 +6,6 @@ extraction's layout, and captions files at COCO's and CC3M's shape.
 """
 
 import csv
-import json
 from pathlib import Path
 
 import numpy as np
@@ -34,33 +33,36 @@ def write_synthetic_cache(
     import numpy as np
     import tensorflow as tf
 
-    from keras_saat.data.dataset import ImageRecord
-    from keras_saat.data.feature_cache import feature_example
+    from keras_saat.data.feature_cache.cache_format import feature_example
+    from keras_saat.data.feature_cache.cache_index import (
+        UNDECODABLE,
+        new_index,
+        set_split,
+        shard_file,
+        write_index,
+    )
+    from keras_saat.data.readers.caption_dataset import ImageRecord
     from keras_saat.data.shapes import reference_captions, sample_objects
 
     rng = np.random.default_rng(seed)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     side = int(round(size["locations"] ** 0.5))
-    shards = []
+    shards, count = [], max(1, -(-images // shard_size))
     for first in range(0, images, shard_size):
-        name = f"train-{len(shards):05d}.tfrecord"
+        name = shard_file("train", len(shards), count)
         everything = range(first, min(first + shard_size, images))
         positions = [p for p in everything if p not in skip]
         with tf.io.TFRecordWriter(str(folder / name)) as writer:
             for position in positions:
                 row = rng.standard_normal((size["locations"], size["channels"]), np.float32)
                 writer.write(feature_example(position, row, dtype, compression))
-        skipped = [[p, "undecodable image"] for p in everything if p in skip]
+        skipped = [[p, UNDECODABLE] for p in everything if p in skip]
         shards.append({"file": name, "done": True, "written": len(positions), "skipped": skipped})
-    index = {
-        "grid": [side, side],
-        "channels": size["channels"],
-        "dtype": dtype,
-        "compression": compression,
-        "splits": {"train": {"count": images, "shard_size": shard_size, "shards": shards}},
-    }
-    (folder / "index.json").write_text(json.dumps(index))
+    header = {"grid": [side, side], "channels": size["channels"], "dtype": dtype}
+    index = new_index({**header, "compression": compression})
+    set_split(index, "train", images, shard_size, shards)
+    write_index(folder, index)
     records = []
     for position in range(images):
         captions = reference_captions(sample_objects(rng))[:captions_per_image]
@@ -101,22 +103,26 @@ def write_captions_file(folder, images, shape, seed=0):
 def write_cache(folder, dataset, seed=0, shard_size=SHARD_SIZE):
     """A feature cache of every split of `dataset`: 14x14x512 float16 rows, in
     extraction's layout."""
-    import json
-
     import tensorflow as tf
 
-    from keras_saat.data.feature_cache import INDEX, VERSION, feature_example
+    from keras_saat.data.feature_cache.cache_format import feature_example
+    from keras_saat.data.feature_cache.cache_index import (
+        new_index,
+        set_split,
+        shard_file,
+        write_index,
+    )
 
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     row = rng.standard_normal((196, 512)).astype(np.float16)  # one row: the contents do not matter
-    splits = {}
+    index = new_index({"grid": [14, 14], "channels": 512, "dtype": "float16"})
     for split in ("train", "val", "test"):
         count = len(dataset.split(split))
         shards = max(1, -(-count // shard_size))
         entries = []
         for number in range(shards):
-            name = f"{split}-{number:05d}-of-{shards:05d}.tfrecord"
+            name = shard_file(split, number, shards)
             positions = range(number * shard_size, min(count, (number + 1) * shard_size))
             with tf.io.TFRecordWriter(str(folder / name)) as writer:
                 for position in positions:
@@ -130,12 +136,5 @@ def write_cache(folder, dataset, seed=0, shard_size=SHARD_SIZE):
                     "bytes": (folder / name).stat().st_size,
                 }
             )
-        splits[split] = {"count": count, "shard_size": shard_size, "shards": entries}
-    index = {
-        "version": VERSION,
-        "grid": [14, 14],
-        "channels": 512,
-        "dtype": "float16",
-        "splits": splits,
-    }
-    (folder / INDEX).write_text(json.dumps(index))
+        set_split(index, split, count, shard_size, entries)
+    write_index(folder, index)

@@ -14,7 +14,7 @@ from apache_beam.testing.test_pipeline import TestPipeline  # noqa: E402
 from apache_beam.testing.util import assert_that, equal_to  # noqa: E402
 
 from keras_saat.cli import main  # noqa: E402
-from keras_saat.data.feature_cache import FeatureCache  # noqa: E402
+from keras_saat.data.feature_cache.feature_cache import FeatureCache  # noqa: E402
 from tests.helpers import DEFAULTS  # noqa: E402
 
 TWO_PROCESSES = ["--", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
@@ -55,7 +55,7 @@ def assert_same_cache(found, expected):
     assert sorted(p.name for p in found.directory.iterdir()) == sorted(
         p.name for p in expected.directory.iterdir()
     )  # nothing else left behind (the run's lists and records)
-    for split in expected.index["splits"]:
+    for split in expected.splits:
         for ours, theirs in zip(found.files(split), expected.files(split), strict=True):
             pairs = zip(found.read_shard(ours), expected.read_shard(theirs), strict=True)
             for (positions, features, scales), (want_positions, want_features, want) in pairs:
@@ -183,7 +183,7 @@ def test_missing_files_and_a_batch_the_encoder_raises_on_are_skips_not_failures(
         write_shard_list,
     )
     from keras_saat.data import read_karpathy
-    from keras_saat.data.feature_cache import encoder_fingerprint
+    from keras_saat.data.feature_cache.cache_format import encoder_fingerprint
     from keras_saat.encoders import ImageEncoder
 
     class RaisingHandler(EncoderHandler):

@@ -7,7 +7,9 @@ import tensorflow as tf
 from keras_saat import Captioner, Vocabulary
 from keras_saat.callbacks import CaptionMetrics
 from keras_saat.data import read_karpathy
-from keras_saat.data.input_pipeline import caption_dataset
+from keras_saat.data.pipeline.batch_plan import BatchPlan
+from keras_saat.data.pipeline.image_file_source import ImageFiles
+from keras_saat.data.pipeline.input_pipeline import caption_batches, token_table
 from keras_saat.errors import KerasSaatError
 from keras_saat.evaluation.coco_metrics import coco_scores
 
@@ -45,9 +47,8 @@ def summary_tags(log_dir):
 def test_fit_logs_the_scores_that_model_checkpoint_and_tensorboard_read(shapes, tmp_path):
     train, val, vocabulary = shapes
     model = tiny_model(vocabulary)
-    data = caption_dataset(
-        "images", "train", train, vocabulary, 8, 16, seed=0, image_size=128, repeat=True
-    )
+    plan = BatchPlan(16, seed=0, repeat=True)
+    data = caption_batches(ImageFiles(128), "train", train, token_table(train, vocabulary, 8), plan)
     metrics = CaptionMetrics(val, log_dir=tmp_path / "logs", images=1)
     best = tmp_path / "best.keras"
     checkpoint = keras.callbacks.ModelCheckpoint(
@@ -75,9 +76,8 @@ def test_fit_logs_the_scores_that_model_checkpoint_and_tensorboard_read(shapes, 
 def test_early_stopping_reads_the_score(shapes):
     train, val, vocabulary = shapes
     model = tiny_model(vocabulary)
-    data = caption_dataset(
-        "images", "train", train, vocabulary, 8, 16, seed=0, image_size=128, repeat=True
-    )
+    plan = BatchPlan(16, seed=0, repeat=True)
+    data = caption_batches(ImageFiles(128), "train", train, token_table(train, vocabulary, 8), plan)
     # No BLEU gain exceeds min_delta 2 (scores are 0-1), so after the first epoch none
     # counts as an improvement and EarlyStopping stops at the second: it can only do so
     # if it reads val_bleu4 (with a missing monitor it never stops).

@@ -255,7 +255,7 @@ def test_extraction_skips_a_dataset_image_over_the_file_limit(shapes_dir, tmp_pa
         """
         import tensorflow as tf
         from keras_saat.data import read_karpathy
-        from keras_saat.data.feature_cache import extract_features
+        from keras_saat.data.feature_cache.feature_extraction import extract_features
         from keras_saat.encoders import ImageEncoder
         encoder = ImageEncoder("shapes_cnn")
         """,

@@ -8,9 +8,8 @@ import pytest
 
 from keras_saat import Captioner
 from keras_saat.config import from_dict
-from keras_saat.data import input_pipeline
-from keras_saat.data.feature_cache import FeatureCache
-from keras_saat.experiment import training_run
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
+from keras_saat.experiment import epoch_batches, training_run
 from keras_saat.experiment.scoring import caption_split
 from keras_saat.testing.synthetic_data import write_synthetic_cache
 from keras_saat.text import Vocabulary
@@ -38,23 +37,22 @@ def test_the_token_table_is_built_once_for_all_epochs(cache, monkeypatch):
     source, records = cache
     vocabulary = Vocabulary.build([c.split() for r in records for c in r.captions])
     calls = []
-    real = input_pipeline.token_table
+    real = epoch_batches.token_table
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(input_pipeline, "token_table", counted)
-    monkeypatch.setattr(training_run, "token_table", counted)
+    monkeypatch.setattr(epoch_batches, "token_table", counted)
     for batching in ("per_caption", "per_image"):
         calls.clear()
         config = from_dict({"data": {"batching": batching}, "train": {"batch_size": 10}})
-        batches = training_run.batching(config, records, source, 1)
-        epoch_dataset = training_run.epoch_datasets(
-            config, _Dataset(records), vocabulary, source, batches, None
+        batches = epoch_batches.batching(config, records, source, 1)
+        epoch_dataset = epoch_batches.epoch_datasets(
+            config, _Dataset(records), vocabulary, source, batches
         )
         for epoch in range(3):
-            assert sum(1 for _ in epoch_dataset(epoch)) == batches["steps"]
+            assert sum(1 for _ in epoch_dataset(epoch)) == batches.steps
         assert len(calls) == 1, batching
 
 

@@ -291,7 +291,8 @@ def test_a_split_is_captioned_with_one_compiled_decode_its_last_batch_padded(
     """8 images in batches of 3: the last batch of 2 runs padded to 3, and the captions
     are those of one batch of all 8 (rows are decoded apart)."""
     from keras_saat.config import ExperimentConfig
-    from keras_saat.data.feature_cache import FeatureCache, extract_features
+    from keras_saat.data.feature_cache.feature_cache import FeatureCache
+    from keras_saat.data.feature_cache.feature_extraction import extract_features
     from keras_saat.experiment.scoring import caption_split
 
     model, _ = small_model(max_length=6)

@@ -207,8 +207,9 @@ def test_the_cache_setting_honours_the_users_flag_and_replaces_only_its_own(tmp_
 
 def test_batching_settings_are_checked():
     from keras_saat.config import load_config
-    from keras_saat.data.dataset import ImageRecord
-    from keras_saat.experiment.training_run import batching
+    from keras_saat.data.pipeline.image_file_source import ImageFiles
+    from keras_saat.data.readers.caption_dataset import ImageRecord
+    from keras_saat.experiment.epoch_batches import batching
 
     with pytest.raises(KerasSaatError, match="per_caption, per_image"):
         load_config(None, ["data.batching=per_batch"])
@@ -216,24 +217,25 @@ def test_batching_settings_are_checked():
         load_config(None, ["train.mixed_precision=bf16"])
     records = [ImageRecord(i, None, "train", ["a b"] * (7 if i == 0 else 5)) for i in range(20)]
     config = load_config(None, ["data.batching=per_image", "train.batch_size=32"])
-    batches = batching(config, records, "images", 1)
+    images = ImageFiles(128)
+    batches = batching(config, records, images, 1)
     # 6 images of 5 a batch; 21 groups (image 0 makes two) -> 3 steps.
-    assert (batches["per_image"], batches["images_per_batch"], batches["steps"]) == (5, 6, 3)
-    assert batches["captions_per_batch"] == 30
+    assert (batches.per_image, batches.units, batches.steps) == (5, 6, 3)
+    assert batches.captions_per_batch == 30
     with pytest.raises(KerasSaatError, match="split evenly over 4 replicas"):
-        batching(config, records, "images", 4)
+        batching(config, records, images, 4)
     bucketed = load_config(None, ["data.batching=per_image", "data.bucket_by_length=true"])
     with pytest.raises(KerasSaatError, match="bucket_by_length"):
-        batching(bucketed, records, "images", 1)
-    per_caption = batching(load_config(None, ["train.batch_size=32"]), records, "images", 1)
-    assert per_caption["steps"] == 102 // 32
+        batching(bucketed, records, images, 1)
+    per_caption = batching(load_config(None, ["train.batch_size=32"]), records, images, 1)
+    assert per_caption.steps == 102 // 32
 
 
 def test_a_bfloat16_backbone_fills_its_own_cache(shapes_dir, tmp_path):
     """The cache keeps its float16 dtype; features of a bfloat16 backbone are close to the
     float32 ones, and the two never mix in one cache folder."""
     from keras_saat.data import read_karpathy
-    from keras_saat.data.feature_cache import extract_features
+    from keras_saat.data.feature_cache.feature_extraction import extract_features
     from keras_saat.encoders import ImageEncoder
 
     dataset = read_karpathy(shapes_dir / "dataset_shapes.json")

@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from keras_saat.config import from_dict
-from keras_saat.data import dataset as dataset_module
-from keras_saat.data.karpathy import read_karpathy
+from keras_saat.data.readers import caption_dataset as dataset_module
+from keras_saat.data.readers.karpathy import read_karpathy
 from keras_saat.experiment.preparation import build_vocabulary
 from keras_saat.text import tokenizer
 from keras_saat.text.tokenizer import has_words, tokenize

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_saat.data.input_pipeline import encode_captions, word_table
+from keras_saat.data.pipeline.input_pipeline import encode_captions, word_table
 from keras_saat.text import Vocabulary
 from keras_saat.text.tokenizer import _normalize_unicode, normalize, tokenize, tokenize_graph
 

@@ -1,0 +1,306 @@
+"""The feature cache's bookkeeping: index.json, progress.jsonl and the skips of a shard.
+
+Shared by the one-process extraction (`feature_extraction`), the Beam one
+(`keras_saat.beam.extraction`) and the benchmarks' synthetic caches: `write_index` is the
+one writer of index.json, `new_index`, `set_split` and `shard_file` its one shape, so
+every writer makes the layout that `FeatureCache` reads.
+"""
+
+import json
+import os
+from pathlib import Path
+
+from keras_saat.data.feature_cache.cache_format import (
+    dataset_fingerprint,
+    encoder_fingerprint,
+    format_name,
+    shard_inputs,
+)
+from keras_saat.errors import KerasSaatError
+from keras_saat.images.image_files import MAX_FILE_BYTES
+from keras_saat.io_utils import write_json_atomic
+
+INDEX = "index.json"
+PROGRESS = "progress.jsonl"
+MISSING, UNDECODABLE = "missing image file", "undecodable image"  # the index's skip reasons
+VERSION = 2  # 2: each shard records its inputs (`shard_inputs`)
+
+
+def new_index(header, fingerprint=None):
+    """A cache's index with no splits yet: this layout's version, `header` (backbone, grid,
+    channels, dtype, compression, ...) and what made it (`fingerprint`)."""
+    return {"version": VERSION, **header, "fingerprint": fingerprint, "splits": {}}
+
+
+def shard_file(split, number, shards):
+    """The file name of shard `number` of a split's `shards`."""
+    return f"{split}-{number:05d}-of-{shards:05d}.tfrecord"
+
+
+def set_split(index, split, count, shard_size, shards):
+    """Puts a split into `index`: its `count` images (positions), in shards of
+    `shard_size`, `shards` a list of {"file", "done", "written", "skipped", ...}."""
+    index["splits"][split] = {"count": count, "shard_size": shard_size, "shards": shards}
+
+
+def shard_entry(index, split, number):
+    """The index entry of shard `number` of `split` (a writer updates it in place)."""
+    return index["splits"][split]["shards"][number]
+
+
+def write_index(directory, index):
+    """Writes a cache's index.json (atomically: a killed writer leaves the old one)."""
+    write_json_atomic(Path(directory) / INDEX, index)
+
+
+def read_index(directory):
+    """index.json of a cache folder with the finished shards of progress.jsonl applied
+    (a line torn by a kill is ignored: its shard is written again)."""
+    directory = Path(directory)
+    index = json.loads((directory / INDEX).read_text())
+    progress = directory / PROGRESS
+    if progress.is_file():
+        for line in progress.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+                split = index["splits"][entry["split"]]
+                shard = split["shards"][int(entry["shard"])]
+                shard.update(
+                    done=True,
+                    written=int(entry["written"]),
+                    skipped=entry["skipped"],
+                    inputs=entry.get("inputs"),
+                    bytes=entry.get("bytes"),
+                )
+            except (ValueError, KeyError, IndexError, TypeError):
+                continue
+    return index
+
+
+def finish_shard(directory, split, number, shard, written, skipped, inputs):
+    """Records a shard whose file is in place: its index entry (`shard`) is updated and one
+    line appended to progress.jsonl (flushed to disk before the next).
+
+    Args:
+        directory: Path. The cache folder.
+        split, number: the shard's split and number.
+        shard: dict. Its entry in the index.
+        written: int. Records in the file.
+        skipped: list of [position, reason].
+        inputs: str. The shard's `shard_inputs`, taken before its images were read.
+    """
+    size = os.path.getsize(Path(directory) / shard["file"])  # checked when the cache opens
+    shard.update(done=True, written=written, skipped=skipped, inputs=inputs, bytes=size)
+    line = json.dumps(
+        {
+            "split": split,
+            "shard": number,
+            "written": written,
+            "skipped": skipped,
+            "inputs": inputs,
+            "bytes": size,
+        }
+    )
+    with open(Path(directory) / PROGRESS, "a", encoding="utf-8") as progress:
+        progress.write(line + "\n")
+        progress.flush()
+        os.fsync(progress.fileno())
+
+
+def compact_index(directory, index):
+    """Folds progress.jsonl into index.json (the one whole rewrite of an extraction)."""
+    progress = directory / PROGRESS
+    if progress.exists():
+        write_index(directory, index)
+        progress.unlink()
+
+
+def open_index(directory, fingerprint, header):
+    """The cache's index: the one in `directory` (progress applied) when its fingerprint
+    matches, else a new one of `header` (backbone, grid, dtype, ...) with no splits.
+
+    Raises:
+        KerasSaatError: the folder holds a cache of another fingerprint or version.
+    """
+    directory = Path(directory)
+    if (directory / INDEX).is_file():
+        index = read_index(directory)
+        if index.get("version") != VERSION:
+            raise KerasSaatError(
+                f"the feature cache in {directory} has the layout of version "
+                f"{index.get('version')}, this keras-saat reads version {VERSION}; delete the "
+                "folder (it is extracted again) or choose another workdir"
+            )
+        if index.get("fingerprint") != fingerprint:
+            stored = format_name(index.get("dtype"), index.get("compression", "none"))
+            asked = format_name(header.get("dtype"), header.get("compression", "none"))
+            what = (
+                f"the format {stored} (asked: {asked}; data.cache_dtype, data.cache_compression)"
+                if stored != asked
+                else "another backbone, weights, resize mode, compute precision "
+                "(train.mixed_precision) or dataset"
+            )
+            raise KerasSaatError(
+                f"the feature cache in {directory} was made with {what}; delete the folder "
+                "or choose another workdir"
+            )
+        return index
+    return new_index(header, fingerprint)
+
+
+def open_extraction(directory, encoder, dataset, resize, dtype, compression):
+    """The index an extraction of `dataset` by `encoder` writes into (`open_index`, the
+    folder created), and its fingerprints {"encoder", "dataset"}.
+
+    Args:
+        directory: Path. The cache folder.
+        encoder: ImageEncoder. The frozen backbone.
+        dataset: CaptionDataset.
+        resize, dtype, compression: str. The resize mode and the cache format.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    fingerprint = {
+        "encoder": encoder_fingerprint(encoder, resize, format_name(dtype, compression)),
+        "dataset": dataset_fingerprint(dataset),
+    }
+    header = {
+        "backbone": encoder.backbone_name,
+        "image_size": encoder.image_size,
+        "resize": resize,
+        "grid": list(encoder.grid_shape),
+        "channels": encoder.feature_channels,
+        "dtype": dtype,
+        "compression": compression,
+        "compute_dtype": encoder.compute_dtype,
+    }
+    return open_index(directory, fingerprint, header), fingerprint
+
+
+def split_entry(directory, index, split, records, shard_size, log=print):
+    """The index's entry of `split`, ready to extract: a new split's shard list is written
+    to index.json before any shard is recorded against it; an existing split keeps the
+    shard size it was made with (its entry's "shard_size"), whatever `shard_size` asks,
+    and its finished shards whose images changed since are marked not done
+    (`reopen_changed`).
+
+    Args:
+        directory: Path. The cache folder.
+        index: dict. The cache's index (`open_index`).
+        split: str.
+        records: sequence of ImageRecord. The split's images, in position order.
+        shard_size: int. Images a shard, for a new split.
+        log: callable. Defaults to print.
+    """
+    count = len(records)
+    if split in index["splits"]:
+        entry = index["splits"][split]
+        if entry["shard_size"] != shard_size:
+            log(
+                f"  extract {split}: the cache keeps its shards of {entry['shard_size']} images "
+                f"(a shard size of {shard_size} applies to a new cache)"
+            )
+    else:
+        shards = max(1, -(-count // shard_size))
+        entries = [
+            {"file": shard_file(split, i, shards), "done": False, "written": 0, "skipped": []}
+            for i in range(shards)
+        ]
+        set_split(index, split, count, shard_size, entries)
+        write_index(directory, index)
+    entry = index["splits"][split]
+    changed = reopen_changed(entry, records, entry["shard_size"])
+    if changed:
+        log(f"  extract {split}: images changed in {len(changed)} shard(s) since extraction")
+    return entry
+
+
+def shard_records(records, number, shard_size):
+    """The images of shard `number`, in position order."""
+    return records[number * shard_size : (number + 1) * shard_size]
+
+
+def reopen_changed(entry, records, shard_size):
+    """Marks not done each finished shard whose images changed since it was written (their
+    `shard_inputs` differ from the ones it recorded), so only those shards are extracted
+    again; returns their numbers.
+
+    Args:
+        entry: dict. The split's index entry (`split_entry`).
+        records: sequence of ImageRecord. The split's images, in position order.
+        shard_size: int. Images a shard.
+    """
+    changed = []
+    for number, shard in enumerate(entry["shards"]):
+        if not shard["done"]:
+            continue
+        if shard.get("inputs") != shard_inputs(shard_records(records, number, shard_size)):
+            shard["done"] = False
+            changed.append(number)
+    return changed
+
+
+def todo_shards(directory, entry):
+    """The numbers of a split's shards to write: not finished, or finished but whose file
+    is gone (deleted as damaged)."""
+    return [
+        i
+        for i, s in enumerate(entry["shards"])
+        if not s["done"] or not (Path(directory) / s["file"]).is_file()
+    ]
+
+
+def says_todo(split, entry, todo, count, log=print):
+    """Logs what a split's extraction has left (`todo`, from `todo_shards`): "cached" when
+    nothing, else how many of its shards are kept. Both extractors' line.
+
+    Returns:
+        bool: whether any shard is left to write.
+    """
+    shards = len(entry["shards"])
+    if not todo:
+        log(f"  extract {split}: cached ({count} images)")
+        return False
+    if len(todo) < shards:
+        log(
+            f"  extract {split}: {shards - len(todo)}/{shards} shards already done, "
+            f"extracting the other {len(todo)}"
+        )
+    return True
+
+
+def image_place(record):
+    """How a skip names an image: its path and id, or its id when streamed."""
+    if record.path is None:
+        return f"image {record.imgid}"
+    return f"{record.path} (image {record.imgid})"
+
+
+def file_skip_reason(path):
+    """Why an image file is not read ("missing image file", "image file over N MiB"), or
+    None when it may be."""
+    if path is None or not Path(path).is_file():  # a device or FIFO is not a file
+        return MISSING
+    if os.path.getsize(path) > MAX_FILE_BYTES:  # never read whole into memory
+        return f"image file over {MAX_FILE_BYTES >> 20} MiB"
+    return None
+
+
+def skipped_entries(records, positions, written, shard_skips):
+    """A finished shard's index entry of skips: [position, reason] for each of `positions`
+    not `written`, sorted; "missing image file" when `shard_skips` names it so, else
+    "undecodable image" (added to `shard_skips` when it names the image under no reason).
+
+    Args:
+        records: sequence of ImageRecord, indexed by position (or a dict position -> record).
+        positions: iterable of int. The shard's positions.
+        written: iterable of int. The positions written.
+        shard_skips: Skips. What the shard's reading skipped, by reason.
+    """
+    reported = {place: why for why, places in shard_skips.where.items() for place in places}
+    entries = []
+    for position in sorted(set(positions) - set(written)):
+        place = image_place(records[position])
+        if place not in reported:
+            shard_skips.add(UNDECODABLE, place)
+        entries.append([position, MISSING if reported.get(place) == MISSING else UNDECODABLE])
+    return entries

@@ -1,0 +1,281 @@
+"""The feature cache: the frozen backbone's output, computed once, in sharded TFRecords.
+
+Layout of a cache folder:
+    index.json                          what was extracted, how (the encoder's and the
+                                        dataset's fingerprints), and per shard: its
+                                        images' stamps (`shard_inputs`), what was skipped
+    <split>-<i>-of-<n>.tfrecord         one tf.train.Example per image:
+                                        position (int64, the image's index in its split),
+                                        features (bytes: the (L, C) grid in the cache
+                                        dtype; int8 with its channel scales, zlib when
+                                        compressed: `cache_format`)
+
+    progress.jsonl                      only while an extraction runs or after it was
+                                        killed: one JSON line per finished shard
+                                        ({"split", "shard", "written", "skipped",
+                                        "inputs", "bytes"}),
+                                        folded into index.json when extraction ends
+
+`FeatureCache` is the one reader of this layout (its properties answer what the index
+holds); `feature_extraction.extract_features` fills it.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from keras_saat.data.feature_cache.cache_format import RECORD_SPEC, decode_features, record_bytes
+from keras_saat.data.feature_cache.cache_index import INDEX, read_index
+from keras_saat.data.feature_cache.shard_checks import (
+    check_shard,
+    damaged_shard_error,
+    read_error_reason,
+)
+from keras_saat.errors import KerasSaatError
+from keras_saat.runtime.pipeline_options import without_autotune
+
+
+class FeatureCache:
+    """Reads a feature cache folder written by `extract_features`; a feature source
+    (`keras_saat.data.pipeline.feature_source`) whose batches hold "features"."""
+
+    streams = True  # an epoch reads every row from disk
+
+    def __init__(self, directory):
+        self.directory = Path(directory)
+        path = self.directory / INDEX
+        if not path.is_file():
+            raise KerasSaatError(
+                f"no feature cache in {self.directory}; run `keras-saat extract-features` first"
+            )
+        self.index = read_index(self.directory)
+
+    @property
+    def cache(self):
+        return self
+
+    @property
+    def grid_shape(self):
+        return tuple(self.index["grid"])
+
+    @property
+    def num_locations(self):
+        return self.index["grid"][0] * self.index["grid"][1]
+
+    @property
+    def channels(self):
+        return self.index["channels"]
+
+    @property
+    def splits(self):
+        """The names of the splits the cache holds (complete or not)."""
+        return tuple(self.index["splits"])
+
+    def complete(self, split):
+        shards = self.index["splits"][split]["shards"]
+        return all(s["done"] for s in shards)
+
+    def image_count(self, split):
+        """The split's images, the unreadable ones (never written) included: its positions."""
+        return self.index["splits"][split]["count"]
+
+    def files(self, split):
+        """The split's shard files, each checked to be whole (`check_shard`: its size
+        against the one written, a stat a shard), so a missing or truncated one is named
+        here, before any is read."""
+        if split not in self.index["splits"] or not self.complete(split):
+            raise KerasSaatError(
+                f"the feature cache in {self.directory} has no complete '{split}' split"
+            )
+        shards = self.index["splits"][split]["shards"]
+        for shard in shards:
+            check_shard(self.directory / shard["file"], shard.get("bytes"))
+        return [str(self.directory / s["file"]) for s in shards]
+
+    def shard_files(self, splits):
+        """The shard files of those of `splits` the cache holds."""
+        return [
+            path for split in splits if split in self.index["splits"] for path in self.files(split)
+        ]
+
+    def count(self, split):
+        """The split's images written (readable)."""
+        return sum(s["written"] for s in self.index["splits"][split]["shards"])
+
+    def shard_positions(self, split, records=None):
+        """Each shard's image positions in the order it holds them, from the index alone:
+        shard i covers the next `written + len(skipped)` positions of the split, in order,
+        less the skipped ones (as extraction writes them)."""
+        shards, start = [], 0
+        for shard in self.index["splits"][split]["shards"]:
+            covered = np.arange(start, start + shard["written"] + len(shard["skipped"]))
+            skipped = np.asarray([int(p) for p, _ in shard["skipped"]], np.int64)
+            shards.append(covered[~np.isin(covered, skipped)].astype(np.int32))
+            start += len(covered)
+        return shards
+
+    def skipped(self, split):
+        """[(position, reason), ...] of images that could not be read."""
+        return [tuple(x) for s in self.index["splits"][split]["shards"] for x in s["skipped"]]
+
+    @property
+    def dtype(self):
+        return self.index["dtype"]
+
+    @property
+    def compression(self):
+        return self.index.get("compression", "none")
+
+    def parse_fn(self, keep_dtype=False):
+        """serialized tf.train.Example -> {"position": int32, "features": (L, C)}, float32
+        unless keep_dtype (then the cache dtype; an int8 cache's rows dequantised to float16)."""
+        shape = (self.num_locations, self.channels)
+        out = None if keep_dtype else tf.float32
+
+        def parse(serialized):
+            example = tf.io.parse_single_example(serialized, RECORD_SPEC)
+            features = decode_features(example, shape, self.dtype, self.compression, out)
+            return {"position": tf.cast(example["position"], tf.int32), "features": features}
+
+        return parse
+
+    def _interleaved(self, split, shuffle_files, seed, open_shard):
+        """The split's shards, shuffled by `seed` when asked, read round-robin (four at a
+        time) in a fixed order: `open_shard(file name, shard number) -> tf.data.Dataset`.
+        `dataset` and `positions_dataset` share it, so both give one order for a seed."""
+        files = self.files(split)
+        names = tf.data.Dataset.from_tensor_slices((files, tf.range(len(files))))
+        if shuffle_files:
+            names = names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+        return names.interleave(
+            open_shard,
+            cycle_length=min(4, len(files)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,  # a seeded order: exact resume depends on it
+        )
+
+    def dataset(self, split, shuffle_files=False, seed=None, keep_dtype=False):
+        """tf.data of {"position": int32, "features": (L, C)} per image, float32 unless keep_dtype."""
+        records = self._interleaved(
+            split, shuffle_files, seed, lambda name, _: tf.data.TFRecordDataset(name)
+        )
+        return records.map(self.parse_fn(keep_dtype), num_parallel_calls=tf.data.AUTOTUNE)
+
+    def read_shard(self, name, chunk=1024):
+        """(positions int32 (n,), features (n, L, C) in the cache dtype, scales (n, C) float16
+        or None) chunks of one shard file, in the order it holds them, parsed a chunk at a
+        time (scales: an int8 cache's per-image channel scales, `cache_format`)."""
+        shape = (self.num_locations, self.channels)
+        chunks = iter(tf.data.TFRecordDataset(name).batch(chunk).prefetch(1))
+        while True:
+            try:
+                serialized = next(chunks, None)
+            except tf.errors.DataLossError as err:
+                raise damaged_shard_error(name, read_error_reason(err)) from None
+            if serialized is None:
+                return
+            examples = tf.io.parse_example(serialized, RECORD_SPEC)
+            positions = tf.cast(examples["position"], tf.int32)
+            try:
+                if self.dtype == "int8":
+                    rows, scales = decode_features(
+                        examples, shape, self.dtype, self.compression, tf.int8
+                    )
+                else:
+                    rows = decode_features(examples, shape, self.dtype, self.compression)
+                    scales = None
+            except tf.errors.InvalidArgumentError:  # a record's length (`decode_features`)
+                size = record_bytes(shape, self.dtype)
+                reason = f"a record does not hold the {size} bytes of one image's features"
+                raise damaged_shard_error(name, reason) from None
+            yield positions, rows, scales
+
+    def positions_dataset(self, split, shard_positions, shuffle_files=False, seed=None):
+        """tf.data of {"position": int32} per image, in the order `dataset` gives for the
+        same `shuffle_files` and `seed`, without reading the shards: `shard_positions` holds
+        each shard's positions in its order (`read_shard`; the device-resident features
+        keep them)."""
+        rows = tf.RaggedTensor.from_row_lengths(
+            np.concatenate([np.zeros(0, np.int32), *shard_positions]).astype(np.int32),
+            [len(p) for p in shard_positions],
+        )
+
+        def open_shard(_, number):
+            return tf.data.Dataset.from_tensor_slices({"position": rows[number]})
+
+        return self._interleaved(split, shuffle_files, seed, open_shard)
+
+    def load(self, split):
+        """The whole split in memory, in position order: (positions (N,), features (N, L, C) float32)."""
+        positions, features = [], []
+        for batch in self.dataset(split).batch(256).as_numpy_iterator():
+            positions.append(batch["position"])
+            features.append(batch["features"])
+        positions = np.concatenate(positions)
+        order = np.argsort(positions)
+        return positions[order], np.concatenate(features)[order]
+
+    def planned_batches(self, split, records, batches, windows, tokens, plan):
+        """A window's shards read into memory at a time (the next one while this one's
+        batches go), each batch gathered from them (`feature_source`)."""
+        files = tf.constant(self.files(split))
+        parse = self.parse_fn(keep_dtype=True)
+        partial = not plan.drop_remainder
+        batch_splits = windows["window_batches"]
+        shards = tf.RaggedTensor.from_row_splits(
+            windows["window_shards"], windows["window_shard_splits"]
+        )
+        expected = tf.RaggedTensor.from_row_splits(
+            windows["window_positions"], windows["window_position_splits"]
+        )
+
+        def load(window):
+            names = tf.gather(files, shards[window])
+            count = tf.size(expected[window], out_type=tf.int64)  # the window's records
+            read = (
+                tf.data.TFRecordDataset(names)
+                .map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+                .batch(tf.maximum(count, 1))
+                .take(1)
+                .get_single_element()
+            )
+            check = tf.debugging.assert_equal(
+                read["position"],
+                expected[window],
+                message=f"the feature cache in {self.directory} holds other {split} images "
+                f"than its {INDEX} says; delete the folder to extract again",
+            )
+            with tf.control_dependencies([check]):
+                return window, tf.identity(read["features"])  # (n, L, C)
+
+        def gathered(window, rows):
+            start, stop = batch_splits[window], batch_splits[window + 1]
+
+            def batch(b):
+                local = b["local"][: b["sizes"]] if partial else b["local"]
+                return {
+                    "features": tf.gather(rows, local),
+                    "tokens": tokens(b["rows"], b["sizes"], b["widths"]),
+                }
+
+            window_batches = {k: v[start:stop] for k, v in batches.items()}
+            return tf.data.Dataset.from_tensor_slices(window_batches).map(batch)
+
+        numbers = tf.data.Dataset.range(tf.size(batch_splits, out_type=tf.int64) - 1)
+        return numbers.map(load).prefetch(1).flat_map(gathered)
+
+    def evaluation_batches(self, split, records, batch_size, positions=None):
+        """Per-image batches for decoding: {"position", "features"}; only the images at
+        `positions` (a list of int) when given. References stay with the records."""
+        ds = self.dataset(split)
+        if positions is not None:
+            keep = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(
+                    tf.constant(np.asarray(positions, np.int32)),
+                    tf.ones(len(positions), tf.int32),
+                ),
+                0,
+            )
+            ds = ds.filter(lambda example: keep.lookup(example["position"]) > 0)
+        return without_autotune(ds.batch(batch_size).prefetch(tf.data.AUTOTUNE))

@@ -1,0 +1,179 @@
+"""Filling a feature cache: the frozen backbone run once over a dataset's images.
+
+Extraction is resumable: a shard is written under a temporary name and
+renamed, and recorded (one line appended to progress.jsonl, so recording stays
+constant work a shard however many there are), only once complete; a restarted
+run reads index.json with progress.jsonl's lines applied, keeps finished shards
+and redoes the rest, and the shards whose image files changed since (`reopen_changed`).
+Decoding (tf.data, parallel), the backbone (a compiled function) and writing (a
+thread, `ShardWriter`) overlap. The index and progress bookkeeping lives in
+`cache_index`, shared with the Beam extractor (`keras_saat.beam.extraction`), which
+writes this same layout.
+"""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from keras_saat.data.feature_cache.cache_format import check_format, shard_inputs
+from keras_saat.data.feature_cache.cache_index import (
+    compact_index,
+    file_skip_reason,
+    finish_shard,
+    image_place,
+    open_extraction,
+    says_todo,
+    shard_records,
+    skipped_entries,
+    split_entry,
+    todo_shards,
+)
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
+from keras_saat.data.feature_cache.shard_writer import ShardWriter
+from keras_saat.data.readers.caption_dataset import SPLITS, Skips
+from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import decode_calls, image_decoder
+from keras_saat.runtime.pipeline_options import without_autotune
+
+
+def _read_file(position, path):
+    return position, tf.io.read_file(path)
+
+
+def _image_stream(dataset, split, records, start, stop, size, resize, skips):
+    """tf.data of (position, pixels) for records[start:stop]; unreadable images drop out."""
+    if dataset.image_source is None:
+        positions, paths = [], []
+        for position in range(start, stop):
+            path = records[position].path
+            reason = file_skip_reason(path)
+            if reason:
+                skips.add(reason, image_place(records[position]))
+                continue
+            positions.append(position)
+            paths.append(str(path))
+        if not positions:
+            return None
+        stream = tf.data.Dataset.from_tensor_slices((np.asarray(positions, np.int32), paths))
+        stream = stream.map(_read_file, num_parallel_calls=decode_calls())
+    else:
+        # Streamed sources (TFDS) yield stream positions; map them to this split's record positions.
+        keys = tf.constant([r.stream_position for r in records[start:stop]], tf.int32)
+        values = tf.range(start, stop, dtype=tf.int32)
+        table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, values), -1)
+        stream = dataset.image_source(split).map(lambda p, image: (table.lookup(p), image))
+        stream = stream.filter(lambda p, image: p >= 0)
+
+    decoder = image_decoder(size, resize)  # traced once a process, not once a shard
+
+    def decode(position, encoded):
+        return position, decoder(encoded)
+
+    stream = stream.map(decode, num_parallel_calls=decode_calls())
+    # Undecodable images vanish; the gaps in positions count them. Fixed parallelism (one
+    # call a core, not the autotuner: with it, the end of a shard's stream could stall).
+    return without_autotune(stream.ignore_errors())
+
+
+def _bar(split, done, total, start):
+    """A progress bar redrawn in place, on a terminal only (logs get one line per shard)."""
+    if not sys.stdout.isatty():
+        return
+    rate = done / max(time.perf_counter() - start, 1e-9)
+    filled = int(30 * done / max(total, 1))
+    sys.stdout.write(
+        f"\r  extract {split} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}, {rate:.0f} img/s "
+    )
+    sys.stdout.flush()
+    if done >= total:
+        sys.stdout.write("\r" + " " * 80 + "\r")
+
+
+def extract_features(
+    encoder,
+    dataset,
+    directory,
+    splits=SPLITS,
+    shard_size=1000,
+    dtype="float16",
+    compression="none",
+    batch_size=32,
+    resize="crop",
+    strict=False,
+    log=print,
+):
+    """Runs the encoder once over every image of `splits` and writes the cache (resumable).
+
+    Args:
+        encoder: ImageEncoder. The frozen backbone (with its preprocessing).
+        dataset: CaptionDataset.
+        directory: str or Path. Cache folder (created).
+        splits: tuple of str. Splits to extract. Defaults to train, val, test.
+        shard_size: int. Images per TFRecord shard. Defaults to 1000.
+        dtype: str. "float16" (half the disk), "float32" or "int8" (a quarter: per-image
+            channel scales, `cache_format`). Defaults to "float16".
+        compression: str. "none" or "zlib" (each record's features). Defaults to "none".
+        batch_size: int. Images per backbone call. Defaults to 32.
+        resize: str. "crop", "pad" or "stretch" (see `resize_image`). Defaults to "crop".
+        strict: bool. Stop at the first unreadable image, naming it. Defaults to False.
+        log: callable. Receives progress lines. Defaults to print.
+
+    Returns:
+        (FeatureCache, Skips) — the images skipped in this run.
+    """
+    check_format(dtype, compression)
+    directory = Path(directory)
+    index, _ = open_extraction(directory, encoder, dataset, resize, dtype, compression)
+    encode = encoder.compiled("float32" if dtype == "int8" else dtype)  # int8: per image, on write
+    skips = Skips(strict)
+    for split in splits:
+        records = dataset.split(split)
+        count = len(records)
+        entry = split_entry(directory, index, split, records, shard_size, log)
+        size = entry["shard_size"]
+        todo = todo_shards(directory, entry)
+        if not says_todo(split, entry, todo, count, log):
+            continue
+        start_time, done = time.perf_counter(), 0
+        total = sum(min(count, (j + 1) * size) - j * size for j in todo)
+        for i in todo:
+            shard = entry["shards"][i]
+            start, stop = i * size, min(count, (i + 1) * size)
+            inputs = shard_inputs(shard_records(records, i, size))  # before reading
+            shard_skips = Skips(strict)
+            stream = _image_stream(
+                dataset, split, records, start, stop, encoder.image_size, resize, shard_skips
+            )
+            tmp = directory / (shard["file"] + ".tmp")
+            writer = ShardWriter(tmp, dtype, compression)
+            writer.start()
+            try:
+                if stream is not None:
+                    for positions, pixels in stream.batch(batch_size).prefetch(2):
+                        features = encode(pixels).numpy()  # (B, L, C)
+                        writer.queue.put((positions.numpy(), features))
+                        _bar(split, done + len(writer.written), total, start_time)
+                        if writer.error:
+                            break
+            finally:
+                writer.queue.put(None)
+                writer.join()
+            if writer.error:
+                raise KerasSaatError(f"cannot write the feature cache shard {tmp}: {writer.error}")
+            reasons = skipped_entries(records, range(start, stop), writer.written, shard_skips)
+            os.replace(tmp, directory / shard["file"])
+            finish_shard(directory, split, i, shard, len(writer.written), reasons, inputs)
+            skips.merge(shard_skips)
+            done += stop - start
+            rate = done / max(time.perf_counter() - start_time, 1e-9)
+            log(
+                f"  extract {split}: {done}/{total} images (shard {todo.index(i) + 1}/{len(todo)}), {rate:.0f} img/s"
+            )
+    compact_index(directory, index)
+    for line in skips.summary():
+        log(f"  {line}")
+    return FeatureCache(directory), skips

@@ -1,0 +1,48 @@
+"""How an epoch's caption batches are cut: one frozen value the pipeline reads."""
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchPlan:
+    """The shape and order of an epoch's batches (`input_pipeline.caption_batches`).
+
+    Args:
+        batch_size: int. Captions a batch; with `per_image`, images (groups) a batch.
+        per_image: int or None. k, caption rows a per-image group: each image's features
+            once beside k captions. Defaults to None (one caption a row).
+        shuffle_buffer: int. Units (captions, or groups) shuffled together: the shards
+            come in a seeded order, in windows of at least this many units, each
+            window's units in a seeded permutation (0 = the cache's order). Defaults to
+            5000.
+        seed: int, list or None. The epoch's seed: its order is a function of it alone
+            (`epoch_order`). Defaults to None.
+        bucket_by_length: bool. Batch captions of similar length together (fewer pads,
+            several static shapes; per caption only). Defaults to False (one static
+            shape, best for XLA).
+        drop_remainder: bool. Drop each window's (and length bucket's) last partial batch
+            (static shapes), or keep it. Defaults to True.
+        repeat: bool. Repeat forever, reshuffling each pass (pair with `steps_per_epoch`).
+            Defaults to False.
+        start_step: int. The first batch (a resumed epoch's step): the batches before it
+            are never built, nor the shards before its window read. Defaults to 0.
+    """
+
+    batch_size: int
+    per_image: int | None = None
+    shuffle_buffer: int = 5000
+    seed: object = None
+    bucket_by_length: bool = False
+    drop_remainder: bool = True
+    repeat: bool = False
+    start_step: int = 0
+
+    def __post_init__(self):
+        if self.per_image is not None and self.bucket_by_length:
+            raise ValueError("per-image groups are not bucketed by caption length")
+
+    @property
+    def float_images(self):
+        """Whether decoded images travel as float32 (per caption, as `Captioner` reads
+        them) rather than uint8 (per image: a quarter of the bytes, cast on the device)."""
+        return self.per_image is None

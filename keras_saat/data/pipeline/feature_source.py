@@ -1,0 +1,49 @@
+"""What the input pipeline asks of where a batch's image side comes from.
+
+Three sources answer it: `ImageFiles` (pixels decoded from the image files, where the
+backbone trains), `FeatureCache` (the frozen backbone's rows read from its shards) and
+`ResidentFeatures` (those rows held in device memory; batches carry their indices). The
+pipeline, training and scoring ask the source, never which one it is.
+"""
+
+from typing import Protocol
+
+
+class FeatureSource(Protocol):
+    """The few methods every feature source answers.
+
+    Attributes:
+        streams: bool. Whether an epoch reads the features from disk (then per-image
+            batches read each image once, not once per caption: `data.batching` auto).
+        cache: FeatureCache or None. The cache whose rows the source holds.
+    """
+
+    streams: bool
+    cache: object
+
+    def shard_positions(self, split, records):
+        """Each shard's image positions in the order it holds them (a list of int32
+        arrays; image files are one "shard" of every record)."""
+
+    def planned_batches(self, split, records, batches, windows, tokens, plan):
+        """tf.data of a plan's batches: {"features" | "image_index" | "images", "tokens"}.
+
+        Args:
+            split: str.
+            records: list of ImageRecord. The split's records.
+            batches: dict of tensors, one row a batch: "positions", "rows", "sizes",
+                "widths", "local" (`planned_batches.plan_arrays`).
+            windows: dict of tensors: the plan's windows of shards ("window_*").
+            tokens: callable (rows, size, width) -> the batch's token rows.
+            plan: BatchPlan.
+        """
+
+    def evaluation_batches(self, split, records, batch_size, positions=None):
+        """Per-image batches for decoding: {"position", "features" | "images"}; only the
+        images at `positions` (a list of int) when given."""
+
+    def skipped(self, split):
+        """[(position, reason), ...] of the split's images known to be unreadable."""
+
+    def shard_files(self, splits):
+        """The shard files that reading `splits` opens (named when one is damaged)."""

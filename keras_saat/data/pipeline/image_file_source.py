@@ -1,0 +1,89 @@
+"""Image files as a feature source: batches of pixels decoded as they are read.
+
+The source where the backbone trains (its features change every step, so none are
+cached) or where no cache is wanted; `Captioner` encodes the batch's "images".
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_saat.images.decoding import decode_image
+from keras_saat.runtime.pipeline_options import without_autotune
+from keras_saat.text.vocabulary import PAD_ID
+
+
+class ImageFiles:
+    """A split's image files, decoded and resized a batch at a time (`FeatureSource`).
+
+    Args:
+        image_size: int. The side the images are resized to (the model's input).
+        resize: str. "crop", "pad" or "stretch" (`resize_image`). Defaults to "crop".
+    """
+
+    streams = False  # no features on disk: per-image groups save nothing
+    cache = None
+
+    def __init__(self, image_size, resize="crop"):
+        self.image_size, self.resize = image_size, resize
+
+    def shard_positions(self, split, records):
+        """One "shard" of every record: the files have no shard order."""
+        return [np.arange(len(records), dtype=np.int32)]
+
+    def skipped(self, split):
+        """None known up front: an unreadable file drops out as it is decoded."""
+        return []
+
+    def shard_files(self, splits):
+        return []
+
+    def planned_batches(self, split, records, batches, windows, tokens, plan):
+        """Each unit's image decoded from its file (unreadable ones drop out), batched."""
+        paths = tf.constant([str(r.path) for r in records] or [""])
+        units = tf.data.Dataset.from_tensor_slices(batches)
+
+        def spread(b):  # one batch's units, each with its batch's width
+            count = tf.shape(b["positions"])[0]
+            return {
+                "positions": b["positions"],
+                "rows": b["rows"],
+                "widths": tf.fill([count], b["widths"]),
+            }
+
+        def load(unit):
+            encoded = tf.io.read_file(paths[unit["positions"]])
+            pixels = decode_image(encoded, self.image_size, self.resize)
+            return {
+                "images": tf.cast(pixels, tf.uint8),
+                "tokens": tokens(unit["rows"], None, unit["widths"]),
+            }
+
+        units = units.map(spread).unbatch().filter(lambda u: u["positions"] >= 0)
+        units = units.map(load, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        units = units.ignore_errors()
+        spec = units.element_spec
+        shapes = {"images": spec["images"].shape, "tokens": spec["tokens"].shape}
+        padding = {"images": tf.constant(0, tf.uint8), "tokens": tf.constant(PAD_ID, tf.int32)}
+        out = units.padded_batch(
+            plan.batch_size, shapes, padding, drop_remainder=plan.drop_remainder
+        )
+        if not plan.float_images:
+            return out
+        return out.map(
+            lambda b: {"images": tf.cast(b["images"], tf.float32), "tokens": b["tokens"]},
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+
+    def evaluation_batches(self, split, records, batch_size, positions=None):
+        """Per-image batches {"position", "images"} decoded from files (unreadable images
+        drop out); only the images at `positions` (a list of int) when given."""
+        positions = np.arange(len(records)) if positions is None else np.asarray(positions)
+        paths = [str(records[p].path) for p in positions]
+        files = tf.data.Dataset.from_tensor_slices((positions.astype(np.int32), paths))
+
+        def load(position, path):
+            pixels = decode_image(tf.io.read_file(path), self.image_size, self.resize)
+            return {"position": position, "images": tf.cast(pixels, tf.float32)}
+
+        images = files.map(load, num_parallel_calls=tf.data.AUTOTUNE).ignore_errors()
+        return without_autotune(images.batch(batch_size).prefetch(tf.data.AUTOTUNE))

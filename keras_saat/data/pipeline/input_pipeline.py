@@ -1,0 +1,161 @@
+"""tf.data pipelines: an epoch's caption batches from any feature source.
+
+Every caption of every image is one example per epoch (the paper's practice).
+Captions are tokenised in the graph (tensorflow-text) and looked up with a
+static hash table; batches are {"features", "image_index" or "images", "tokens"} with
+tokens `<start> w_1 .. w_n <end> <pad>..`, as `Captioner` expects.
+
+An epoch's batches are planned in NumPy from its seed (`epoch_order`) and fetched by
+`planned_batches` from the source (`feature_source`: image files, the feature cache or
+resident features), so a resumed epoch (`start_step`) starts at its batch without
+building or reading the ones before it. How the batches are cut is one `BatchPlan`.
+"""
+
+import collections
+
+import tensorflow as tf
+
+from keras_saat.data.pipeline.epoch_order import epoch_plan, from_step
+from keras_saat.data.pipeline.planned_batches import plan_arrays, planned_batches
+from keras_saat.errors import KerasSaatError
+from keras_saat.runtime.pipeline_options import without_autotune
+from keras_saat.text.tokenizer import tokenize_graph
+from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID, UNK_ID
+
+
+def word_table(vocabulary):
+    """word -> id as a StaticHashTable (unknown words -> <unk>)."""
+    words = tf.constant(vocabulary.words)
+    ids = tf.range(len(vocabulary.words), dtype=tf.int32)
+    return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(words, ids), UNK_ID)
+
+
+def encode_captions(captions, table, max_length):
+    """(k,) caption strings -> (k, None) ragged ids `<start> .. <end>`, at most max_length words."""
+    tokens = tokenize_graph(captions)[:, :max_length]  # (k, None)
+    ids = tf.ragged.map_flat_values(table.lookup, tokens)
+    k = tf.shape(captions, out_type=tf.int64)[:1]
+    start = tf.fill(tf.concat([k, [1]], 0), START_ID)
+    end = tf.fill(tf.concat([k, [1]], 0), END_ID)
+    return tf.concat([start, ids, end], axis=1)
+
+
+def token_table(records, vocabulary, max_length):
+    """(N, None, W) int32 ragged: each image's captions as padded token rows, by position.
+    Tokenised once, in one vectorised call, so an epoch only gathers rows.
+
+    W, the static token width of every batch, is the longest caption's tokens (cut to
+    max_length words) plus `<start>` and `<end>`: teacher forcing unrolls W - 1 steps, so
+    a max_length above every caption's length costs nothing (the Shapes world's captions
+    have at most 16 words; padding them to 20 would make a fifth of the steps pads).
+    """
+    table = word_table(vocabulary)
+    captions = tf.constant([c for r in records for c in r.captions] or [""], tf.string)
+    ids = encode_captions(captions, table, max_length)
+    width = int(tf.reduce_max(ids.row_lengths()))
+    rows = ids.to_tensor(default_value=PAD_ID, shape=[None, width])
+    lengths = [len(r.captions) for r in records]
+    return tf.RaggedTensor.from_row_lengths(rows[: sum(lengths)], lengths)
+
+
+def token_width(tokens_of):
+    """W of a `token_table`: the token width of its batches."""
+    return int(tokens_of.flat_values.shape[-1])
+
+
+def _pass_seed(seed, number):
+    """The seed of pass `number` of a repeated dataset (pass 0: `seed` itself)."""
+    if number == 0 or seed is None:
+        return seed
+    return [seed, number]
+
+
+def caption_batches(source, split, records, tokens_of, plan):
+    """An epoch's batches of every caption of a split, cut as `plan` says.
+
+    Per caption (`plan.per_image` None): each batch holds `plan.batch_size` (image,
+    caption) pairs; features travel in the cache's dtype (float16 by default: half of
+    float32's bytes to the device) and `Captioner` casts them there; decoded images
+    arrive as float32.
+
+    Per image (`plan.per_image` k): {"features" (n, L, C) or "images" (n, S, S, 3),
+    "tokens" (n, k, W)}: each image's features (in the cache's dtype) or pixels (uint8)
+    are in the batch once, beside its k captions; `Captioner` repeats them for the
+    captions on the device. An image with more than k captions makes several groups (the
+    second one's empty rows are all <pad> and weigh nothing in the loss), so every caption
+    is trained on once per epoch. Captions stay with their image.
+
+    Args:
+        source: FeatureSource. `FeatureCache` (batches hold "features"),
+            `ResidentFeatures` (batches hold "image_index", rows of its table: the same
+            batches otherwise) or `ImageFiles` (batches hold decoded "images": the
+            backbone trains or no cache is wanted).
+        split: str. The split to read.
+        records: list of ImageRecord. The split's records (`dataset.split(split)`).
+        tokens_of: the `token_table` of `records`, built once for a run's epochs.
+        plan: BatchPlan. Batch size, per-image groups, shuffling, seed, bucketing,
+            repeat and the first step.
+    """
+    width = token_width(tokens_of)
+    row_splits = tokens_of.row_splits.numpy()
+    lengths = None
+    if plan.bucket_by_length:  # each caption's tokens up to its <end>
+        lengths = tf.reduce_sum(tf.cast(tokens_of.flat_values != PAD_ID, tf.int32), -1).numpy()
+    shard_positions = source.shard_positions(split, records)
+
+    def plan_of(number):
+        return epoch_plan(
+            shard_positions,
+            row_splits,
+            plan.batch_size,
+            _pass_seed(plan.seed, number),
+            plan.shuffle_buffer,
+            lengths=lengths,
+            per_image=plan.per_image,
+            width=width,
+            drop_remainder=plan.drop_remainder,
+            shuffle=bool(plan.shuffle_buffer),
+        )
+
+    def arrays(number, step=0):
+        return plan_arrays(from_step(plan_of(number), step), shard_positions, len(records))
+
+    def batches_of(values):
+        return planned_batches(source, split, records, values, tokens_of, plan)
+
+    if not plan.repeat:
+        batches = batches_of(arrays(0, plan.start_step))
+        return without_autotune(batches.prefetch(tf.data.AUTOTUNE))
+    first = arrays(0)
+    keys = list(first)
+
+    def one_pass(number):
+        values = tf.numpy_function(
+            lambda n: [arrays(int(n))[k] for k in keys],
+            [number],
+            [tf.as_dtype(first[k].dtype) for k in keys],
+            stateful=False,
+        )
+        for value, key in zip(values, keys, strict=True):
+            value.set_shape([None, *first[key].shape[1:]])
+        return batches_of(dict(zip(keys, values, strict=True)))
+
+    passes = tf.data.Dataset.range(2**62).flat_map(one_pass)
+    return without_autotune(passes.prefetch(tf.data.AUTOTUNE))
+
+
+def captions_per_image(records):
+    """The most common number of captions an image has (the row count of per-image groups)."""
+    counts = collections.Counter(len(r.captions) for r in records if r.captions)
+    if not counts:
+        raise KerasSaatError("no training image has a caption")
+    return max(counts, key=lambda c: (counts[c], c))
+
+
+def image_group_count(records, per_image, skip=()):
+    """How many per-image groups an epoch holds: an image of c captions makes ceil(c / k)."""
+    return sum(
+        -(-len(r.captions) // per_image)
+        for position, r in enumerate(records)
+        if position not in skip and r.captions
+    )

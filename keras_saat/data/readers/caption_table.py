@@ -1,0 +1,245 @@
+"""Reader for your own captions: one row per (image, caption) in CSV, TSV or JSON lines.
+
+    image,caption,split                      # CSV (.csv) or tab-separated (.tsv, .txt)
+    photos/dog.jpg,A dog runs on the beach.,train
+    photos/dog.jpg,A brown dog at the sea.,train
+
+    {"image": "photos/cat.png", "caption": "A cat asleep.", "split": "val"}   # .jsonl
+
+`image` is a path relative to the captions file (or to `data.images_dir`); an image
+may have several rows, one per caption. `split` is optional: train, val or test.
+Without a split column, images go to train, val and test (80/10/10) by a hash of
+their path, so the split never changes when rows are added or reordered.
+
+Every row is checked before anything is trained or extracted, and all problems are
+reported at once, each with its file and line: an empty caption, text that is not
+UTF-8, an unknown split, an image given two splits. An image file is only looked up
+(one stat per image, never opened: millions of rows read in seconds, even on network
+storage; the feature cache fingerprints each shard's images with what that stat found,
+so a run stats each image once). A missing one is skipped and counted, its first offenders named (an error
+with `data.strict`); an image that does not decode is skipped and counted when the
+features are extracted.
+"""
+
+import csv
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+
+from keras_saat.data.readers.caption_dataset import SPLITS, ImageRecord, Skips, check_file, finish
+from keras_saat.errors import KerasSaatError
+from keras_saat.text.tokenizer import has_words
+
+FORMATS = {".csv": ",", ".tsv": "\t", ".txt": "\t", ".jsonl": None}
+AUTO_SPLIT = (("train", 0.8), ("val", 0.9), ("test", 1.0))  # cumulative fractions
+MAX_LISTED = 20  # problems shown in the error; the rest are counted
+# The longest line read: a row is an image path and one caption (COCO's longest caption
+# is about 250 characters), so a longer line is a bad row, skipped unread.
+MAX_LINE_BYTES = 64 * 1024
+COLUMNS = ("image", "caption", "split")
+MISSING = "missing image file"
+STRICT_TEXT = {MISSING: "image file not found"}  # a skip's reason as a strict error says it
+
+
+def _lines(handle):
+    """(line number, text) of each line of a binary file, split at "\n" only (JSON may
+    hold U+2028 and CSV text U+0085 inside a value), one line in memory at a time. A line
+    over MAX_LINE_BYTES gives a ValueError in its place, read past in chunks."""
+    number = 0
+    while True:
+        line = handle.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = handle.readline(MAX_LINE_BYTES)
+            yield number, ValueError(f"a line over {MAX_LINE_BYTES} bytes; a row is one caption")
+            continue
+        text = line.decode("utf-8", errors="surrogateescape").rstrip("\n").removesuffix("\r")
+        yield number, text.removeprefix("\ufeff") if number == 1 else text
+
+
+def _json_rows(lines):
+    for number, line in lines:
+        if isinstance(line, Exception) or not line.strip():
+            if isinstance(line, Exception):
+                yield number, line
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as err:
+            yield number, ValueError(f"not a JSON object: {getattr(err, 'msg', err)}")
+            continue
+        except RecursionError:
+            yield number, ValueError("not a JSON object: nested too deeply")
+            continue
+        yield number, row if isinstance(row, dict) else ValueError("not a JSON object")
+
+
+def _fields(line, delimiter):
+    """A CSV line's fields (a quoted field must close on its line: a stray quote would
+    swallow the rows after it), or a TSV line's (tab-separated exports do not quote)."""
+    if delimiter == "\t":
+        return line.split("\t")
+    try:
+        return next(csv.reader([line], delimiter=delimiter, strict=True), [])
+    except csv.Error:
+        raise ValueError(
+            'a quoted field (") that does not close on its line; a caption is one line, '
+            'and a quote inside a quoted field is written ""'
+        ) from None
+
+
+def _table_rows(path, lines, delimiter):
+    header = next(lines, (1, ""))[1]
+    columns = (
+        [] if isinstance(header, Exception) else [c.strip() for c in _fields(header, delimiter)]
+    )
+    missing = {"image", "caption"} - set(columns)
+    if missing:
+        raise KerasSaatError(
+            f"{path}: the first line must name the columns image and caption (and optionally "
+            f"split); it has no {', '.join(sorted(missing))} column "
+            f"(columns: {', '.join(columns or ['none'])})"
+        )
+    for number, line in lines:
+        if isinstance(line, Exception) or not line.strip():
+            if isinstance(line, Exception):
+                yield number, line
+            continue
+        try:
+            fields = _fields(line, delimiter)
+        except ValueError as err:
+            yield number, err
+            continue
+        if len(fields) != len(columns):
+            kind = "tab-separated" if delimiter == "\t" else "comma-separated"
+            yield (
+                number,
+                ValueError(
+                    f"{len(fields)} {kind} fields where the first line names {len(columns)}"
+                ),
+            )
+            continue
+        yield number, dict(zip(columns, fields, strict=True))
+
+
+def _rows(path, handle):
+    """(line number, dict or the ValueError that makes it a bad row) per row of a CSV/TSV
+    (with a header) or JSON lines file, read a line at a time."""
+    delimiter = FORMATS[path.suffix.lower()]
+    lines = _lines(handle)
+    if delimiter is None:
+        return _json_rows(lines)
+    return _table_rows(path, lines, delimiter)
+
+
+def _file_rows(path):
+    with path.open("rb") as handle:
+        yield from _rows(path, handle)
+
+
+def _stat_file(path):
+    """(a regular file's "size|mtime_ns", the feature cache's stamp of it, or None; why
+    there is none: MISSING, or "not a regular file" for a folder, FIFO or device)."""
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return None, MISSING
+    if not stat.S_ISREG(found.st_mode):
+        return None, "not a regular file"
+    return f"{found.st_size}|{found.st_mtime_ns}", ""
+
+
+def auto_split(name):
+    """train, val or test for an image, from a hash of its path (stable across runs)."""
+    fraction = int(hashlib.sha256(name.encode("utf-8")).hexdigest()[:8], 16) / 16**8
+    return next(split for split, upto in AUTO_SPLIT if fraction < upto)
+
+
+def read_caption_table(path, images_dir=None, strict=False):
+    """Reads a captions file (CSV, TSV or JSON lines) into a CaptionDataset.
+
+    Args:
+        path: str or Path. The captions file; its suffix picks the format.
+        images_dir: str, Path or None. Folder the image paths are relative to.
+            Defaults to None (the captions file's folder).
+        strict: bool. A missing image file is an error too (listed with the other bad
+            rows) instead of being skipped and counted. Defaults to False.
+
+    Raises:
+        KerasSaatError: listing every bad row, with file and line.
+    """
+    path = check_file(path, "captions file")
+    if path.suffix.lower() not in FORMATS:
+        raise KerasSaatError(
+            f"{path}: captions files are .csv, .tsv (or .txt, tab-separated) or .jsonl"
+        )
+    root = Path(images_dir) if images_dir else path.parent
+    problems, records, split_of, has_split, first = [], {}, {}, None, None
+    skips, missing = Skips(), set()
+    for number, row in _file_rows(path):
+        where = f"{path}:{number}"
+        if isinstance(row, Exception):
+            problems.append(f"{where}: {row}")
+            continue
+        image, caption, split = (row.get(key) for key in COLUMNS)
+        if any(not isinstance(v, str) for v in (image, caption, split) if v is not None):
+            problems.append(f"{where}: image, caption and split must be text")
+            continue
+        split = (split or "").strip().lower()
+        if any("\udc80" <= c <= "\udcff" for v in row.values() if isinstance(v, str) for c in v):
+            problems.append(f"{where}: text that is not UTF-8")
+            continue
+        if not isinstance(image, str) or not image.strip():
+            problems.append(f"{where}: no image path")
+            continue
+        if not isinstance(caption, str) or not has_words(caption):
+            problems.append(f"{where}: empty caption for {image}")
+            continue
+        row_has_split = "split" in row and split != ""
+        if has_split is None:
+            has_split, first = row_has_split, number
+        elif has_split != row_has_split:
+            problems.append(
+                f"{where}: {'a' if row_has_split else 'no'} split, unlike line {first}; give "
+                "every row a split or none"
+            )
+            continue
+        if row_has_split and split not in SPLITS:
+            problems.append(f"{where}: split {split!r} is not train, val or test")
+            continue
+        name = image.strip()
+        split = split or auto_split(name)
+        if split_of.setdefault(name, split) != split:
+            problems.append(f"{where}: {name} is in {split_of[name]} on an earlier line")
+            continue
+        if name in missing:  # its other captions go with it
+            continue
+        if name not in records:
+            file = root / name
+            found, why = _stat_file(file)  # one stat; the contents are checked at extraction
+            if found is None:
+                if strict:
+                    problems.append(f"{where}: {STRICT_TEXT.get(why, why)}: {file}")
+                else:
+                    skips.add(why, f"{where}: {file}")
+                missing.add(name)
+                continue
+            records[name] = ImageRecord(
+                imgid=len(records), path=file, split=split, captions=[], stamp=found
+            )
+        records[name].captions.append(caption)
+    if problems:
+        shown = "\n  ".join(problems[:MAX_LISTED])
+        more = (
+            f"\n  ... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
+        )
+        raise KerasSaatError(
+            f"{path}: {len(problems)} bad row{'s' if len(problems) > 1 else ''}; fix them and run "
+            f"again:\n  {shown}{more}"
+        )
+    return finish(path.stem, list(records.values()), skips, str(path))

@@ -1,0 +1,152 @@
+"""Dataset reader registry: `data.dataset` name -> a function that reads it.
+
+A reader is `read(data_config, workdir, log) -> CaptionDataset`: it takes the `data`
+section of the config (`keras_saat.config.DataConfig`), the experiment's workdir and a
+log function. A new dataset format is one file with such a function and one
+`register_reader("name", read)`; `data.dataset: name` then selects it.
+
+A reader may declare `input_files`: the `data` keys naming files it opens
+(`read.input_files = ("path",)`). `check_inputs` checks them, with `data.images_dir`,
+before any work: the command line does so before TensorFlow loads, which is also why
+the built-in readers import their modules when they run.
+"""
+
+from pathlib import Path
+
+from keras_saat.errors import KerasSaatError
+from keras_saat.registries import Registry
+from keras_saat.workdir import BACKBONE_WEIGHTS_FILE, DATA_DIR
+
+READERS = Registry("dataset reader")
+register_reader = READERS.register
+available_readers = READERS.names
+get_reader = READERS.get
+
+
+def _required_path(data):
+    if not data.path:
+        raise KerasSaatError(
+            f"data.path must name the dataset file when data.dataset is {data.dataset}"
+        )
+    return data.path
+
+
+def _shapes(data, workdir, log):
+    """The Shapes world, generated into <workdir>/data when data.path is empty and missing.
+
+    A world already there is reused only when it was generated with the config's counts
+    and seed: the workdir's own is generated anew otherwise, and a file named by
+    data.path is refused.
+    """
+    from keras_saat.data.readers.karpathy import read_karpathy
+    from keras_saat.data.shapes import (
+        DATASET_FILE,
+        generator_settings,
+        stored_generator_settings,
+        write_shapes_dataset,
+    )
+
+    path = Path(data.path) if data.path else Path(workdir) / DATA_DIR / DATASET_FILE
+    wanted = generator_settings(
+        data.shapes_train, data.shapes_val, data.shapes_test, data.shapes_seed
+    )
+    stored = stored_generator_settings(path) if path.is_file() else None
+    if stored is not None and stored != wanted:
+        described = _describe(stored)
+        if data.path:
+            raise KerasSaatError(
+                f"{path} holds a Shapes world of {described}, but the config asks for "
+                f"{_describe(wanted)}; set data.shapes_train/val/test/seed to match it, or "
+                "point data.path at a new file to generate one"
+            )
+        log(f"the Shapes world in {path.parent} is {described}; generating {_describe(wanted)}")
+        path.unlink()
+        # The CNN pre-trained on the old world goes with it (the feature cache notices
+        # the new images by itself).
+        (Path(workdir) / BACKBONE_WEIGHTS_FILE).unlink(missing_ok=True)
+    if not path.exists():
+        log(
+            f"generating the Shapes world in {path.parent} "
+            f"({data.shapes_train}/{data.shapes_val}/{data.shapes_test} images, seed {data.shapes_seed})"
+        )
+        write_shapes_dataset(
+            path.parent, data.shapes_train, data.shapes_val, data.shapes_test, data.shapes_seed, log
+        )
+    return read_karpathy(path, data.images_dir or None, strict=data.strict)
+
+
+def _describe(settings):
+    return (
+        f"{settings['train']}/{settings['val']}/{settings['test']} images, seed {settings['seed']}"
+    )
+
+
+def _karpathy(data, workdir, log):
+    from keras_saat.data.readers.karpathy import read_karpathy
+
+    return read_karpathy(_required_path(data), data.images_dir or None, strict=data.strict)
+
+
+def _flickr8k(data, workdir, log):
+    from keras_saat.data.readers.flickr8k import read_flickr8k
+
+    return read_flickr8k(_required_path(data), data.images_dir or None, strict=data.strict)
+
+
+def _coco(data, workdir, log):
+    from keras_saat.data.readers.coco import read_coco
+
+    path = _required_path(data)
+    if not data.val_path:
+        raise KerasSaatError(
+            "data.val_path must name captions_val2014.json when data.dataset is coco"
+        )
+    return read_coco(path, data.val_path, data.images_dir or None, strict=data.strict)
+
+
+def _captions(data, workdir, log):
+    from keras_saat.data.readers.caption_table import read_caption_table
+
+    return read_caption_table(_required_path(data), data.images_dir or None, strict=data.strict)
+
+
+def _tfds(data, workdir, log):
+    from keras_saat.data.readers.tfds_reader import read_tfds
+
+    return read_tfds(data.path or "coco_captions", data.tfds_data_dir or None, strict=data.strict)
+
+
+register_reader("shapes", _shapes)
+register_reader("karpathy", _karpathy)
+register_reader("flickr8k", _flickr8k)
+register_reader("coco", _coco)
+register_reader("tfds", _tfds)
+register_reader("captions", _captions)
+
+_karpathy.input_files = ("path",)
+_flickr8k.input_files = ("path",)
+_coco.input_files = ("path", "val_path")
+_captions.input_files = ("path",)
+
+
+def check_inputs(data):
+    """Checks that the files `data`'s reader opens exist, and `data.images_dir` if given.
+
+    Args:
+        data: DataConfig. Its `dataset` names the reader; the reader's `input_files` (the
+            `data` keys it opens) must name files.
+
+    Raises:
+        KerasSaatError: the reader is unknown, or a file or the image folder is missing.
+    """
+    reader = get_reader(data.dataset)
+    for key in getattr(reader, "input_files", ()):
+        value = getattr(data, key)
+        if not value:
+            raise KerasSaatError(
+                f"data.{key} must name the dataset file when data.dataset is {data.dataset}"
+            )
+        if not Path(value).is_file():
+            raise KerasSaatError(f"dataset file not found: {value} (data.{key})")
+    if data.images_dir and not Path(data.images_dir).is_dir():
+        raise KerasSaatError(f"image folder not found: {data.images_dir} (data.images_dir)")

@@ -1,0 +1,131 @@
+"""A run's batches: how many steps an epoch holds, their shape, and each epoch's dataset.
+
+`batching` resolves `data.batching` against the feature source into one frozen
+`EpochBatches`, which `train` logs, sizes the optimizer's schedule with, and asks for
+each epoch's `BatchPlan`.
+"""
+
+import dataclasses
+
+from keras_saat.data.pipeline.batch_plan import BatchPlan
+from keras_saat.data.pipeline.input_pipeline import (
+    caption_batches,
+    captions_per_image,
+    image_group_count,
+    token_table,
+)
+from keras_saat.errors import KerasSaatError
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochBatches:
+    """The batches of a run's epochs.
+
+    Args:
+        steps: int. Full batches an epoch (of the whole train split).
+        units: int. Rows a batch: captions, or images with `per_image`.
+        per_image: int or None. Caption rows per image group; None: per-caption batches.
+        captions: int. Readable training captions.
+        text: str. The batch shape in words, for the training line.
+    """
+
+    steps: int
+    units: int
+    per_image: int | None
+    captions: int
+    text: str
+
+    @property
+    def mode(self):
+        return "per_caption" if self.per_image is None else "per_image"
+
+    @property
+    def captions_per_batch(self):
+        return self.units * (self.per_image or 1)
+
+    def plan(self, data, seed, start_step=0):
+        """The `BatchPlan` of one epoch (`data`: the run's DataConfig)."""
+        if self.per_image is None:
+            return BatchPlan(
+                self.units,
+                shuffle_buffer=data.shuffle_buffer,
+                seed=seed,
+                bucket_by_length=data.bucket_by_length,
+                start_step=start_step,
+            )
+        return BatchPlan(
+            self.units,
+            per_image=self.per_image,
+            shuffle_buffer=max(data.shuffle_buffer // self.per_image, 1),
+            seed=seed,
+            start_step=start_step,
+        )
+
+
+def batching_mode(data, source):
+    """`data.batching` with "auto" resolved: per_image where the features stream from the
+    cache (each image's features read and shuffled once, not once per caption), else
+    per_caption (`source`: the FeatureSource the epochs read)."""
+    if data.batching != "auto":
+        return data.batching
+    return "per_image" if source.streams and not data.bucket_by_length else "per_caption"
+
+
+def batching(config, records, source, replicas):
+    """The `EpochBatches` of `data.batching` (the train split's `records`; images the
+    source knows to be unreadable are left out; `source` the FeatureSource the epochs
+    read). The steps count full batches of the whole split; an epoch's plan cuts batches
+    window by window (`data.pipeline.epoch_order`), so it may hold a few fewer (up to
+    batch_size - 1 captions a window are left for the epoch: about 1 % at the default
+    shuffle_buffer and batch 64)."""
+    batch_size, data = config.train.batch_size, config.data
+    unreadable = {p for p, _ in source.skipped("train")}
+    captions = sum(len(r.captions) for p, r in enumerate(records) if p not in unreadable)
+    mode = batching_mode(data, source)
+    if mode == "per_image":
+        if data.bucket_by_length:
+            raise KerasSaatError(
+                "data.bucket_by_length batches captions by length, which per-image batches "
+                "cannot: set data.batching per_caption or data.bucket_by_length false"
+            )
+        per_image = captions_per_image(records)
+        images_per_batch = max(batch_size // per_image, 1)
+        groups = image_group_count(records, per_image, unreadable)
+        steps, units = groups // images_per_batch, images_per_batch
+        text = f"per-image batches of {images_per_batch} images x {per_image} captions"
+        if data.batching == "auto":
+            text += " (data.batching auto: the features stream from the cache)"
+    else:
+        per_image, steps, units, text = (
+            None,
+            captions // batch_size,
+            batch_size,
+            f"batch {batch_size}",
+        )
+    if steps == 0:
+        raise KerasSaatError(
+            f"only {captions} training captions for a batch size of {batch_size} ({text})"
+        )
+    if units % replicas:
+        raise KerasSaatError(
+            f"train.batch_size {batch_size} ({text}) does not split evenly over {replicas} replicas"
+        )
+    return EpochBatches(steps, units, per_image, captions, text)
+
+
+def epoch_datasets(config, dataset, vocabulary, source, batches):
+    """`(epoch, start_step) -> tf.data.Dataset` of an epoch's training batches from batch
+    `start_step` on; each epoch's order is fixed by the seed and the epoch, so a resumed
+    run starts at the batch it stopped at, without producing those before it. The
+    captions are tokenised into the token table once, for every epoch."""
+    records = dataset.split("train")
+    tokens = []  # the token table, built at the first epoch
+
+    def epoch_dataset(epoch, start_step=0):
+        seed = config.train.seed * 1009 + epoch
+        if not tokens:
+            tokens.append(token_table(records, vocabulary, config.data.max_length))
+        plan = batches.plan(config.data, seed, start_step)
+        return caption_batches(source, "train", records, tokens[0], plan)
+
+    return epoch_dataset

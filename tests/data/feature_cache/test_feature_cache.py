@@ -1,0 +1,297 @@
+"""The feature cache: exact round trip, same loss as images, resume, bad images, staleness."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from keras_saat import Captioner
+from keras_saat.data import read_karpathy, read_tfds
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
+from keras_saat.data.feature_cache.feature_extraction import extract_features
+from keras_saat.data.pipeline.batch_plan import BatchPlan
+from keras_saat.data.pipeline.image_file_source import ImageFiles
+from keras_saat.data.pipeline.input_pipeline import caption_batches, token_table
+from keras_saat.encoders import ImageEncoder
+from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoding import decode_image
+from keras_saat.text import END_ID, PAD_ID, START_ID, Vocabulary
+from tests.helpers import coco_captions_examples
+
+
+@pytest.fixture
+def shapes_copy(shapes_dir, tmp_path):
+    target = tmp_path / "shapes"
+    shutil.copytree(shapes_dir, target)
+    return read_karpathy(target / "dataset_shapes.json")
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    tf.keras.utils.set_random_seed(0)
+    return ImageEncoder("shapes_cnn")
+
+
+def decoded(records, size=128):
+    return np.stack([decode_image(tf.io.read_file(str(r.path)), size).numpy() for r in records])
+
+
+@pytest.mark.slow
+def test_float32_cache_equals_the_encoder_on_decoded_images(shapes_copy, encoder, tmp_path):
+    cache, skips = extract_features(
+        encoder, shapes_copy, tmp_path / "c", shard_size=16, dtype="float32", log=lambda _: None
+    )
+    assert skips.total == 0 and cache.count("train") == 40 and cache.grid_shape == (8, 8)
+    positions, features = cache.load("train")
+    np.testing.assert_array_equal(positions, np.arange(40))
+    expected = encoder(decoded(shapes_copy.split("train"))).numpy()
+    np.testing.assert_allclose(features, expected, rtol=1e-6, atol=1e-6)
+    index = json.loads((tmp_path / "c" / "index.json").read_text())
+    assert [s["file"] for s in index["splits"]["train"]["shards"]] == [
+        f"train-0000{i}-of-00003.tfrecord" for i in range(3)
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype, tolerance", [("float32", 1e-5), ("float16", 2e-3)])
+def test_training_from_images_and_from_the_cache_give_the_same_loss(
+    shapes_copy, encoder, tmp_path, dtype, tolerance
+):
+    records = shapes_copy.split("train")
+    vocab = Vocabulary.build(c for r in records for c in r.references)
+    model = Captioner(
+        vocab.words,
+        feature_dim=32,
+        embedding_dim=16,
+        lstm_units=32,
+        attention_units=16,
+        dropout=0.0,
+    )
+    model.encoder.feature_model.set_weights(encoder.feature_model.get_weights())
+    cache, _ = extract_features(
+        encoder, shapes_copy, tmp_path / dtype, shard_size=64, dtype=dtype, log=lambda _: None
+    )
+    tokens, plan = token_table(records, vocab, 20), BatchPlan(16, shuffle_buffer=0)
+    from_cache = next(iter(caption_batches(cache, "train", records, tokens, plan)))
+    images = ImageFiles(128)
+    from_images = next(iter(caption_batches(images, "train", records, tokens, plan)))
+    np.testing.assert_array_equal(from_cache["tokens"], from_images["tokens"])
+    loss_cache = model.loss_terms(model(from_cache), from_cache["tokens"])["loss"]
+    loss_images = model.loss_terms(model(from_images), from_images["tokens"])["loss"]
+    np.testing.assert_allclose(float(loss_cache), float(loss_images), rtol=tolerance)
+
+
+@pytest.mark.slow
+def test_a_killed_extraction_resumes_keeping_finished_shards(shapes_copy, encoder, tmp_path):
+    quiet = lambda _: None  # noqa: E731
+    reference, _ = extract_features(
+        encoder, shapes_copy, tmp_path / "full", shard_size=16, log=quiet
+    )
+    directory = tmp_path / "killed"
+    extract_features(encoder, shapes_copy, directory, shard_size=16, log=quiet)
+    # What SIGKILL during shard 2 of train leaves: shard 2 not recorded, a partial .tmp file,
+    # and nothing yet for val and test.
+    index = json.loads((directory / "index.json").read_text())
+    shard = index["splits"]["train"]["shards"][2]
+    shard.update(done=False, written=0)
+    os.replace(directory / shard["file"], directory / (shard["file"] + ".tmp"))
+    with open(directory / (shard["file"] + ".tmp"), "r+b") as f:
+        f.truncate(100)
+    del index["splits"]["val"], index["splits"]["test"]
+    (directory / "index.json").write_text(json.dumps(index))
+    kept = {
+        name: (directory / name).stat().st_mtime_ns for name in ("train-00000-of-00003.tfrecord",)
+    }
+    lines = []
+    cache, _ = extract_features(encoder, shapes_copy, directory, shard_size=16, log=lines.append)
+    assert any("2/3 shards already done, extracting the other 1" in line for line in lines)
+    assert (directory / "train-00000-of-00003.tfrecord").stat().st_mtime_ns == kept[
+        "train-00000-of-00003.tfrecord"
+    ]
+    assert not (directory / (shard["file"] + ".tmp")).exists()
+    for split in ("train", "val", "test"):
+        np.testing.assert_array_equal(cache.load(split)[1], reference.load(split)[1])
+    only_val = tmp_path / "by_split"  # splits extracted by separate runs share one cache
+    extract_features(encoder, shapes_copy, only_val, splits=("val",), log=quiet)
+    np.testing.assert_array_equal(
+        extract_features(encoder, shapes_copy, only_val, splits=("train",), log=quiet)[0].load(
+            "train"
+        )[1],
+        reference.load("train")[1],
+    )
+    again = []
+    extract_features(encoder, shapes_copy, directory, shard_size=16, log=again.append)
+    assert again[:3] == [
+        "  extract train: cached (40 images)",
+        "  extract val: cached (8 images)",
+        "  extract test: cached (8 images)",
+    ]
+
+
+@pytest.mark.slow
+def test_missing_and_corrupt_images_are_skipped_counted_and_named(shapes_copy, encoder, tmp_path):
+    train = shapes_copy.split("train")
+    train[3].path.write_bytes(b"\xff\xd8\xff\xe0 truncated jpeg")
+    train[5].path.unlink()
+    lines = []
+    cache, skips = extract_features(
+        encoder, shapes_copy, tmp_path / "c", shard_size=16, log=lines.append
+    )
+    assert cache.count("train") == 38
+    assert sorted(cache.skipped("train")) == [(3, "undecodable image"), (5, "missing image file")]
+    assert f"  skipped 1 x missing image file (first: {train[5].path} (image 5))" in lines
+    assert f"  skipped 1 x undecodable image (first: {train[3].path} (image 3))" in lines
+    vocab = Vocabulary.build(c for r in train for c in r.references)
+    pairs = sum(
+        b["tokens"].shape[0]
+        for b in caption_batches(
+            cache, "train", train, token_table(train, vocab, 20), BatchPlan(7, drop_remainder=False)
+        )
+    )
+    assert pairs == 5 * 38
+    quiet = lambda _: None  # noqa: E731
+    with pytest.raises(
+        KerasSaatError, match=r"000005.png \(image 5\): missing image file \(strict"
+    ):
+        extract_features(
+            encoder, shapes_copy, tmp_path / "s1", shard_size=16, strict=True, log=quiet
+        )
+    shutil.copy(train[4].path, train[5].path)
+    with pytest.raises(KerasSaatError, match=r"000003.png \(image 3\): undecodable image \(strict"):
+        extract_features(
+            encoder, shapes_copy, tmp_path / "s2", shard_size=16, strict=True, log=quiet
+        )
+
+
+def test_a_changed_image_extracts_only_its_shard_again(shapes_copy, encoder, tmp_path):
+    quiet = lambda _: None  # noqa: E731
+    directory = tmp_path / "c"
+    extract_features(encoder, shapes_copy, directory, shard_size=16, log=quiet)
+    shards = [f"train-0000{i}-of-00003.tfrecord" for i in range(3)]
+    before = {name: (directory / name).stat().st_mtime_ns for name in shards}
+    train = shapes_copy.split("train")
+    shutil.copy(train[1].path, train[20].path)  # shard 1's image 20: other pixels, same name
+    lines = []
+    cache, _ = extract_features(encoder, shapes_copy, directory, shard_size=16, log=lines.append)
+    assert "  extract train: images changed in 1 shard(s) since extraction" in lines
+    assert any("2/3 shards already done, extracting the other 1" in line for line in lines)
+    after = {name: (directory / name).stat().st_mtime_ns for name in shards}
+    assert after[shards[0]] == before[shards[0]] and after[shards[2]] == before[shards[2]]
+    assert after[shards[1]] != before[shards[1]]
+    features = cache.load("train")[1]
+    np.testing.assert_array_equal(features[20], features[1])  # the new pixels' features
+    lines.clear()
+    extract_features(encoder, shapes_copy, directory, shard_size=16, log=lines.append)
+    assert "  extract train: cached (40 images)" in lines  # recorded: not extracted a third time
+
+
+def test_a_cache_keeps_the_shard_size_it_was_made_with(shapes_copy, encoder, tmp_path):
+    quiet = lambda _: None  # noqa: E731
+    directory = tmp_path / "c"
+    reference, _ = extract_features(encoder, shapes_copy, directory, shard_size=16, log=quiet)
+    expected = reference.load("train")[1]
+    index = json.loads((directory / "index.json").read_text())
+    shard = index["splits"]["train"]["shards"][1]  # killed while writing shard 1 of 3
+    shard.update(done=False, written=0)
+    (directory / shard["file"]).unlink()
+    (directory / "index.json").write_text(json.dumps(index))
+    lines = []
+    cache, _ = extract_features(encoder, shapes_copy, directory, shard_size=10, log=lines.append)
+    assert "  extract train: the cache keeps its shards of 16 images (a shard size of 10 applies to a new cache)" in lines  # fmt: skip
+    assert len(cache.files("train")) == 3
+    positions, features = cache.load("train")
+    np.testing.assert_array_equal(positions, np.arange(40))
+    np.testing.assert_array_equal(features, expected)
+
+
+def test_a_cache_of_another_layout_version_is_named(shapes_copy, encoder, tmp_path):
+    directory = tmp_path / "c"
+    extract_features(encoder, shapes_copy, directory, splits=("val",), log=lambda _: None)
+    index = json.loads((directory / "index.json").read_text())
+    (directory / "index.json").write_text(json.dumps({**index, "version": 1}))
+    with pytest.raises(
+        KerasSaatError, match="layout of version 1, this keras-saat reads version 2"
+    ):
+        extract_features(encoder, shapes_copy, directory, splits=("val",), log=lambda _: None)
+
+
+def test_a_cache_from_other_weights_is_refused(shapes_copy, encoder, tmp_path):
+    extract_features(encoder, shapes_copy, tmp_path / "c", log=lambda _: None)
+    other = ImageEncoder("shapes_cnn")
+    with pytest.raises(KerasSaatError, match="made with another backbone, weights"):
+        extract_features(other, shapes_copy, tmp_path / "c", log=lambda _: None)
+    with pytest.raises(KerasSaatError, match="no feature cache"):
+        FeatureCache(tmp_path / "nothing")
+
+
+@pytest.mark.slow
+def test_tfds_images_stream_into_the_cache(tmp_path):
+    encoder = ImageEncoder("shapes_cnn", image_size=32)
+    with tfds.testing.mock_data(as_dataset_fn=coco_captions_examples):
+        dataset = read_tfds("coco_captions", data_dir=str(tmp_path))
+        cache, skips = extract_features(
+            encoder, dataset, tmp_path / "c", shard_size=4, log=lambda _: None
+        )
+    assert skips.total == 0 and cache.count("train") == 6 and cache.count("test") == 3
+    positions, features = cache.load("train")
+    np.testing.assert_array_equal(positions, np.arange(6))
+    assert features.shape == (6, 4, 128)
+
+
+@pytest.mark.slow
+def test_caption_batches_use_every_caption_once_and_bucket_by_length(
+    shapes_copy, encoder, tmp_path
+):
+    records = shapes_copy.split("train")
+    vocab = Vocabulary.build(c for r in records for c in r.references)
+    cache, _ = extract_features(
+        encoder, shapes_copy, tmp_path / "c", shard_size=16, log=lambda _: None
+    )
+    expected = [tuple(vocab.encode(c, 20)) for r in records for c in r.references]
+    # One static width: the longest caption's, not max_length's (20 words + 2 is longer).
+    width = max(len(t) for t in expected)
+    assert width < 22
+    seen = []
+    tokens = token_table(records, vocab, 20)
+    plan = BatchPlan(8, seed=1, drop_remainder=False)
+    for batch in caption_batches(cache, "train", records, tokens, plan):
+        tokens = batch["tokens"].numpy()
+        # The features travel in the cache's dtype; the model casts them on the device.
+        assert tokens.shape[1] == width and batch["features"].dtype == tf.float16
+        assert (tokens[:, 0] == START_ID).all() and ((tokens == END_ID).sum(1) == 1).all()
+        seen += [tuple(t[t != PAD_ID]) for t in tokens]
+    assert sorted(seen) == sorted(expected)
+    # A max_length below the longest caption cuts captions to it, and the width with them.
+    cut = [tuple(vocab.encode(c, 6)) for r in records for c in r.references]
+    # Unshuffled, each shard is a window, its last batch partial.
+    plan = BatchPlan(50, shuffle_buffer=0, drop_remainder=False)
+    batches = list(caption_batches(cache, "train", records, token_table(records, vocab, 6), plan))
+    assert {b["tokens"].shape[1] for b in batches} == {8}
+    seen_cut = [tuple(t[t != PAD_ID]) for b in batches for t in b["tokens"].numpy()]
+    assert sorted(seen_cut) == sorted(cut)
+    widths = set()
+    count = 0
+    plan = BatchPlan(4, seed=1, bucket_by_length=True, drop_remainder=False)
+    for batch in caption_batches(cache, "train", records, tokens, plan):
+        widths.add(batch["tokens"].shape[1])
+        count += batch["tokens"].shape[0]
+    assert count == 200 and widths <= {8, 11, 14, 17, width} and len(widths) > 1
+    positions = np.concatenate(
+        [b["position"].numpy() for b in cache.evaluation_batches("val", None, 3)]
+    )
+    np.testing.assert_array_equal(np.sort(positions), np.arange(8))
+    # Every pipeline a run iterates once an epoch has the autotuner off: with it, the step
+    # after an iterator's end could wait seconds with the CPU idle (runtime/pipeline_options.py).
+    images = ImageFiles(128)
+    for ds in (
+        caption_batches(cache, "train", records, tokens, BatchPlan(8)),
+        caption_batches(images, "train", records, tokens, BatchPlan(8)),
+        caption_batches(cache, "train", records, tokens, BatchPlan(4, 5, shuffle_buffer=1000)),
+        cache.evaluation_batches("val", None, 3),
+        images.evaluation_batches("val", shapes_copy.split("val"), 3),
+    ):
+        assert ds.options().autotune.enabled is False
