@@ -66,7 +66,7 @@ def test_json_lines_hold_line_separators_inside_strings(photos):
     ("line", "message"),
     [
         ("[" * 100_000 + "]" * 100_000, "c.jsonl:1: a line over"),
-        ("[" * 5_000 + "]" * 5_000, "c.jsonl:1: not a JSON object: nested too deeply"),
+        ("[" * 30_000 + "]" * 30_000, "c.jsonl:1: not a JSON object: nested too deeply"),
         ('{"image": "photos/a.png", "caption": "x", "split": 5}', "must be text"),
         ('{"image": 7, "caption": "x"}', "c.jsonl:1: image, caption and split must be text"),
     ],
