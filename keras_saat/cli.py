@@ -292,7 +292,10 @@ def build_parser():
         "skips the images already captioned there",
     )
     p.add_argument(
-        "--batch-size", type=_positive_int, default=32, help="images per batch (default 32)"
+        "--batch-size",
+        type=_positive_int,
+        default=None,
+        help="images per batch (default: decode.batch_size)",
     )
     p.add_argument(
         "--beam-size",
@@ -348,7 +351,7 @@ def build_parser():
         "--max-pixels",
         type=int,
         default=None,
-        help="largest width x height an image may declare (default: export.max_pixels, 25000000)",
+        help="largest width x height an image may declare (default: export.max_pixels)",
     )
     p.add_argument("--name", default=None, help="model name (default: export.model_name)")
     p.add_argument(

@@ -280,7 +280,7 @@ def cmd_caption(args):
 
         cmd_caption_run(args, _log)
         return
-    from keras_saat.models.factories import load_captioner
+    from keras_saat.experiment.trained_models import trained_model
 
     paths, out = args.paths, None
     if args.out:
@@ -290,13 +290,16 @@ def cmd_caption(args):
         if out.done:
             _log(f"{args.out}: {len(out.done)} images already captioned, skipping them")
     todo = [p for p in paths if out is None or str(p) not in out.done]
-    model = load_captioner(_trained(args))
+    model, config, _ = trained_model(_trained(args))  # its export.max_pixels, as exported
     plots = _Plots(model, args.plot, paths) if args.plot else None
     progress = _Progress(len(todo)) if sys.stderr.isatty() else None
     failed = 0
     try:
         stream = model.generate_stream(
-            todo, batch_size=args.batch_size, beam_size=args.beam_size, max_length=args.max_length
+            todo,
+            batch_size=args.batch_size or config.decode.batch_size,
+            beam_size=args.beam_size,
+            max_length=args.max_length,
         )
         for result in stream:
             if out is not None:
