@@ -292,10 +292,7 @@ def build_parser():
         "skips the images already captioned there",
     )
     p.add_argument(
-        "--batch-size",
-        type=_positive_int,
-        default=None,
-        help="images per batch (default: decode.batch_size)",
+        "--batch-size", type=_positive_int, help="images per batch (default: decode.batch_size)"
     )
     p.add_argument(
         "--beam-size",
