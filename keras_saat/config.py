@@ -221,7 +221,8 @@ class TrainConfig:
 class DecodeConfig:
     # Maximum number of generated words (the <end> token not counted).
     max_length: int = 20
-    # Images per decoding batch.
+    # Images per decoding batch of `caption`, `generate`, validation and `evaluate`; a run's
+    # short last batch is padded to it (models/batch_decoder.py: one compiled shape a run).
     batch_size: int = 64
     # Beam width for `evaluate`, `caption` and `export` (1 = greedy). Validation during
     # training always decodes greedily.

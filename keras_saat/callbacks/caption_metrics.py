@@ -33,7 +33,8 @@ class CaptionMetrics(keras.callbacks.Callback):
             (images, references): what `Captioner.generate` takes (paths, bytes or
             pixels) and one list of reference strings per image.
         beam_size: int. Beam width; 1 is greedy decoding (the fastest). Defaults to 1.
-        batch_size: int. Images per decoding batch. Defaults to 64.
+        batch_size: int or None. Images per decoding batch. Defaults to None, the
+            default of `decode.batch_size`.
         every: int. Epochs between evaluations (the last epoch counts too). Defaults to 1.
         log_dir: str or Path or None. Also write the scores (tag `val/<name>`, step = the
             epoch) and the attention maps of `images` validation images, one strip per
@@ -52,7 +53,7 @@ class CaptionMetrics(keras.callbacks.Callback):
         self,
         val_data,
         beam_size=1,
-        batch_size=64,
+        batch_size=None,
         every=1,
         log_dir=None,
         images=2,
@@ -61,7 +62,7 @@ class CaptionMetrics(keras.callbacks.Callback):
         super().__init__()
         self.images, self.references = _split_val_data(val_data)
         self.beam_size = int(beam_size)
-        self.batch_size = int(batch_size)
+        self.batch_size = batch_size
         self.every = max(int(every), 1)
         self.log_dir = None if log_dir is None else Path(log_dir)
         self.summary_images = int(images)

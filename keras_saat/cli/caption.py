@@ -48,7 +48,7 @@ def add_parser(sub):
         help="write one row per image (image, caption, log_prob, error); a second run "
         "skips the images already captioned there",
     )
-    batch_size_argument(p, "images per batch (default 32)", default=32)
+    batch_size_argument(p, "images per batch (default: decode.batch_size)")
     beam_size_argument(p, "the model's; 1 = greedy")
     max_length_argument(p)
     p.add_argument(
@@ -117,7 +117,7 @@ def run(args):
 
         cmd_caption_run(args, log)
         return
-    from keras_saat.models.factories import load_captioner
+    from keras_saat.experiment.trained_models import trained_model
 
     paths, out = args.paths, None
     if args.out:
@@ -127,13 +127,16 @@ def run(args):
         if out.done:
             log(f"{args.out}: {len(out.done)} images already captioned, skipping them")
     todo = [p for p in paths if out is None or str(p) not in out.done]
-    model = load_captioner(trained(args))
+    model, config, _ = trained_model(trained(args))  # its export.max_pixels, as exported
     plots = _Plots(model, args.plot, paths) if args.plot else None
     progress = _Progress(len(todo)) if sys.stderr.isatty() else None
     failed = 0
     try:
         stream = model.generate_stream(
-            todo, batch_size=args.batch_size, beam_size=args.beam_size, max_length=args.max_length
+            todo,
+            batch_size=args.batch_size or config.decode.batch_size,
+            beam_size=args.beam_size,
+            max_length=args.max_length,
         )
         for result in stream:
             if out is not None:

@@ -72,6 +72,7 @@ def check_caption_run(args):
 def cmd_caption_run(args, log=print):
     """Captions `args.paths` with Beam into shard files under --out."""
     from keras_saat.beam.pipeline_runs import caption_run
+    from keras_saat.config import DecodeConfig
 
     summary = caption_run(
         args.saved_model,
@@ -79,7 +80,7 @@ def cmd_caption_run(args, log=print):
         args.out,
         runner=args.runner,
         beam_args=args.beam_args,
-        batch_size=args.batch_size,
+        batch_size=args.batch_size or DecodeConfig.batch_size,
         shard_size=args.shard_size,
         large_model=args.large_model,
         log=log,

@@ -43,7 +43,7 @@ def add_parser(sub):
         "--max-pixels",
         type=int,
         default=None,
-        help="largest width x height an image may declare (default: export.max_pixels, 25000000)",
+        help="largest width x height an image may declare (default: export.max_pixels)",
     )
     p.add_argument("--name", default=None, help="model name (default: export.model_name)")
     help_from(p.add_argument("--format", default=None), _formats_help)

@@ -4,8 +4,6 @@ Shapes world the attention localisation), write predictions.json and metrics.jso
 import time
 from pathlib import Path
 
-import tensorflow as tf
-
 from keras_saat.data.feature_cache.shard_checks import naming_damaged_shards
 from keras_saat.data.pipeline.image_file_source import ImageFiles
 from keras_saat.errors import KerasSaatError
@@ -15,6 +13,7 @@ from keras_saat.evaluation.localisation import attention_localisation
 from keras_saat.experiment.preparation import extract, load_dataset
 from keras_saat.experiment.trained_models import trained_model
 from keras_saat.io_utils import write_json_atomic
+from keras_saat.models.batch_decoder import BatchDecoder
 from keras_saat.models.preset import preset_metadata
 from keras_saat.workdir import EVAL_DIR, METRICS_FILE, PREDICTIONS_FILE
 
@@ -25,36 +24,35 @@ def caption_split(
     split,
     records,
     config,
-    batch_size=64,
+    batch_size=None,
     beam_size=1,
     details=False,
     positions=None,
 ):
     """Captions of a split's readable images: {position: caption}.
 
-    With `details`, {position: (words, attention (T, grid_h, grid_w))} instead; with
-    `details="words"`, {position: (words, None)} (no attention kept). With `positions`
-    (a list of int), only those images are captioned.
+    Decoding runs through `BatchDecoder` at `batch_size` images a batch (None =
+    `config.decode.batch_size`), every batch padded to it. With `details`,
+    {position: (words, attention (T, grid_h, grid_w))} instead; with `details="words"`,
+    {position: (words, None)} (no attention kept). With `positions` (a list of int),
+    only those images are captioned.
     """
-    batches = source.evaluation_batches(split, records, batch_size, positions)
+    decoder = BatchDecoder(
+        model,
+        batch_size or config.decode.batch_size,
+        config.decode.max_length,
+        beam_size,
+        config.decode.length_penalty,
+    )
+    batches = source.evaluation_batches(split, records, decoder.batch_size, positions)
     captions = {}
-    width = None  # every batch runs at the first one's size: one trace and compile a split
     with naming_damaged_shards(source.shard_files((split,))):
         for batch in batches:
-            inputs = batch["features"] if "features" in batch else batch["images"]
-            count = int(inputs.shape[0])
-            width = width or count
-            if count < width:  # the last batch, padded with zeros (rows are decoded apart)
-                inputs = tf.concat(
-                    [inputs, tf.zeros([width - count, *inputs.shape[1:]], inputs.dtype)], 0
-                )
-            features = inputs if "features" in batch else model.encode(inputs)
-            out = model.decode(
-                features, config.decode.max_length, beam_size, config.decode.length_penalty
-            )
-            for position, caption in zip(
-                batch["position"].numpy(), model.postprocessor(out)[:count], strict=True
-            ):
+            if "features" in batch:
+                results = decoder(features=batch["features"])
+            else:
+                results = decoder(pixels=batch["images"])
+            for position, caption in zip(batch["position"].numpy(), results, strict=True):
                 if details == "words":
                     captions[int(position)] = (caption["words"], None)
                 elif details:

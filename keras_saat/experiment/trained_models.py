@@ -4,7 +4,7 @@ folder, and its export with that config's decode and export sections."""
 import dataclasses
 from pathlib import Path
 
-from keras_saat.config import ExperimentConfig, from_dict, load_config, to_dict
+from keras_saat.config import ExperimentConfig, from_dict, load_config, parse_override, to_dict
 from keras_saat.errors import KerasSaatError
 from keras_saat.export import export_model
 from keras_saat.models.factories import load_captioner
@@ -16,14 +16,18 @@ def trained_model(path, overrides=()):
     """A trained Captioner and its ExperimentConfig, from a workdir or a preset folder.
 
     A workdir's config is its config.yaml; a preset's is the training config its
-    metadata.json carries (defaults when it has none), with the decode section and
-    `data.resize` taken from the model itself, so both decode as the model does.
-    `overrides` ("section.key=value") apply last.
+    metadata.json carries (defaults when it has none), with the decode section,
+    `data.resize` and `export.max_pixels` taken from the model itself, so both decode as
+    the model does. `overrides` ("section.key=value") apply last, each parsed once,
+    before the model loads. The model takes the config's `export.max_pixels`, so its
+    `generate` refuses the images the config's SavedModel refuses, and no others.
 
     Returns:
         (Captioner, ExperimentConfig, bool: whether `path` is a preset).
     """
     path = Path(path)
+    changes = [parse_override(text) for text in overrides]
+    with_changes(ExperimentConfig(), changes)  # each value checked before the model loads
     if is_preset(path):
         model = load_captioner(path)
         saved = preset_metadata(path).get("config") or {}
@@ -37,14 +41,27 @@ def trained_model(path, overrides=()):
                 length_penalty=model.length_penalty,
             ),
             data=dataclasses.replace(config.data, resize=model.resize),
+            export=dataclasses.replace(config.export, max_pixels=model.max_pixels),
         )
-        return model, load_config(None, overrides, base=config), True
-    if not (path / CONFIG_FILE).is_file():
+        config = with_changes(config, changes)
+    elif not (path / CONFIG_FILE).is_file():
         raise KerasSaatError(
             f"{path} is neither a workdir (no {CONFIG_FILE}) nor a preset folder; "
             "train a model there first, or give a preset written by `keras-saat export --format preset`"
         )
-    return load_captioner(path / MODEL_FILE), load_config(path / CONFIG_FILE, overrides), False
+    else:
+        config = with_changes(load_config(path / CONFIG_FILE), changes)
+        model = load_captioner(path / MODEL_FILE)
+    # A plain setting of the preprocessing (no weights or graph depend on it).
+    model.max_pixels = config.export.max_pixels
+    return model, config, is_preset(path)
+
+
+def with_changes(config, changes):
+    """`config` with parsed overrides (`parse_override`'s dicts) applied in order."""
+    for change in changes:
+        config = from_dict(change, config)
+    return config
 
 
 def export_workdir(workdir, out, version=None, overrides=(), log=print):
@@ -58,7 +75,6 @@ def export_workdir(workdir, out, version=None, overrides=(), log=print):
             (`decode.beam_size=1`, `export.format=savedmodel`, ...).
         log: callable. Defaults to print.
     """
-    load_config(None, overrides)  # each override's value checked before the model loads
     model, config, _ = trained_model(workdir, overrides)
     metadata = {"experiment": config.name, "config": to_dict(config)}
     return export_model(model, out, config.decode, config.export, version, metadata, log)

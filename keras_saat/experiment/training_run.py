@@ -138,7 +138,13 @@ def build_model(config, dataset, vocabulary, runtime, workdir, log=print):
             f"(train.mixed_precision {train_config.mixed_precision})"
         )
     with dtype_policy(precision), strategy.scope():
-        model = build_captioner(model_config, vocabulary, config.decode, config.data.resize)
+        model = build_captioner(
+            model_config,
+            vocabulary,
+            config.decode,
+            config.data.resize,
+            config.export.max_pixels,
+        )
     if runtime.replicas > 1:
         log(f"distribute {train_config.distribute}: {runtime.replicas} replicas in sync")
     log(

@@ -117,7 +117,7 @@ def inspect_image(data, max_pixels=DEFAULT_MAX_PIXELS):
     format_name = tf.gather(tf.constant(["", *FORMATS]), code)
     supported = ", ".join(FORMATS[:-1]) + " or " + FORMATS[-1]
     limit = tf.strings.join(
-        [", over the limit of ", tf.strings.as_string(max_pixels), " (export --max-pixels); "]
+        [", over the limit of ", tf.strings.as_string(max_pixels), " (export.max_pixels); "]
     )
     checks = [
         (tf.equal(length, 0), tf.constant("empty image bytes")),

@@ -1,23 +1,20 @@
 """Captioner: the whole Show, Attend and Tell model as one keras.Model."""
 
-import functools
-
 import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_saat.decoding.beam import beam_search, tile_beams
-from keras_saat.decoding.greedy import greedy_search
 from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.decoding import RESIZE_MODES
+from keras_saat.images.image_formats import DEFAULT_MAX_PIXELS
 from keras_saat.layers.attention_registry import get_attention
 from keras_saat.layers.lstm_decoder import LSTMDecoder
 from keras_saat.losses import caption_loss
 from keras_saat.models.generation import CaptionGeneration
 from keras_saat.models.preset import load_preset, save_preset
 from keras_saat.runtime.precision import dtype_policy
-from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID, Vocabulary
+from keras_saat.text.vocabulary import Vocabulary
 
 
 @keras.saving.register_keras_serializable(package="keras_saat")
@@ -68,6 +65,9 @@ class Captioner(CaptionGeneration, keras.Model):
         resize: str. How images of another size reach the input ("crop", "pad" or
             "stretch"): the rule training used (`data.resize`), kept with the model so
             `generate` and the export see images as training did. Defaults to "crop".
+        max_pixels: int. Largest width x height an image header may declare for `generate`
+            to decode it (`export.max_pixels`, which the SavedModel's graph checks too).
+            Defaults to DEFAULT_MAX_PIXELS (25 MP).
         seed: int or None. Dropout and sampling seed. Defaults to None.
 
     Example:
@@ -104,6 +104,7 @@ class Captioner(CaptionGeneration, keras.Model):
         reinforce_baseline="moving_average",
         max_length=20,
         resize="crop",
+        max_pixels=DEFAULT_MAX_PIXELS,
         seed=None,
         beam_size=3,
         length_penalty=0.0,
@@ -131,6 +132,9 @@ class Captioner(CaptionGeneration, keras.Model):
         if resize not in RESIZE_MODES:
             raise KerasSaatError(f"resize must be one of {', '.join(RESIZE_MODES)}; got {resize!r}")
         self.resize = resize
+        self.max_pixels = int(max_pixels)
+        if self.max_pixels < 1:
+            raise KerasSaatError(f"max_pixels must be at least 1; got {max_pixels}")
         self.seed = seed
         self.hard_soft_probability = float(hard_soft_probability)
         # The Captioner arguments the attention type takes (its declared `options`).
@@ -310,79 +314,6 @@ class Captioner(CaptionGeneration, keras.Model):
         terms = self.loss_terms(self(inputs, training=False), inputs["tokens"])
         return self._update_metrics(terms)
 
-    # ------------------------------------------------------------ decoding
-    def generate_step(self, features, max_length, beam_size=1, length_penalty=0.0):
-        """The decoding graph: (B, L, C) features -> `decode`'s outputs, uncompiled.
-
-        `decode` compiles it; the export calls it inside its own serving function.
-        """
-        annotations = self.annotate(features)  # (B, L, D)
-        projected = self.decoder.attention.project(annotations)
-        h, c = self.decoder.initial_state(annotations)
-        state = {"h": h, "c": c, "alpha": ops.zeros(ops.shape(annotations)[:2], annotations.dtype)}
-        start = tf.fill(tf.shape(features)[:1], START_ID)
-
-        # <pad> and <start> are never generated: a caption is words, then <end>.
-        banned = tf.one_hot(
-            [PAD_ID, START_ID], len(self.vocabulary), on_value=-1e9, dtype=tf.float32
-        )
-        banned = tf.reduce_sum(banned, axis=0)  # (K,)
-        if beam_size > 1:  # the B*K hypotheses attend over their image's annotations
-            annotations = tile_beams(annotations, beam_size)  # (B*K, L, D)
-            projected = tile_beams(projected, beam_size)
-
-        kernels = self.decoder.step_kernels(annotations.dtype)  # once, outside the loop
-
-        def next_fn(tokens, state):
-            logits, state = self.decoder.step(tokens, state, annotations, projected, kernels)
-            return tf.cast(logits, tf.float32) + banned, state
-
-        if beam_size > 1:
-            return beam_search(
-                next_fn,
-                state,
-                start,
-                END_ID,
-                beam_size,
-                max_length + 1,
-                length_penalty=length_penalty,
-                record=("alpha",),
-            )
-        return greedy_search(next_fn, state, start, END_ID, max_length + 1, record=("alpha",))
-
-    def decode(self, features, max_length=None, beam_size=1, length_penalty=0.0):
-        """Greedy (beam_size 1) or beam search decoding from backbone features (B, L, C).
-
-        Args:
-            features: (B, L, C) backbone features.
-            max_length: int or None. Maximum words. Defaults to the model's max_length.
-            beam_size: int. Beam width; 1 is greedy decoding. Defaults to 1.
-            length_penalty: float. Beam search ranks finished captions by
-                log p / length ** length_penalty. Defaults to 0 (the raw log-probability).
-
-        Returns:
-            dict of tensors: tokens (B, T) with T = max_length + 1 (the <end> token
-            included), lengths (B,), log_prob (B,), alpha (B, T, L).
-        """
-        max_length = int(max_length or self.max_length)
-        beam_size = int(beam_size)
-        if beam_size < 1:
-            raise KerasSaatError(f"beam_size must be at least 1; got {beam_size}")
-        key = (max_length, beam_size, float(length_penalty), self.decode_jit_compile)
-        if key not in self._decode_fns:
-            # A partial, not a lambda: TensorFlow counts retracings per function's code,
-            # so one lambda per key would read as one function retraced at every new key.
-            self._decode_fns[key] = tf.function(
-                functools.partial(
-                    self.generate_step,
-                    max_length=max_length,
-                    beam_size=beam_size,
-                    length_penalty=float(length_penalty),
-                ),
-                jit_compile=self.decode_jit_compile,
-            )
-        return self._decode_fns[key](tf.convert_to_tensor(features, tf.float32))
-
     @property
     def precision(self):
         """The compute precision: "float32", "bfloat16" or "float16" (mixed policies)."""
@@ -456,6 +387,7 @@ class Captioner(CaptionGeneration, keras.Model):
             beam_size=self.beam_size,
             length_penalty=self.length_penalty,
             resize=self.resize,
+            max_pixels=self.max_pixels,
             seed=self.seed,
         )
         return config

@@ -1,6 +1,7 @@
 """Captioner factories: a new model from a config, a trained one from its files.
 
-model = build_captioner(config.model, vocabulary, config.decode, config.data.resize)
+model = build_captioner(config.model, vocabulary, config.decode, config.data.resize,
+                        config.export.max_pixels)
 model = load_captioner("runs/demo")        # a workdir, a .keras file or a preset
 """
 
@@ -16,14 +17,15 @@ from keras_saat.models.preset_checks import check_keras_archive
 from keras_saat.workdir import MODEL_FILE
 
 
-def build_captioner(model_config, vocabulary, decode=None, resize="crop"):
+def build_captioner(model_config, vocabulary, decode=None, resize="crop", max_pixels=None):
     """A Captioner from a `ModelConfig` and a Vocabulary (weights seeded by `model_config.seed`).
 
     Every ModelConfig field is a Captioner argument of the same name. The decoding
     settings (max_length, beam_size, length_penalty) come from `decode`, a `DecodeConfig`
     (None = the Captioner's defaults, which are DecodeConfig's), and `resize` from
-    `data.resize`: the model keeps them, so every way of captioning with it decodes and
-    resizes alike.
+    `data.resize`, and the largest image it decodes from `max_pixels` (`export.max_pixels`;
+    None = the Captioner's default): the model keeps them, so every way of captioning with
+    it decodes, resizes and refuses alike.
     """
     keras.utils.set_random_seed(model_config.seed)
     settings = dataclasses.asdict(model_config)
@@ -34,6 +36,8 @@ def build_captioner(model_config, vocabulary, decode=None, resize="crop"):
             beam_size=decode.beam_size,
             length_penalty=decode.length_penalty,
         )
+    if max_pixels is not None:
+        settings["max_pixels"] = max_pixels
     return Captioner(vocabulary=list(vocabulary.words), resize=resize, **settings)
 
 

@@ -1,24 +1,108 @@
-"""CaptionGeneration: the captioning front end `Captioner` inherits.
+"""CaptionGeneration: the captioning side `Captioner` inherits.
 
 As keras-hub's `CausalLM.generate` does, captioning runs in three parts:
-`preprocessor()` (files, bytes or pixels -> input pixels), the model's compiled
-`decode` (which the export also builds on), and `postprocessor` (ids -> words and
-attention grids). `generate` and `generate_stream` chain them, a batch at a time.
+`preprocessor()` (files, bytes or pixels -> input pixels), the compiled `decode`
+over `generate_step` (which the export also builds on), and `postprocessor` (ids ->
+words and attention grids). `generate` and `generate_stream` chain them a batch at a
+time through `BatchDecoder`, which keeps every batch at one compiled shape.
 """
 
+import functools
+
+import tensorflow as tf
+from keras import ops
+
+from keras_saat.decoding.beam import beam_search, tile_beams
+from keras_saat.decoding.greedy import greedy_search
 from keras_saat.errors import KerasSaatError
+from keras_saat.models.batch_decoder import BatchDecoder
 from keras_saat.models.postprocessor import CaptionPostprocessor
 from keras_saat.models.preprocessor import ImagePreprocessor, feature_batches
+from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID
 
 
 class CaptionGeneration:
-    """`generate`, `generate_stream` and the pre- and postprocessors of a model with
-    `image_size`, `resize`, `vocabulary`, `grid_shape`, `encoder`, `decode`,
-    `beam_size` and `length_penalty` (a Captioner)."""
+    """`generate_step`, `decode`, `generate`, `generate_stream` and the pre- and
+    postprocessors of a model with `image_size`, `resize`, `max_pixels`, `vocabulary`,
+    `grid_shape`, `encoder`, `annotate`, `decoder`, `max_length`, `beam_size` and
+    `length_penalty` (a Captioner)."""
 
     def preprocessor(self, resize=None):
-        """The ImagePreprocessor for this model's input size; `resize` None = the model's rule."""
-        return ImagePreprocessor(self.image_size, resize or self.resize)
+        """The ImagePreprocessor for this model's input size and image limit; `resize`
+        None = the model's rule."""
+        return ImagePreprocessor(self.image_size, resize or self.resize, self.max_pixels)
+
+    def generate_step(self, features, max_length, beam_size=1, length_penalty=0.0):
+        """The decoding graph: (B, L, C) features -> `decode`'s outputs, uncompiled.
+
+        `decode` compiles it; the export calls it inside its own serving function.
+        """
+        annotations = self.annotate(features)  # (B, L, D)
+        projected = self.decoder.attention.project(annotations)
+        h, c = self.decoder.initial_state(annotations)
+        state = {"h": h, "c": c, "alpha": ops.zeros(ops.shape(annotations)[:2], annotations.dtype)}
+        start = tf.fill(tf.shape(features)[:1], START_ID)
+
+        # <pad> and <start> are never generated: a caption is words, then <end>.
+        banned = tf.one_hot(
+            [PAD_ID, START_ID], len(self.vocabulary), on_value=-1e9, dtype=tf.float32
+        )
+        banned = tf.reduce_sum(banned, axis=0)  # (K,)
+        if beam_size > 1:  # the B*K hypotheses attend over their image's annotations
+            annotations = tile_beams(annotations, beam_size)  # (B*K, L, D)
+            projected = tile_beams(projected, beam_size)
+
+        kernels = self.decoder.step_kernels(annotations.dtype)  # once, outside the loop
+
+        def next_fn(tokens, state):
+            logits, state = self.decoder.step(tokens, state, annotations, projected, kernels)
+            return tf.cast(logits, tf.float32) + banned, state
+
+        if beam_size > 1:
+            return beam_search(
+                next_fn,
+                state,
+                start,
+                END_ID,
+                beam_size,
+                max_length + 1,
+                length_penalty=length_penalty,
+                record=("alpha",),
+            )
+        return greedy_search(next_fn, state, start, END_ID, max_length + 1, record=("alpha",))
+
+    def decode(self, features, max_length=None, beam_size=1, length_penalty=0.0):
+        """Greedy (beam_size 1) or beam search decoding from backbone features (B, L, C).
+
+        Args:
+            features: (B, L, C) backbone features.
+            max_length: int or None. Maximum words. Defaults to the model's max_length.
+            beam_size: int. Beam width; 1 is greedy decoding. Defaults to 1.
+            length_penalty: float. Beam search ranks finished captions by
+                log p / length ** length_penalty. Defaults to 0 (the raw log-probability).
+
+        Returns:
+            dict of tensors: tokens (B, T) with T = max_length + 1 (the <end> token
+            included), lengths (B,), log_prob (B,), alpha (B, T, L).
+        """
+        max_length = int(max_length or self.max_length)
+        beam_size = int(beam_size)
+        if beam_size < 1:
+            raise KerasSaatError(f"beam_size must be at least 1; got {beam_size}")
+        key = (max_length, beam_size, float(length_penalty), self.decode_jit_compile)
+        if key not in self._decode_fns:
+            # A partial, not a lambda: TensorFlow counts retracings per function's code,
+            # so one lambda per key would read as one function retraced at every new key.
+            self._decode_fns[key] = tf.function(
+                functools.partial(
+                    self.generate_step,
+                    max_length=max_length,
+                    beam_size=beam_size,
+                    length_penalty=float(length_penalty),
+                ),
+                jit_compile=self.decode_jit_compile,
+            )
+        return self._decode_fns[key](tf.convert_to_tensor(features, tf.float32))
 
     @property
     def postprocessor(self):
@@ -30,7 +114,7 @@ class CaptionGeneration:
         images=None,
         features=None,
         max_length=None,
-        batch_size=32,
+        batch_size=None,
         return_details=False,
         resize=None,
         beam_size=None,
@@ -47,7 +131,8 @@ class CaptionGeneration:
                 (H, W, 3) in [0, 255].
             features: (B, L, C) backbone features instead of images.
             max_length: int or None. Maximum words. Defaults to the model's max_length.
-            batch_size: int. Images per decoding batch. Defaults to 32.
+            batch_size: int or None. Images per decoding batch, every batch padded to it
+                (one compiled shape). Defaults to None, `decode.batch_size`'s default.
             return_details: bool. Return dicts with words, log_prob, attention
                 (T, grid_h, grid_w) and error instead of strings. Defaults to False.
             resize: str or None. How images of another size reach the input: "crop",
@@ -75,7 +160,7 @@ class CaptionGeneration:
         images=None,
         features=None,
         max_length=None,
-        batch_size=32,
+        batch_size=None,
         resize=None,
         beam_size=None,
         length_penalty=None,
@@ -96,21 +181,16 @@ class CaptionGeneration:
             raise KerasSaatError("generate() takes exactly one of images= or features=")
         if errors not in ("raise", "skip"):
             raise KerasSaatError(f"errors must be 'raise' or 'skip'; got {errors!r}")
-        settings = (
-            max_length,
-            self.beam_size if beam_size is None else beam_size,
-            self.length_penalty if length_penalty is None else length_penalty,
-        )
+        decoder = BatchDecoder(self, batch_size, max_length, beam_size, length_penalty)
         if features is not None:
-            batches = feature_batches(features, batch_size)
+            batches = feature_batches(features, decoder.batch_size)
         else:
-            batches = self.preprocessor(resize).rows(images, batch_size)
+            batches = self.preprocessor(resize).rows(images, decoder.batch_size)
         for batch in batches:
             if "features" in batch:
-                chunk = batch["features"]
+                details = decoder(features=batch["features"])
             else:
-                chunk = self.encoder.compiled()(batch["pixels"])
-            details = self.postprocessor(self.decode(chunk, *settings))
+                details = decoder(pixels=batch["pixels"])
             for name, valid, error, result in zip(
                 batch["image"], batch["valid"], batch["error"], details, strict=True
             ):

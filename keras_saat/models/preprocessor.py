@@ -25,6 +25,8 @@ class ImagePreprocessor:
         image_size: int. S, the model's input side.
         resize: str. "crop", "pad" or "stretch" (`keras_saat.images.decoding.resize_image`).
             Defaults to "crop".
+        max_pixels: int. Largest width x height an image header may declare for its
+            image to be decoded (`export.max_pixels`). Defaults to DEFAULT_MAX_PIXELS.
 
     Example:
         ```python
@@ -34,9 +36,10 @@ class ImagePreprocessor:
         ```
     """
 
-    def __init__(self, image_size, resize="crop"):
+    def __init__(self, image_size, resize="crop", max_pixels=DEFAULT_MAX_PIXELS):
         self.image_size = int(image_size)
         self.resize = resize
+        self.max_pixels = int(max_pixels)
 
     def __call__(self, images):
         """Pixels for a path, a list of paths, encoded image bytes (or a list of them),
@@ -47,7 +50,7 @@ class ImagePreprocessor:
             images = [images]
         if isinstance(images, (list, tuple)) and images:
             if all(isinstance(i, (str, Path)) for i in images):
-                return load_images(list(images), self.image_size, self.resize)
+                return load_images(list(images), self.image_size, self.resize, self.max_pixels)
             if all(isinstance(i, bytes) for i in images):
                 return np.stack([self._decode(i) for i in images])
         pixels = np.asarray(images)
@@ -62,7 +65,7 @@ class ImagePreprocessor:
             return np.stack([resize_image(p, self.image_size, self.resize).numpy() for p in pixels])
         return pixels.astype(np.float32, copy=False)
 
-    def batches(self, images, batch_size=32, max_pixels=None):
+    def batches(self, images, batch_size):
         """Batches of input pixels for a stream of image files or encoded bytes.
 
         Files are read one at a time and decoded a batch at a time in a `tf.data`
@@ -72,9 +75,7 @@ class ImagePreprocessor:
 
         Args:
             images: iterable of paths or encoded image bytes (a generator is fine).
-            batch_size: int. Images per batch. Defaults to 32.
-            max_pixels: int or None. Largest declared width x height decoded; None =
-                the export's default (`ExportConfig.max_pixels`). Defaults to None.
+            batch_size: int. Images per batch.
 
         Returns:
             tf.data.Dataset of dicts: image (B,) string (the path, or "#<index>" for
@@ -84,14 +85,15 @@ class ImagePreprocessor:
 
         from keras_saat.images.image_files import encoded_images
 
-        max_pixels = max_pixels or DEFAULT_MAX_PIXELS
         text = tf.TensorSpec((), tf.string)
         files = tf.data.Dataset.from_generator(
             lambda: encoded_images(images), output_signature=(text, text, text)
         )
 
         def decode(name, data, read_error):
-            pixels, decoded, error = decode_images(data, self.image_size, self.resize, max_pixels)
+            pixels, decoded, error = decode_images(
+                data, self.image_size, self.resize, self.max_pixels
+            )
             unread = tf.not_equal(read_error, "")
             return {
                 "image": name,
@@ -102,7 +104,7 @@ class ImagePreprocessor:
 
         return files.batch(int(batch_size)).map(decode).prefetch(2)
 
-    def rows(self, images, batch_size=32):
+    def rows(self, images, batch_size):
         """Dicts of image (names), pixels, valid and error, `batch_size` rows each, for
         pixels (rows named by index) or a stream of files or encoded bytes (`batches`)."""
         if is_pixels(images):
@@ -125,12 +127,12 @@ class ImagePreprocessor:
         import tensorflow as tf
 
         try:
-            return decode_image(encoded, self.image_size, self.resize).numpy()
+            return decode_image(encoded, self.image_size, self.resize, self.max_pixels).numpy()
         except tf.errors.InvalidArgumentError as err:
             raise KerasSaatError(f"cannot decode image bytes: {decode_error(err)}") from None
 
 
-def feature_batches(features, batch_size=32):
+def feature_batches(features, batch_size):
     """`rows`' dicts for backbone features (B, L, C) instead of images."""
     features = np.asarray(features, np.float32)
     for start in range(0, len(features), batch_size):

@@ -31,6 +31,7 @@ MODEL_LIMITS = {
     "image_size": 2048,
     "max_length": 1024,
     "beam_size": 64,
+    "max_pixels": 1_000_000_000,
     "trainable_backbone_layers": 10_000,
 }
 
