@@ -34,7 +34,7 @@ def _export_formats():
 # only when the key is set, so loading a config does not import TensorFlow). The resize
 # modes, cache dtypes and compressions and LiteRT quantize modes repeat constants whose
 # owners import TensorFlow (data/images.py RESIZE_MODES, data/cache_format.py DTYPES and
-# COMPRESSIONS, serving/litert.py QUANTIZE_MODES); tests/test_config.py checks they agree.
+# COMPRESSIONS, export/litert.py QUANTIZE_MODES); tests/test_config.py checks they agree.
 CHOICES = {
     ("model", "attention"): _attentions,
     ("model", "reinforce_baseline"): ("moving_average", "expected_context"),

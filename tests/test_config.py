@@ -102,9 +102,8 @@ def test_a_recipe_name_loads_as_its_file():
 
 def test_choices_agree_with_the_constants_their_owners_define():
     """config_choices repeats these to stay importable without TensorFlow."""
-    from keras_saat.serving.litert import QUANTIZE_MODES
-
     from keras_saat.data.feature_cache.cache_format import COMPRESSIONS, DTYPES
+    from keras_saat.export.litert import QUANTIZE_MODES
     from keras_saat.images.decoding import RESIZE_MODES
 
     assert CHOICES["data", "resize"] == RESIZE_MODES

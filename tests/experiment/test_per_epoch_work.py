@@ -2,6 +2,7 @@
 capped, seeded subset of the val split."""
 
 import json
+import shutil
 
 import keras
 import pytest
@@ -28,7 +29,12 @@ def cache(tmp_path_factory):
     folder = tmp_path_factory.mktemp("per_epoch") / "cache"
     records = write_synthetic_cache(folder, 24, {"locations": 64, "channels": 128}, shard_size=8)
     index = json.loads((folder / "index.json").read_text())
-    index["splits"]["val"] = index["splits"]["train"]  # the same shards serve as val
+    val = json.loads(json.dumps(index["splits"]["train"]))  # the train shards, copied as val's
+    for shard in val["shards"]:
+        name = shard["file"].replace("train-", "val-", 1)
+        shutil.copy(folder / shard["file"], folder / name)
+        shard["file"] = name
+    index["splits"]["val"] = val
     (folder / "index.json").write_text(json.dumps(index))
     return FeatureCache(folder), records
 

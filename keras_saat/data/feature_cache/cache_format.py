@@ -127,13 +127,15 @@ def feature_example(position, row, dtype="float16", compression="none"):
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
-# How a record of the wrong length is named: `naming_damaged_shards` finds the text
-# between brackets in TensorFlow's error and raises it as the one line.
-_WRONG_LENGTH = (
-    "the feature cache holds a record that is not the {size} bytes its shape holds "
-    "(a damaged or foreign cache); delete the cache folder and run "
-    "`keras-saat extract-features` again"
+# How a damaged record is named: `naming_damaged_shards` finds the text between brackets
+# in TensorFlow's error and raises it as the one line.
+_DAMAGED = (
+    "the feature cache holds a record {what} (a damaged or foreign cache); delete the "
+    "cache folder and run `keras-saat extract-features` again"
 )
+_WRONG_LENGTH = _DAMAGED.format(what="that is not the {size} bytes its shape holds")
+BAD_SCALES = _DAMAGED.format(what="whose int8 channel scales are not finite and >= 0")
+BAD_POSITION = _DAMAGED.format(what="whose position is outside the {count} images of its split")
 
 
 def record_bytes(shape, dtype):
@@ -150,9 +152,10 @@ def compress_bound(size):
     return size + (size >> 12) + (size >> 14) + (size >> 25) + 13
 
 
-def _checked(data, ok, size):
-    """`data` once `ok` (a bool tensor) holds, else the error naming a record's length."""
-    check = tf.debugging.Assert(ok, [f"[{_WRONG_LENGTH.format(size=size)}]"], summarize=1)
+def checked(data, ok, message):
+    """`data` once `ok` (a bool tensor) holds, else an error carrying `message` in brackets
+    (`naming_damaged_shards` raises it as one line)."""
+    check = tf.debugging.Assert(ok, [f"[{message}]"], summarize=1)
     with tf.control_dependencies([check]):
         return tf.identity(data)
 
@@ -170,8 +173,9 @@ def inflate(data, size):
         size: int. The bytes each record holds uncompressed (`record_bytes`).
     """
     fits = tf.reduce_all(tf.strings.length(data) <= compress_bound(size))
-    out = tf.io.decode_compressed(_checked(data, fits, size), compression_type="ZLIB")
-    return _checked(out, tf.reduce_all(tf.strings.length(out) == size), size)
+    wrong = _WRONG_LENGTH.format(size=size)
+    out = tf.io.decode_compressed(checked(data, fits, wrong), compression_type="ZLIB")
+    return checked(out, tf.reduce_all(tf.strings.length(out) == size), wrong)
 
 
 def decode_features(examples, shape, dtype, compression="none", out_dtype=None):
@@ -194,7 +198,9 @@ def decode_features(examples, shape, dtype, compression="none", out_dtype=None):
     if compression == "zlib":
         data = inflate(data, size)
     else:
-        data = _checked(data, tf.reduce_all(tf.strings.length(data) == size), size)
+        data = checked(
+            data, tf.reduce_all(tf.strings.length(data) == size), _WRONG_LENGTH.format(size=size)
+        )
     batched = data.shape.rank == 1
     lead = (-1,) if batched else ()
     if dtype != "int8":
@@ -204,6 +210,8 @@ def decode_features(examples, shape, dtype, compression="none", out_dtype=None):
     head = channels * np.dtype(SCALE_DTYPE).itemsize
     scales = tf.io.decode_raw(tf.strings.substr(data, 0, head), tf.as_dtype(SCALE_DTYPE))
     scales = tf.reshape(scales, (*lead, channels))
+    usable = tf.reduce_all(tf.math.is_finite(scales) & (scales >= 0))
+    scales = checked(scales, usable, BAD_SCALES)
     values = tf.io.decode_raw(tf.strings.substr(data, head, locations * channels), tf.int8)
     values = tf.reshape(values, (*lead, channels, locations))
     values = tf.transpose(values, [0, 2, 1] if batched else [1, 0])  # (..., L, C)

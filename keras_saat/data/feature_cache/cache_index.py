@@ -11,11 +11,14 @@ import os
 from pathlib import Path
 
 from keras_saat.data.feature_cache.cache_format import (
+    COMPRESSIONS,
+    DTYPES,
     dataset_fingerprint,
     encoder_fingerprint,
     format_name,
     shard_inputs,
 )
+from keras_saat.data.readers.caption_dataset import SPLITS
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.image_files import MAX_FILE_BYTES
 from keras_saat.io_utils import write_json_atomic
@@ -53,26 +56,86 @@ def write_index(directory, index):
     write_json_atomic(Path(directory) / INDEX, index)
 
 
+def _damaged(directory, what):
+    return KerasSaatError(
+        f"the feature cache's {Path(directory) / INDEX} {what}; delete the folder {directory} "
+        "(it is extracted again) or choose another workdir"
+    )
+
+
+def check_layout(directory, index):
+    """Raises KerasSaatError unless `index` has the layout's shape: splits of the dataset's
+    names, each shard named as `shard_file` names it. A shared or downloaded cache carries
+    its own index, so no name in it is trusted to stay inside the cache folder."""
+    splits = index.get("splits") if isinstance(index, dict) else None
+    if not isinstance(splits, dict):
+        raise _damaged(directory, "is not a cache index (no splits)")
+    grid, channels = index.get("grid"), index.get("channels")
+    if not (
+        isinstance(grid, list)
+        and len(grid) == 2
+        and all(isinstance(g, int) and g > 0 for g in (*grid, channels))
+    ):
+        raise _damaged(directory, "has no feature grid and channels (positive integers)")
+    if index.get("dtype") not in DTYPES or index.get("compression", "none") not in COMPRESSIONS:
+        raise _damaged(directory, "names no record format this keras-saat reads")
+    for split, entry in splits.items():
+        if split not in SPLITS:
+            raise _damaged(
+                directory, f"names a split {split[:40]!r}, not one of {', '.join(SPLITS)}"
+            )
+        shards = entry.get("shards") if isinstance(entry, dict) else None
+        if not isinstance(shards, list) or not all(isinstance(s, dict) for s in shards):
+            raise _damaged(directory, f"has no shard list for {split}")
+        if not all(
+            isinstance(entry.get(k), int) and entry[k] >= 0 for k in ("count", "shard_size")
+        ):
+            raise _damaged(directory, f"has no image count or shard size for {split}")
+        for number, shard in enumerate(shards):
+            if not isinstance(shard.get("written", 0), int) or not isinstance(
+                shard.get("skipped", []), list
+            ):
+                raise _damaged(directory, f"has a malformed entry for {split}'s shard {number}")
+            if shard.get("file") != shard_file(split, number, len(shards)):
+                raise _damaged(
+                    directory,
+                    f"names {str(shard.get('file'))[:80]!r} for {split}'s shard {number}, not "
+                    f"{shard_file(split, number, len(shards))!r}",
+                )
+    return index
+
+
 def read_index(directory):
-    """index.json of a cache folder with the finished shards of progress.jsonl applied
-    (a line torn by a kill is ignored: its shard is written again)."""
+    """index.json of a cache folder, its layout checked (`check_layout`), with the finished
+    shards of progress.jsonl applied (a line torn by a kill, or of another shape, is
+    ignored: its shard is written again).
+
+    Raises:
+        KerasSaatError: index.json is not JSON or not a cache index's shape.
+    """
     directory = Path(directory)
-    index = json.loads((directory / INDEX).read_text())
+    try:
+        index = json.loads((directory / INDEX).read_text(encoding="utf-8"))
+    except (ValueError, RecursionError):
+        raise _damaged(directory, "is damaged (not JSON)") from None
+    check_layout(directory, index)
     progress = directory / PROGRESS
     if progress.is_file():
         for line in progress.read_text(errors="replace").splitlines():
             try:
                 entry = json.loads(line)
-                split = index["splits"][entry["split"]]
-                shard = split["shards"][int(entry["shard"])]
-                shard.update(
+                shards = index["splits"][entry["split"]]["shards"]
+                number = entry["shard"]
+                if not isinstance(number, int) or not 0 <= number < len(shards):
+                    continue
+                shards[number].update(
                     done=True,
                     written=int(entry["written"]),
-                    skipped=entry["skipped"],
+                    skipped=list(entry["skipped"]),
                     inputs=entry.get("inputs"),
                     bytes=entry.get("bytes"),
                 )
-            except (ValueError, KeyError, IndexError, TypeError):
+            except (ValueError, KeyError, IndexError, TypeError, RecursionError):
                 continue
     return index
 

@@ -25,7 +25,13 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from keras_saat.data.feature_cache.cache_format import RECORD_SPEC, decode_features, record_bytes
+from keras_saat.data.feature_cache.cache_format import (
+    BAD_POSITION,
+    RECORD_SPEC,
+    checked,
+    decode_features,
+    record_bytes,
+)
 from keras_saat.data.feature_cache.cache_index import INDEX, read_index
 from keras_saat.data.feature_cache.shard_checks import (
     check_shard,
@@ -127,16 +133,22 @@ class FeatureCache:
     def compression(self):
         return self.index.get("compression", "none")
 
-    def parse_fn(self, keep_dtype=False):
+    def parse_fn(self, keep_dtype=False, count=None):
         """serialized tf.train.Example -> {"position": int32, "features": (L, C)}, float32
-        unless keep_dtype (then the cache dtype; an int8 cache's rows dequantised to float16)."""
+        unless keep_dtype (then the cache dtype; an int8 cache's rows dequantised to float16).
+        With `count` (the split's images), a position outside [0, count) is a damaged record
+        (`naming_damaged_shards` names it)."""
         shape = (self.num_locations, self.channels)
         out = None if keep_dtype else tf.float32
 
         def parse(serialized):
             example = tf.io.parse_single_example(serialized, RECORD_SPEC)
             features = decode_features(example, shape, self.dtype, self.compression, out)
-            return {"position": tf.cast(example["position"], tf.int32), "features": features}
+            position = example["position"]
+            if count is not None:
+                inside = (position >= 0) & (position < count)
+                position = checked(position, inside, BAD_POSITION.format(count=count))
+            return {"position": tf.cast(position, tf.int32), "features": features}
 
         return parse
 
@@ -160,12 +172,14 @@ class FeatureCache:
         records = self._interleaved(
             split, shuffle_files, seed, lambda name, _: tf.data.TFRecordDataset(name)
         )
-        return records.map(self.parse_fn(keep_dtype), num_parallel_calls=tf.data.AUTOTUNE)
+        parse = self.parse_fn(keep_dtype, count=self.image_count(split))
+        return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
 
-    def read_shard(self, name, chunk=1024):
+    def read_shard(self, name, chunk=1024, count=None):
         """(positions int32 (n,), features (n, L, C) in the cache dtype, scales (n, C) float16
         or None) chunks of one shard file, in the order it holds them, parsed a chunk at a
-        time (scales: an int8 cache's per-image channel scales, `cache_format`)."""
+        time (scales: an int8 cache's per-image channel scales, `cache_format`). With
+        `count` (the split's images), a position outside [0, count) names the shard."""
         shape = (self.num_locations, self.channels)
         chunks = iter(tf.data.TFRecordDataset(name).batch(chunk).prefetch(1))
         while True:
@@ -176,6 +190,10 @@ class FeatureCache:
             if serialized is None:
                 return
             examples = tf.io.parse_example(serialized, RECORD_SPEC)
+            found = examples["position"].numpy()
+            if count is not None and len(found) and (found.min() < 0 or found.max() >= count):
+                reason = f"a record's position is outside the {count} images of its split"
+                raise damaged_shard_error(name, reason)
             positions = tf.cast(examples["position"], tf.int32)
             try:
                 if self.dtype == "int8":
@@ -185,9 +203,11 @@ class FeatureCache:
                 else:
                     rows = decode_features(examples, shape, self.dtype, self.compression)
                     scales = None
-            except tf.errors.InvalidArgumentError:  # a record's length (`decode_features`)
+            except tf.errors.InvalidArgumentError as err:  # `decode_features`' checks
                 size = record_bytes(shape, self.dtype)
                 reason = f"a record does not hold the {size} bytes of one image's features"
+                if "int8 channel scales" in err.message:
+                    reason = "a record's int8 channel scales are not finite and >= 0"
                 raise damaged_shard_error(name, reason) from None
             yield positions, rows, scales
 

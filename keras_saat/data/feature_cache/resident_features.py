@@ -89,7 +89,7 @@ class ResidentFeatures:
         self._shard_positions = []
         for name in cache.files(split):
             positions = [np.zeros(0, np.int32)]
-            for index, rows, scales in cache.read_shard(name, chunk):
+            for index, rows, scales in cache.read_shard(name, chunk, count=self.count):
                 if quantized:
                     self.scales.scatter_update(tf.IndexedSlices(scales, index))
                 elif scales is not None:  # dequantised once, here

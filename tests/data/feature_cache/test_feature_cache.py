@@ -183,7 +183,10 @@ def test_a_changed_image_extracts_only_its_shard_again(shapes_copy, encoder, tmp
     assert after[shards[0]] == before[shards[0]] and after[shards[2]] == before[shards[2]]
     assert after[shards[1]] != before[shards[1]]
     features = cache.load("train")[1]
-    np.testing.assert_array_equal(features[20], features[1])  # the new pixels' features
+    # The new pixels' features (to the last bits: image 1 was encoded in another batch, and
+    # oneDNN may pick another convolution for another batch's shape).
+    np.testing.assert_allclose(features[20], features[1], rtol=0.02, atol=1e-5)
+    assert not np.allclose(features[20], features[21], rtol=0.02, atol=1e-5)
     lines.clear()
     extract_features(encoder, shapes_copy, directory, shard_size=16, log=lines.append)
     assert "  extract train: cached (40 images)" in lines  # recorded: not extracted a third time
@@ -259,11 +262,11 @@ def test_caption_batches_use_every_caption_once_and_bucket_by_length(
     tokens = token_table(records, vocab, 20)
     plan = BatchPlan(8, seed=1, drop_remainder=False)
     for batch in caption_batches(cache, "train", records, tokens, plan):
-        tokens = batch["tokens"].numpy()
+        ids = batch["tokens"].numpy()
         # The features travel in the cache's dtype; the model casts them on the device.
-        assert tokens.shape[1] == width and batch["features"].dtype == tf.float16
-        assert (tokens[:, 0] == START_ID).all() and ((tokens == END_ID).sum(1) == 1).all()
-        seen += [tuple(t[t != PAD_ID]) for t in tokens]
+        assert ids.shape[1] == width and batch["features"].dtype == tf.float16
+        assert (ids[:, 0] == START_ID).all() and ((ids == END_ID).sum(1) == 1).all()
+        seen += [tuple(t[t != PAD_ID]) for t in ids]
     assert sorted(seen) == sorted(expected)
     # A max_length below the longest caption cuts captions to it, and the width with them.
     cut = [tuple(vocab.encode(c, 6)) for r in records for c in r.references]

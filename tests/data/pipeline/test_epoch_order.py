@@ -28,8 +28,8 @@ class RecordingCache(FeatureCache):
         super().__init__(directory)
         self.parsed = []
 
-    def parse_fn(self, keep_dtype=False):
-        parse = super().parse_fn(keep_dtype)
+    def parse_fn(self, keep_dtype=False, count=None):
+        parse = super().parse_fn(keep_dtype, count)
 
         def record(position):
             self.parsed.append(int(position))

@@ -1,0 +1,110 @@
+"""A feature cache's bookkeeping and records crafted to escape the cache folder or slip
+past training: every name is the layout's own, every record's scales and position are
+checked, each refusal one line."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_saat.data import read_karpathy
+from keras_saat.data.feature_cache.cache_format import feature_example
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
+from keras_saat.data.feature_cache.feature_extraction import extract_features
+from keras_saat.data.feature_cache.resident_features import ResidentFeatures
+from keras_saat.data.feature_cache.shard_checks import naming_damaged_shards
+from keras_saat.encoders import ImageEncoder
+from keras_saat.errors import KerasSaatError
+from keras_saat.testing.synthetic_data import write_synthetic_cache
+
+SIZE = {"locations": 4, "channels": 8}
+
+
+def test_a_shard_name_out_of_the_cache_is_refused_before_anything_is_written(shapes_dir, tmp_path):
+    shutil.copytree(shapes_dir, tmp_path / "shapes")
+    dataset = read_karpathy(tmp_path / "shapes" / "dataset_shapes.json")
+    tf.keras.utils.set_random_seed(0)
+    encoder = ImageEncoder("shapes_cnn")
+    quiet = lambda _: None  # noqa: E731
+    folder = tmp_path / "work" / "features"
+    extract_features(encoder, dataset, folder, splits=("train",), shard_size=16, log=quiet)
+    victim = tmp_path / "victim.tfrecord"
+    victim.write_text("precious")
+    index = json.loads((folder / "index.json").read_text())
+    index["splits"]["train"]["shards"][1].update(file="../../victim.tfrecord", done=False)
+    (folder / "index.json").write_text(json.dumps(index))
+    message = "names '../../victim.tfrecord' for train's shard 1, not 'train-00001-of-00003"
+    with pytest.raises(KerasSaatError, match=message):
+        extract_features(encoder, dataset, folder, splits=("train",), shard_size=16, log=quiet)
+    with pytest.raises(KerasSaatError, match=message):
+        FeatureCache(folder)
+    assert victim.read_text() == "precious"
+
+
+@pytest.mark.parametrize(
+    ("index", "message"),
+    [
+        ('{"version": 2, "splits": {', "is damaged \\(not JSON\\)"),
+        ("[" * 100_000 + "]" * 100_000, "is damaged \\(not JSON\\)"),
+        ('{"version": 2, "grid": [2, 2], "channels": 8, "dtype": "float16", "splits": '
+         '{"../x": {"count": 1, "shard_size": 1, "shards": []}}}', "names a split '../x'"),
+        ('{"version": 2, "grid": ["a", 2], "channels": 8, "dtype": "float16", "splits": {}}',
+         "no feature grid and channels"),
+    ],
+)  # fmt: skip
+def test_a_damaged_index_is_one_line(tmp_path, index, message):
+    (tmp_path / "index.json").write_text(index)
+    with pytest.raises(KerasSaatError, match=message):
+        FeatureCache(tmp_path)
+
+
+def test_a_deep_progress_line_is_ignored_as_a_torn_one(tmp_path):
+    write_synthetic_cache(tmp_path, 8, SIZE, shard_size=8)
+    (tmp_path / "progress.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n" +
+                                             '{"split": "train", "shard": -1}\n')  # fmt: skip
+    assert FeatureCache(tmp_path).count("train") == 8
+
+
+def crafted_shard(folder, records):
+    """A one-shard int8 cache of 8 positions whose records are `records` [(position, row
+    bytes or None)]: None keeps a real row."""
+    write_synthetic_cache(folder, 8, SIZE, shard_size=8, dtype="int8")
+    shard = folder / "train-00000-of-00001.tfrecord"
+    rows = np.random.default_rng(0).standard_normal((SIZE["locations"], SIZE["channels"]))
+    with tf.io.TFRecordWriter(str(shard)) as writer:
+        for position, replace in records:
+            example = tf.train.Example.FromString(feature_example(position, rows, "int8"))
+            if replace is not None:
+                data = example.features.feature["features"].bytes_list.value
+                data[0] = replace(data[0])
+            writer.write(example.SerializeToString())
+    index = json.loads((folder / "index.json").read_text())
+    index["splits"]["train"]["shards"][0]["bytes"] = shard.stat().st_size
+    (folder / "index.json").write_text(json.dumps(index))
+
+
+def nan_scale(data):
+    return np.array([np.nan], np.float16).tobytes() + data[2:]
+
+
+@pytest.mark.parametrize(
+    ("records", "streamed", "resident"),
+    [
+        ([(p, None) for p in range(7)] + [(7, nan_scale)],
+         "int8 channel scales are not finite", "int8 channel scales are not finite"),
+        ([(p, None) for p in range(7)] + [(1_000_000, None)],
+         "position is outside the 8 images of its split", "position is outside the 8 images"),
+    ],
+)  # fmt: skip
+def test_a_crafted_record_is_named_on_the_streamed_and_resident_paths(
+    tmp_path, records, streamed, resident
+):
+    crafted_shard(tmp_path, records)
+    cache = FeatureCache(tmp_path)
+    with pytest.raises(KerasSaatError, match=streamed):
+        with naming_damaged_shards(cache.files("train")):
+            list(cache.dataset("train"))
+    with pytest.raises(KerasSaatError, match=resident):
+        ResidentFeatures(cache, "train")
