@@ -11,7 +11,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 
-from keras_saat.beam.model_handler import ImageFile, SavedModelHandler, is_remote
+from keras_saat.beam.model_handler import BATCH_SIZE, ImageFile, SavedModelHandler, is_remote
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.image_files import find_images
 
@@ -122,11 +122,11 @@ class CaptionKeyedImages(beam.PTransform):
 
     Args:
         handler: SavedModelHandler, or the SavedModel folder (str) to build one.
-        batch_size: int. With a folder: images per model call. Defaults to 32.
+        batch_size: int. With a folder: images per model call. Defaults to BATCH_SIZE.
         large_model: bool. With a folder: one model copy per machine. Defaults to False.
     """
 
-    def __init__(self, handler, batch_size=32, large_model=False):
+    def __init__(self, handler, batch_size=BATCH_SIZE, large_model=False):
         super().__init__()
         if not isinstance(handler, SavedModelHandler):
             handler = SavedModelHandler(handler, batch_size=batch_size, large_model=large_model)
@@ -153,11 +153,11 @@ class CaptionImages(beam.PTransform):
 
     Args:
         handler: SavedModelHandler, or the SavedModel folder (str) to build one.
-        batch_size: int. With a folder: images per model call. Defaults to 32.
+        batch_size: int. With a folder: images per model call. Defaults to BATCH_SIZE.
         large_model: bool. With a folder: one model copy per machine. Defaults to False.
     """
 
-    def __init__(self, handler, batch_size=32, large_model=False):
+    def __init__(self, handler, batch_size=BATCH_SIZE, large_model=False):
         super().__init__()
         self._caption = CaptionKeyedImages(handler, batch_size, large_model)
 

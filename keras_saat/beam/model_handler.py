@@ -14,11 +14,13 @@ most MAX_BATCH_BYTES of encoded images (a larger file goes alone).
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
+from keras_saat.config import DecodeConfig
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.image_files import MAX_BATCH_BYTES, MAX_FILE_BYTES, encoded_images
 from keras_saat.serving.signatures import DEFAULT_SIGNATURE
 
 CAPTION_OUTPUTS = ("caption", "log_prob", "valid", "error")
+BATCH_SIZE = DecodeConfig.batch_size  # images per model call: the decode batch of `caption`
 
 
 class SignatureCall:
@@ -132,7 +134,7 @@ class SavedModelHandler(ModelHandler):
         input_key: str. The signature's input. Defaults to "image_bytes".
         output_keys: tuple of str. Defaults to caption, log_prob, valid, error.
         batch_size: int. Inputs per call; Beam's batches are exactly this size (but the
-            last), since its adaptive batching would start at 1. Defaults to 32.
+            last), since its adaptive batching would start at 1. Defaults to BATCH_SIZE.
         large_model: bool. One copy of the model per machine, shared by its worker
             processes, instead of one per process. Defaults to False.
     """
@@ -143,7 +145,7 @@ class SavedModelHandler(ModelHandler):
         signature=DEFAULT_SIGNATURE,
         input_key="image_bytes",
         output_keys=CAPTION_OUTPUTS,
-        batch_size=32,
+        batch_size=BATCH_SIZE,
         large_model=False,
     ):
         super().__init__(**fixed_batches(batch_size, large_model))

@@ -25,7 +25,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from keras_saat.beam.captioning import CaptionKeyedImages, caption_row, remote_call
-from keras_saat.beam.model_handler import SavedModelHandler, is_remote
+from keras_saat.beam.model_handler import BATCH_SIZE, SavedModelHandler, is_remote
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.image_files import is_utf8, printable
 from keras_saat.io_utils import write_bytes_atomic
@@ -227,7 +227,7 @@ class _WriteShard(beam.DoFn):
         )
 
 
-def caption_run(saved_model, paths, out, runner="local", beam_args=(), batch_size=32,
+def caption_run(saved_model, paths, out, runner="local", beam_args=(), batch_size=BATCH_SIZE,
                 shard_size=500, large_model=False, log=print):  # fmt: skip
     """Captions `paths` into shard files under `out` with Beam, skipping shards written before.
 
@@ -237,7 +237,7 @@ def caption_run(saved_model, paths, out, runner="local", beam_args=(), batch_siz
         out: str. The output folder (created when local and missing).
         runner: str. A `runner_name`. Defaults to "local".
         beam_args: list of str. Beam's pipeline options (--project=..., --num_workers=...).
-        batch_size: int. Images per model call. Defaults to 32.
+        batch_size: int. Images per model call. Defaults to BATCH_SIZE.
         shard_size: int. Images per output file. Defaults to 500.
         large_model: bool. One model copy per machine. Defaults to False.
         log: callable.
