@@ -16,7 +16,7 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from keras_saat.config import DecodeConfig
 from keras_saat.errors import KerasSaatError
-from keras_saat.images.image_files import MAX_BATCH_BYTES, MAX_FILE_BYTES, encoded_images
+from keras_saat.images.image_files import MAX_FILE_BYTES, batches_by_bytes, encoded_images
 from keras_saat.serving.signatures import DEFAULT_SIGNATURE
 
 CAPTION_OUTPUTS = ("caption", "log_prob", "valid", "error")
@@ -96,20 +96,6 @@ class ImageFile:
             return b"", " ".join(f"cannot read the file: {err}".split())[:300]
 
 
-def byte_bounded(items, limit=MAX_BATCH_BYTES):
-    """Consecutive runs of (index, bytes) pairs holding at most `limit` bytes together (a
-    longer item alone)."""
-    run, held = [], 0
-    for index, data in items:
-        if run and held + len(data) > limit:
-            yield run
-            run, held = [], 0
-        run.append((index, data))
-        held += len(data)
-    if run:
-        yield run
-
-
 def fixed_batches(batch_size, large_model):
     """A ModelHandler's batching arguments: batches of exactly `batch_size` (but the last;
     Beam's adaptive batching would start at 1) and `large_model` (one model a machine).
@@ -159,7 +145,9 @@ class SavedModelHandler(ModelHandler):
 
     def run_inference(self, batch, model, inference_args=None):
         results = [None] * len(batch)
-        for call in byte_bounded(self._read(batch, results)):
+        for call in batches_by_bytes(
+            self._read(batch, results), None, size=lambda item: len(item[1])
+        ):
             outputs = model([data for _, data in call])
             for row, (index, _) in enumerate(call):
                 results[index] = {key: values[row] for key, values in outputs.items()}

@@ -243,3 +243,26 @@ def is_utf8(name):
 def printable(name):
     """A path string with the bytes that are not UTF-8 shown as \\xNN."""
     return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def batches_by_bytes(items, count, limit=MAX_BATCH_BYTES, size=len):
+    """Consecutive lists of `items`, each of at most `count` items and `limit` bytes
+    together (`size(item)` each; a larger item goes alone): a batch's memory follows its
+    bytes as well as its count.
+
+    Args:
+        items: iterable.
+        count: int or None. The most items a list; None = no bound on the count.
+        limit: int. The most bytes a list. Defaults to MAX_BATCH_BYTES.
+        size: callable. An item's bytes. Defaults to len.
+    """
+    run, held = [], 0
+    for item in items:
+        bytes_ = size(item)
+        if run and (held + bytes_ > limit or (count is not None and len(run) >= count)):
+            yield run
+            run, held = [], 0
+        run.append(item)
+        held += bytes_
+    if run:
+        yield run

@@ -71,7 +71,9 @@ class ImagePreprocessor:
         Files are read one at a time and decoded a batch at a time in a `tf.data`
         pipeline, with the exported graph's decoder (`decode_images`), so memory holds a
         few batches whatever the number of images, and a file that cannot be read or
-        decoded marks its own row invalid instead of failing the batch.
+        decoded marks its own row invalid instead of failing the batch. A batch holds at
+        most MAX_BATCH_BYTES of encoded images (a larger file alone), so a folder of large
+        files costs a batch's bytes, not `batch_size` times the largest file.
 
         Args:
             images: iterable of paths or encoded image bytes (a generator is fine).
@@ -83,12 +85,14 @@ class ImagePreprocessor:
         """
         import tensorflow as tf
 
-        from keras_saat.images.image_files import encoded_images
+        from keras_saat.images.image_files import batches_by_bytes, encoded_images
 
-        text = tf.TensorSpec((), tf.string)
-        files = tf.data.Dataset.from_generator(
-            lambda: encoded_images(images), output_signature=(text, text, text)
-        )
+        def read():
+            for batch in batches_by_bytes(encoded_images(images), int(batch_size), size=_bytes):
+                yield tuple(list(column) for column in zip(*batch, strict=True))
+
+        text = tf.TensorSpec((None,), tf.string)
+        files = tf.data.Dataset.from_generator(read, output_signature=(text, text, text))
 
         def decode(name, data, read_error):
             pixels, decoded, error = decode_images(
@@ -102,7 +106,7 @@ class ImagePreprocessor:
                 "error": tf.where(unread, read_error, error),
             }
 
-        return files.batch(int(batch_size)).map(decode).prefetch(2)
+        return files.map(decode).prefetch(1)
 
     def rows(self, images, batch_size):
         """Dicts of image (names), pixels, valid and error, `batch_size` rows each, for
@@ -130,6 +134,11 @@ class ImagePreprocessor:
             return decode_image(encoded, self.image_size, self.resize, self.max_pixels).numpy()
         except tf.errors.InvalidArgumentError as err:
             raise KerasSaatError(f"cannot decode image bytes: {decode_error(err)}") from None
+
+
+def _bytes(item):
+    """An (name, bytes, error) item's encoded bytes."""
+    return len(item[1])
 
 
 def feature_batches(features, batch_size):

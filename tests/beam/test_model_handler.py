@@ -10,16 +10,8 @@ import pytest
 
 pytest.importorskip("apache_beam")
 
-from keras_saat.beam.model_handler import byte_bounded  # noqa: E402
 from keras_saat.images.image_files import MAX_BATCH_BYTES, MAX_FILE_BYTES  # noqa: E402
 from tests.helpers import ROOT, cap_address_space  # noqa: E402
-
-
-def test_calls_hold_at_most_the_byte_bound_and_a_larger_item_goes_alone():
-    items = list(enumerate([b"a" * 4, b"b" * 5, b"c" * 20, b"d" * 1, b"e" * 9]))
-    runs = [[index for index, _ in run] for run in byte_bounded(items, limit=10)]
-    assert runs == [[0, 1], [2], [3, 4]]
-    assert sum(runs, []) == list(range(5))
 
 
 def test_a_batch_of_large_files_costs_one_call_of_bytes_not_the_batch(

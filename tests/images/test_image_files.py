@@ -56,3 +56,13 @@ def test_a_name_that_is_not_utf8_is_a_row_error(tree):
     rows = {name: error for name, _, error in encoded_images(find_images([tree]))}
     assert rows[f"{tree}/caf\\xe9.png"] == "the file name is not valid UTF-8; rename the file"
     assert rows[f"{tree}/a.png"] == ""
+
+
+def test_batches_hold_at_most_their_count_and_bytes_and_a_larger_item_goes_alone():
+    from keras_saat.images.image_files import batches_by_bytes
+
+    items = [b"a" * 4, b"b" * 5, b"c" * 20, b"d" * 1, b"e" * 9, b"f", b"g"]
+    runs = [[i[0:1] for i in run] for run in batches_by_bytes(items, 3, limit=10)]
+    assert runs == [[b"a", b"b"], [b"c"], [b"d", b"e"], [b"f", b"g"]]
+    assert [len(r) for r in batches_by_bytes([b"x"] * 7, 3, limit=100)] == [3, 3, 1]
+    assert [len(r) for r in batches_by_bytes([b"x"] * 7, None, limit=3)] == [3, 3, 1]
