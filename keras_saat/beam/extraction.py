@@ -17,8 +17,6 @@ those lines into index.json as the one-process path does.
 import collections
 import io
 import json
-import os
-import uuid
 from pathlib import Path
 
 import apache_beam as beam
@@ -217,10 +215,10 @@ class _WriteShard(beam.DoFn):
         for item in items:
             if item[0] == "skip":
                 skips.add(item[2], image_place(images[item[1]]))
-        tmp = directory / f"{file}.tmp-{uuid.uuid4().hex[:8]}"  # a retried bundle's own
-        with tf.io.TFRecordWriter(str(tmp)) as writer:
-            for position, row in rows:
-                writer.write(feature_example(position, row, *self._format))
+        with atomic_path(directory / file) as tmp:  # a retried bundle writes its own
+            with tf.io.TFRecordWriter(str(tmp)) as writer:
+                for position, row in rows:
+                    writer.write(feature_example(position, row, *self._format))
         written = [position for position, _ in rows]
         entry = {
             "split": header["split"],
@@ -230,11 +228,7 @@ class _WriteShard(beam.DoFn):
             "skipped": skipped_entries(images, images, written, skips),
             "skips": dict(skips.where),
         }
-        os.replace(tmp, directory / file)
-        done = directory / BEAM_DIR / (file + DONE_SUFFIX)
-        done_tmp = done.with_name(f"{done.name}.tmp-{uuid.uuid4().hex[:8]}")
-        done_tmp.write_text(json.dumps(entry), encoding="utf-8")
-        os.replace(done_tmp, done)
+        write_bytes_atomic(directory / BEAM_DIR / (file + DONE_SUFFIX), json.dumps(entry).encode())
         yield entry
 
 

@@ -10,7 +10,6 @@ the epochs' batches (`epoch_batches`), train the decoder with the GradientTape l
 the best validation BLEU-4, and score the test split (`keras_saat.experiment.scoring`).
 """
 
-import os
 import time
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from keras_saat.experiment.preparation import (
 from keras_saat.experiment.resume_check import check_resume_config
 from keras_saat.experiment.run_context import start_runtime
 from keras_saat.experiment.scoring import caption_split, evaluate
+from keras_saat.io_utils import atomic_path
 from keras_saat.models.factories import build_captioner
 from keras_saat.runtime.cpu_kernels import onednn_enabled
 from keras_saat.runtime.precision import dtype_policy
@@ -246,8 +246,7 @@ def _cpu_kernels_text():
 def _save_model(model, path):
     """Writes the model as .keras atomically (a killed run never leaves half a file), in
     float32 whatever precision it trained in, so the file loads and computes anywhere."""
-    tmp = path.with_name(f".{path.stem}.tmp.keras")
     if model.precision != "float32":
         model = model.with_precision("float32")
-    model.save(tmp)
-    os.replace(tmp, path)
+    with atomic_path(path, suffix=".keras") as tmp:
+        model.save(tmp)

@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_saat.errors import KerasSaatError
+from keras_saat.io_utils import write_bytes_atomic
 from keras_saat.serving.signatures import DEFAULT_SIGNATURE
 from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID, UNK_ID
 from keras_saat.workdir import VOCAB_FILE
@@ -133,9 +134,7 @@ def export_litert(model, out, decode, export, version=None, metadata=None, log=p
     data = convert(litert_function(model, decode, encoder), export.quantize)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{export.model_name}.tflite"
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    write_bytes_atomic(path, data)
     (out / VOCAB_FILE).write_text("\n".join(model.vocabulary.words) + "\n", encoding="utf-8")
     info = {
         "format": "litert",

@@ -11,7 +11,6 @@ thread, `ShardWriter`) overlap. The index and progress bookkeeping lives in
 writes this same layout.
 """
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ from keras_saat.data.feature_cache.shard_writer import ShardWriter
 from keras_saat.data.readers.caption_dataset import SPLITS, Skips
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.decoding import decode_calls, image_decoder
+from keras_saat.io_utils import atomic_path
 from keras_saat.runtime.pipeline_options import without_autotune
 
 
@@ -148,24 +148,25 @@ def extract_features(
             stream = _image_stream(
                 dataset, split, records, start, stop, encoder.image_size, resize, shard_skips
             )
-            tmp = directory / (shard["file"] + ".tmp")
-            writer = ShardWriter(tmp, dtype, compression)
-            writer.start()
-            try:
-                if stream is not None:
-                    for positions, pixels in stream.batch(batch_size).prefetch(2):
-                        features = encode(pixels).numpy()  # (B, L, C)
-                        writer.queue.put((positions.numpy(), features))
-                        _bar(split, done + len(writer.written), total, start_time)
-                        if writer.error:
-                            break
-            finally:
-                writer.queue.put(None)
-                writer.join()
-            if writer.error:
-                raise KerasSaatError(f"cannot write the feature cache shard {tmp}: {writer.error}")
+            with atomic_path(directory / shard["file"]) as tmp:
+                writer = ShardWriter(tmp, dtype, compression)
+                writer.start()
+                try:
+                    if stream is not None:
+                        for positions, pixels in stream.batch(batch_size).prefetch(2):
+                            features = encode(pixels).numpy()  # (B, L, C)
+                            writer.queue.put((positions.numpy(), features))
+                            _bar(split, done + len(writer.written), total, start_time)
+                            if writer.error:
+                                break
+                finally:
+                    writer.queue.put(None)
+                    writer.join()
+                if writer.error:
+                    raise KerasSaatError(
+                        f"cannot write the feature cache shard {tmp}: {writer.error}"
+                    )
             reasons = skipped_entries(records, range(start, stop), writer.written, shard_skips)
-            os.replace(tmp, directory / shard["file"])
             finish_shard(directory, split, i, shard, len(writer.written), reasons, inputs)
             skips.merge(shard_skips)
             done += stop - start
