@@ -23,6 +23,7 @@ CASE_MODULES = (
     "keras_saat.testing.crafted_presets",
     "keras_saat.testing.crafted_requests",
     "keras_saat.testing.crafted_settings",
+    "keras_saat.testing.crafted_files",
 )
 
 
