@@ -36,7 +36,8 @@ def find_images(paths):
     followed); a pattern with `*`, `?` or `[` gives its sorted matches that are image
     files (`**` matches any number of folders); any other path is kept as given (a
     missing file becomes one error row later, not a failure here). Each real file
-    comes once, however many links or loops lead to it.
+    comes once, however many symbolic links or loops lead to it; hard links are names of
+    their own (each gets its row).
 
     Args:
         paths: iterable of str or Path.
@@ -63,7 +64,7 @@ def find_images(paths):
             empty.append(what)
             matches = [Path(argument)]  # an error row of its own (`encoded_images`)
         for path in matches:
-            key = _identity(path)
+            key = os.path.realpath(path)  # symbolic links resolved; a hard link is its own name
             if key not in seen:
                 seen.add(key)
                 found.append(path)

@@ -66,3 +66,14 @@ def test_batches_hold_at_most_their_count_and_bytes_and_a_larger_item_goes_alone
     assert runs == [[b"a", b"b"], [b"c"], [b"d", b"e"], [b"f", b"g"]]
     assert [len(r) for r in batches_by_bytes([b"x"] * 7, 3, limit=100)] == [3, 3, 1]
     assert [len(r) for r in batches_by_bytes([b"x"] * 7, None, limit=3)] == [3, 3, 1]
+
+
+def test_a_hard_link_is_a_name_of_its_own_and_a_symbolic_link_is_not(tmp_path):
+    import os
+
+    from keras_saat.images.image_files import find_images
+
+    (tmp_path / "a.png").write_bytes(b"\x89PNG")
+    os.link(tmp_path / "a.png", tmp_path / "b.png")
+    (tmp_path / "c.png").symlink_to(tmp_path / "a.png")
+    assert [p.name for p in find_images([tmp_path])] == ["a.png", "b.png"]
