@@ -3,6 +3,7 @@
 import contextlib
 import json
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -39,6 +40,16 @@ def atomic_path(path, suffix=""):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def remove_temporaries(folder):
+    """Removes the temporaries `atomic_path` left in `folder` when their writer was killed;
+    call it when no writer can be running there. Returns how many."""
+    pattern = re.compile(r"\..+\.[0-9a-f]{12}\.tmp(\.[a-z]+)?")
+    found = [p for p in Path(folder).iterdir() if pattern.fullmatch(p.name) and p.is_file()]
+    for path in found:
+        path.unlink()
+    return len(found)
 
 
 def write_bytes_atomic(path, data):

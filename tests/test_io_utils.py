@@ -34,3 +34,14 @@ def test_concurrent_writers_never_share_a_temporary(tmp_path):
     for thread in threads:
         thread.join()
     assert path.read_text() in texts and os.listdir(tmp_path) == ["shared.txt"]
+
+
+def test_temporaries_of_killed_writers_are_removed_and_nothing_else(tmp_path):
+    from keras_saat.io_utils import remove_temporaries
+
+    (tmp_path / "shard.tfrecord").write_bytes(b"kept")
+    (tmp_path / ".shard.tfrecord.0123456789ab.tmp").write_bytes(b"left by a kill")
+    (tmp_path / ".model.keras.0123456789ab.tmp.keras").write_bytes(b"left by a kill")
+    (tmp_path / ".hidden.tmp").write_bytes(b"not ours")
+    assert remove_temporaries(tmp_path) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".hidden.tmp", "shard.tfrecord"]

@@ -21,7 +21,7 @@ from keras_saat.data.feature_cache.cache_format import (
 from keras_saat.data.readers.caption_dataset import SPLITS
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.image_files import MAX_FILE_BYTES
-from keras_saat.io_utils import write_json_atomic
+from keras_saat.io_utils import remove_temporaries, write_json_atomic
 
 INDEX = "index.json"
 PROGRESS = "progress.jsonl"
@@ -171,11 +171,13 @@ def finish_shard(directory, split, number, shard, written, skipped, inputs):
 
 
 def compact_index(directory, index):
-    """Folds progress.jsonl into index.json (the one whole rewrite of an extraction)."""
+    """Folds progress.jsonl into index.json (the one whole rewrite of an extraction) and
+    removes the shard temporaries of writers killed before they finished."""
     progress = directory / PROGRESS
     if progress.exists():
         write_index(directory, index)
         progress.unlink()
+    remove_temporaries(directory)
 
 
 def open_index(directory, fingerprint, header):
