@@ -300,3 +300,19 @@ def run_capped_cases(names, warm="", headroom_mb=1024, timeout=120):
         json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("ANSWER ")
     )
     return done.returncode, answers, done.stderr[-2000:]
+
+
+def sparse_images(folder, count, images=()):
+    """Paths (str) of `count` PNG-headed files just under the 64 MiB read bound (sparse, so
+    free on disk) with the real `images` in the middle: a batch of them is gigabytes."""
+    from keras_saat.images.image_files import MAX_FILE_BYTES
+
+    paths = []
+    for i in range(count):
+        path = Path(folder) / f"big-{i:02d}.png"
+        with open(path, "wb") as out:
+            out.write(b"\x89PNG\r\n\x1a\n")
+            out.truncate(MAX_FILE_BYTES - 1)
+        paths.append(str(path))
+    paths[count // 2 : count // 2] = [str(p) for p in images]
+    return paths

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("apache_beam")
 
 from keras_saat.images.image_files import MAX_BATCH_BYTES, MAX_FILE_BYTES  # noqa: E402
-from tests.helpers import ROOT, cap_address_space  # noqa: E402
+from tests.helpers import ROOT, cap_address_space, sparse_images  # noqa: E402
 
 
 def test_a_batch_of_large_files_costs_one_call_of_bytes_not_the_batch(
@@ -21,14 +21,7 @@ def test_a_batch_of_large_files_costs_one_call_of_bytes_not_the_batch(
     images in one batch of 42, in a child capped at what it holds after loading the
     SavedModel plus 768 MiB: the whole batch's bytes (2.5 GiB) would not fit."""
     assert MAX_BATCH_BYTES <= MAX_FILE_BYTES
-    paths = []
-    for i in range(40):
-        path = tmp_path / f"big-{i:02d}.png"
-        with open(path, "wb") as out:
-            out.write(b"\x89PNG\r\n\x1a\n")
-            out.truncate(MAX_FILE_BYTES - 1)
-        paths.append(str(path))
-    paths[20:20] = [str(p) for p in test_images[:2]]
+    paths = sparse_images(tmp_path, 40, test_images[:2])
     model = str(small_export / "1")
     script = "\n".join([
         "import json, sys",

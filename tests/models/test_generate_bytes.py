@@ -7,8 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from keras_saat.images.image_files import MAX_FILE_BYTES
-from tests.helpers import ROOT, cap_address_space
+from tests.helpers import ROOT, cap_address_space, sparse_images
 
 
 def test_a_folder_of_files_near_the_read_bound_costs_a_batch_of_bytes(
@@ -17,14 +16,7 @@ def test_a_folder_of_files_near_the_read_bound_costs_a_batch_of_bytes(
     """40 files just under the 64 MiB read bound (sparse: free on disk) and two real images
     at batch 32, in a child capped 768 MiB above what it holds after loading the model and
     one warm call: 32 such files in one batch would be 2 GiB."""
-    paths = []
-    for i in range(40):
-        path = tmp_path / f"big-{i:02d}.png"
-        with open(path, "wb") as out:
-            out.write(b"\x89PNG\r\n\x1a\n")
-            out.truncate(MAX_FILE_BYTES - 1)
-        paths.append(str(path))
-    paths[20:20] = [str(p) for p in test_images[:2]]
+    paths = sparse_images(tmp_path, 40, test_images[:2])
     script = textwrap.dedent(f"""
         import json
         from keras_saat import load_captioner

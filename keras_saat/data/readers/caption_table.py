@@ -62,21 +62,16 @@ def _lines(handle):
         yield number, text.removeprefix("\ufeff") if number == 1 else text
 
 
-def _json_rows(lines):
-    for number, line in lines:
-        if isinstance(line, Exception) or not line.strip():
-            if isinstance(line, Exception):
-                yield number, line
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as err:
-            yield number, ValueError(f"not a JSON object: {getattr(err, 'msg', err)}")
-            continue
-        except RecursionError:
-            yield number, ValueError("not a JSON object: nested too deeply")
-            continue
-        yield number, row if isinstance(row, dict) else ValueError("not a JSON object")
+def _json_row(line):
+    try:
+        row = json.loads(line)
+    except ValueError as err:
+        raise ValueError(f"not a JSON object: {getattr(err, 'msg', err)}") from None
+    except RecursionError:
+        raise ValueError("not a JSON object: nested too deeply") from None
+    if not isinstance(row, dict):
+        raise ValueError("not a JSON object")
+    return row
 
 
 def _fields(line, delimiter):
@@ -93,7 +88,25 @@ def _fields(line, delimiter):
         ) from None
 
 
-def _table_rows(path, lines, delimiter):
+def _table_row(columns, delimiter):
+    def parse(line):
+        fields = _fields(line, delimiter)
+        if len(fields) != len(columns):
+            kind = "tab-separated" if delimiter == "\t" else "comma-separated"
+            raise ValueError(
+                f"{len(fields)} {kind} fields where the first line names {len(columns)}"
+            )
+        return dict(zip(columns, fields, strict=True))
+
+    return parse
+
+
+def _header(path, lines, delimiter):
+    """The columns of a CSV/TSV file's first line.
+
+    Raises:
+        KerasSaatError: no image or no caption column.
+    """
     header = next(lines, (1, ""))[1]
     columns = (
         [] if isinstance(header, Exception) else [c.strip() for c in _fields(header, delimiter)]
@@ -105,36 +118,26 @@ def _table_rows(path, lines, delimiter):
             f"split); it has no {', '.join(sorted(missing))} column "
             f"(columns: {', '.join(columns or ['none'])})"
         )
-    for number, line in lines:
-        if isinstance(line, Exception) or not line.strip():
-            if isinstance(line, Exception):
-                yield number, line
-            continue
-        try:
-            fields = _fields(line, delimiter)
-        except ValueError as err:
-            yield number, err
-            continue
-        if len(fields) != len(columns):
-            kind = "tab-separated" if delimiter == "\t" else "comma-separated"
-            yield (
-                number,
-                ValueError(
-                    f"{len(fields)} {kind} fields where the first line names {len(columns)}"
-                ),
-            )
-            continue
-        yield number, dict(zip(columns, fields, strict=True))
+    return columns
 
 
 def _rows(path, handle):
     """(line number, dict or the ValueError that makes it a bad row) per row of a CSV/TSV
-    (with a header) or JSON lines file, read a line at a time."""
+    (with a header) or JSON lines file, read a line at a time; blank lines are skipped."""
     delimiter = FORMATS[path.suffix.lower()]
     lines = _lines(handle)
     if delimiter is None:
-        return _json_rows(lines)
-    return _table_rows(path, lines, delimiter)
+        parse = _json_row
+    else:
+        parse = _table_row(_header(path, lines, delimiter), delimiter)
+    for number, line in lines:
+        if isinstance(line, Exception):
+            yield number, line
+        elif line.strip():
+            try:
+                yield number, parse(line)
+            except ValueError as err:
+                yield number, err
 
 
 def _file_rows(path):
