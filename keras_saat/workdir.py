@@ -62,9 +62,10 @@ def workdir_lock(workdir, command):
             f"{path} cannot be opened as the workdir's lock ({err.strerror}); it must be a "
             "plain file: remove it and run again"
         ) from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:  # a hard link: another's file
         os.close(fd)
-        raise KerasSaatError(f"{path} is not a plain file; remove it and run again")
+        raise KerasSaatError(f"{path} is not a plain file of its own; remove it and run again")
     with open(fd, "r+", encoding="utf-8") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -180,6 +180,11 @@ def test_a_planted_link_in_the_workdir_redirects_no_write(tmp_path):
         with workdir_lock(workdir, "train"):
             pass
     (workdir / "train.lock").unlink()
+    os.link(victim, workdir / "train.lock")  # a hard link: the victim's own inode
+    with pytest.raises(KerasSaatError, match="train.lock is not a plain file of its own"):
+        with workdir_lock(workdir, "train"):
+            pass
+    (workdir / "train.lock").unlink()
     os.mkfifo(workdir / "train.lock")
     with pytest.raises(KerasSaatError, match="train.lock is not a plain file"):
         with workdir_lock(workdir, "train"):

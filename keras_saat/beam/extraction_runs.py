@@ -53,7 +53,7 @@ def _finished_record(directory, file):
             for place in places:
                 skips.add(reason, place)
         return record, skips, int(record["written"]), list(record["skipped"]), record["inputs"]
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
         return None
 
 

@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import uuid
 
 import apache_beam as beam
@@ -31,6 +32,8 @@ from keras_saat.images.image_files import is_utf8, printable
 from keras_saat.io_utils import write_bytes_atomic
 
 PREFIX = "captions"
+# A shard file's name (`shards`): only these are the run's; any other file in OUT is left.
+SHARD_NAME = re.compile(rf"{PREFIX}-\d{{5}}-[0-9a-f]{{12}}\.jsonl")
 LISTS = ".lists"
 # --runner NAME -> Beam's runner name; "local" is the FnApiRunner object (below).
 RUNNERS = {
@@ -137,7 +140,7 @@ def written_shards(out):
     if not is_remote(out):
         if not os.path.isdir(out):
             return set()
-        names = {n for n in os.listdir(out) if n.startswith(PREFIX + "-") and n.endswith(".jsonl")}
+        names = {n for n in os.listdir(out) if SHARD_NAME.fullmatch(n)}
         for name in sorted(names):
             if not os.path.isfile(os.path.join(out, name)):
                 raise KerasSaatError(
@@ -146,7 +149,8 @@ def written_shards(out):
         return {n.removesuffix(".jsonl") for n in names}
     pattern = FileSystems.join(glob_escape(out), f"{PREFIX}-*.jsonl")
     found = remote_call(out, FileSystems.match, [pattern])[0].metadata_list
-    return {m.path.rstrip("/").split("/")[-1].removesuffix(".jsonl") for m in found}
+    names = {m.path.rstrip("/").split("/")[-1] for m in found}
+    return {n.removesuffix(".jsonl") for n in names if SHARD_NAME.fullmatch(n)}
 
 
 def _write_text(path, text, replace=False):

@@ -23,6 +23,7 @@ run's rows whose shard was never written are captioned again.
 
 import csv
 import json
+import os
 import re
 import stat
 from pathlib import Path
@@ -130,8 +131,10 @@ class CaptionFile:
             raise KerasSaatError(
                 f"--out {path}: the folder {path.parent} does not exist; create it first"
             )
-        if path.exists() and not stat.S_ISREG(path.stat().st_mode):
-            raise KerasSaatError(f"--out {path} is not a regular file; give a file name")
+        if os.path.lexists(path) and not stat.S_ISREG(path.lstat().st_mode):
+            raise KerasSaatError(
+                f"--out {path} is not a regular file (a link, folder or FIFO); give a file name"
+            )
         return kind
 
     def _keep(self, row):

@@ -99,7 +99,7 @@ def in_slices(function, inputs, pads, output_spec, size=SLICE_IMAGES):
     """
     count = tf.shape(inputs[0])[0]
     chunk = tf.maximum(tf.minimum(count, size), 1)
-    slices = (count + chunk - 1) // chunk
+    slices = tf.maximum((count + chunk - 1) // chunk, 1)  # an empty request: one padded row
 
     def cut(tensor, pad):
         extra = tf.concat([[slices * chunk - count], tf.shape(tensor)[1:]], 0)

@@ -177,6 +177,11 @@ def test_hostile_names_and_a_hostile_out_folder_keep_every_row_where_it_belongs(
     assert "removing" in capsys.readouterr().out
     assert sorted(shard_rows(out)) == sorted([str(photos / "a.png"), bad])
 
+    # A file of the user's own in --out is never a stale shard.
+    (out / "captions-final.jsonl").write_text("mine\n")
+    assert main(argv) == 0  # every shard written before: nothing captioned, nothing failed
+    assert (out / "captions-final.jsonl").read_text() == "mine\n"
+
     # A folder under a shard's name: one line.
     (out / "captions-00009-000000000000.jsonl").mkdir()
     assert main(argv) == 2

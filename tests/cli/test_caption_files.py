@@ -128,8 +128,10 @@ def test_out_that_is_not_a_regular_file_is_refused_before_it_is_opened(tmp_path)
 
     os.mkfifo(tmp_path / "fifo.jsonl")
     (tmp_path / "folder.csv").mkdir()
-    for name in ("fifo.jsonl", "folder.csv"):
-        with pytest.raises(KerasSaatError, match="is not a regular file; give a file name"):
+    (tmp_path / "victim.jsonl").write_text("")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "victim.jsonl")
+    for name in ("fifo.jsonl", "folder.csv", "link.jsonl"):
+        with pytest.raises(KerasSaatError, match="is not a regular file .*; give a file name"):
             CaptionFile.check(tmp_path / name)
 
 

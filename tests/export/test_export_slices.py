@@ -24,6 +24,8 @@ def test_a_request_over_a_slice_gives_each_image_the_outputs_of_a_small_call(
     count = SLICE_IMAGES + 6  # two slices, the second padded
     many = signature(image_bytes=tf.constant([images[i % 4] for i in range(count)]))
     assert many["caption"].shape == (count,) and many["attention"].shape[0] == count
+    none = signature(image_bytes=tf.constant([], tf.string))  # an empty request: empty outputs
+    assert none["caption"].shape == (0,) and none["attention"].shape[0] == 0
     for i in range(count):
         for key in ("caption", "tokens", "valid", "error"):
             assert np.array_equal(many[key][i].numpy(), small[key][i % 4].numpy()), (key, i)

@@ -63,6 +63,24 @@ def _damaged(directory, what):
     )
 
 
+def _whole_entry(shard, shard_size, count):
+    """Whether a shard's entry has the layout's fields: done, written and skipped within the
+    shard's size, each skip a [position, reason] inside the split."""
+    written, skipped = shard.get("written"), shard.get("skipped")
+    if not (isinstance(shard.get("done"), bool) and isinstance(written, int)):
+        return False
+    if not isinstance(skipped, list) or not 0 <= written <= shard_size - len(skipped):
+        return False
+    return all(
+        isinstance(s, list)
+        and len(s) == 2
+        and isinstance(s[0], int)
+        and 0 <= s[0] < count
+        and isinstance(s[1], str)
+        for s in skipped
+    )
+
+
 def check_layout(directory, index):
     """Raises KerasSaatError unless `index` has the layout's shape: splits of the dataset's
     names, each shard named as `shard_file` names it. A shared or downloaded cache carries
@@ -92,9 +110,7 @@ def check_layout(directory, index):
         ):
             raise _damaged(directory, f"has no image count or shard size for {split}")
         for number, shard in enumerate(shards):
-            if not isinstance(shard.get("written", 0), int) or not isinstance(
-                shard.get("skipped", []), list
-            ):
+            if not _whole_entry(shard, entry["shard_size"], entry["count"]):
                 raise _damaged(directory, f"has a malformed entry for {split}'s shard {number}")
             if shard.get("file") != shard_file(split, number, len(shards)):
                 raise _damaged(
@@ -135,7 +151,7 @@ def read_index(directory):
                     inputs=entry.get("inputs"),
                     bytes=entry.get("bytes"),
                 )
-            except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+            except (ValueError, KeyError, IndexError, TypeError, OverflowError, RecursionError):
                 continue
     return index
 

@@ -81,11 +81,14 @@ def _fields(line, delimiter):
         return line.split("\t")
     try:
         return next(csv.reader([line], delimiter=delimiter, strict=True), [])
-    except csv.Error:
-        raise ValueError(
-            'a quoted field (") that does not close on its line; a caption is one line, '
-            'and a quote inside a quoted field is written ""'
-        ) from None
+    except csv.Error as err:
+        if "unexpected end of data" in str(err):
+            raise ValueError(
+                'a quoted field (") that does not close on its line; a caption is one line, '
+                'and a quote inside a quoted field is written ""'
+            ) from None
+    # Text after a closing quote ("Quoted" caption): read as spreadsheets read it.
+    return next(csv.reader([line], delimiter=delimiter), [])
 
 
 def _table_row(columns, delimiter):

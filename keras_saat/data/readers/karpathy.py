@@ -30,6 +30,10 @@ def read_json(path, what):
         raise KerasSaatError(
             f"{what} {path} is not UTF-8 text (byte {err.start}): {err.reason}"
         ) from None
+    except ValueError as err:  # an integer of over 4300 digits, which int() refuses
+        raise KerasSaatError(
+            f"{what} {path} holds a value that cannot be read: {err}"[:300]
+        ) from None
     except RecursionError:
         raise KerasSaatError(f"{what} {path} is nested too deeply to be a dataset file") from None
 

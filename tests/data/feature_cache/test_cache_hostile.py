@@ -60,10 +60,26 @@ def test_a_damaged_index_is_one_line(tmp_path, index, message):
         FeatureCache(tmp_path)
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [{"written": 10**13}, {"written": -1}, {"skipped": [5]}, {"skipped": [[99, "x"]]},
+     {"done": None}],
+)  # fmt: skip
+def test_a_shard_entry_of_another_shape_refuses_the_cache(tmp_path, entry):
+    write_synthetic_cache(tmp_path, 8, SIZE, shard_size=8)
+    index = json.loads((tmp_path / "index.json").read_text())
+    index["splits"]["train"]["shards"][0].update(entry)
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    with pytest.raises(KerasSaatError, match="has a malformed entry for train's shard 0"):
+        FeatureCache(tmp_path)
+
+
 def test_a_deep_progress_line_is_ignored_as_a_torn_one(tmp_path):
     write_synthetic_cache(tmp_path, 8, SIZE, shard_size=8)
     (tmp_path / "progress.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n" +
-                                             '{"split": "train", "shard": -1}\n')  # fmt: skip
+                                             '{"split": "train", "shard": -1}\n' +
+                                             '{"split": "train", "shard": 0, "written": Infinity,'
+                                             ' "skipped": []}\n')  # fmt: skip
     assert FeatureCache(tmp_path).count("train") == 8
 
 

@@ -44,7 +44,7 @@ def test_a_tsv_caption_that_starts_with_a_quote_keeps_the_rows_after_it(photos):
 
 def test_a_csv_quote_that_does_not_close_is_named_and_the_next_rows_stay(photos):
     path = photos / "c.csv"
-    path.write_text('image,caption\nphotos/a.png,"never closed\nphotos/b.png,fine\n')
+    path.write_text('image,caption\nphotos/a.png,"never closed\nphotos/b.png,"fine" here\n')
     message = problems(path)
     assert 'c.csv:2: a quoted field (") that does not close on its line' in message
     assert "1 bad row" in message  # line 3 read as its own row
@@ -135,6 +135,9 @@ def test_a_karpathy_field_of_the_wrong_type_is_named(tmp_path, image, message):
         read_karpathy(path)
     path.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(KerasSaatError, match="nested too deeply"):
+        read_karpathy(path)
+    path.write_text('{"images": [], "n": ' + "9" * 5000 + "}")
+    with pytest.raises(KerasSaatError, match="holds a value that cannot be read"):
         read_karpathy(path)
 
 
