@@ -293,16 +293,19 @@ def test_a_split_is_captioned_with_one_compiled_decode_its_last_batch_padded(
     from keras_saat.config import ExperimentConfig
     from keras_saat.data.feature_cache.feature_cache import FeatureCache
     from keras_saat.data.feature_cache.feature_extraction import extract_features
+    from keras_saat.data.pipeline.image_file_source import ImageFiles
     from keras_saat.experiment.scoring import caption_split
 
     model, _ = small_model(max_length=6)
     model.decode_jit_compile = False
     dataset = read_karpathy(shapes_dir / "dataset_shapes.json")
     records = dataset.split("test")
+    config = ExperimentConfig()
     if source == "features":
         extract_features(model.encoder, dataset, tmp_path / "features", log=lambda _: None)
         source = FeatureCache(tmp_path / "features")
-    config = ExperimentConfig()
+    else:
+        source = ImageFiles(model.image_size, config.data.resize)
     for beam_size in (1, 2):
         padded = caption_split(model, source, "test", records, config, 3, beam_size, True)
         decode = model._decode_fns[(config.decode.max_length, beam_size, 0.0, False)]

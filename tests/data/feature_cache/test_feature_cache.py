@@ -93,13 +93,14 @@ def test_a_killed_extraction_resumes_keeping_finished_shards(shapes_copy, encode
     )
     directory = tmp_path / "killed"
     extract_features(encoder, shapes_copy, directory, shard_size=16, log=quiet)
-    # What SIGKILL during shard 2 of train leaves: shard 2 not recorded, a partial .tmp file,
-    # and nothing yet for val and test.
+    # What SIGKILL during shard 2 of train leaves: shard 2 not recorded, a partial temporary
+    # (`atomic_path`'s name for it), and nothing yet for val and test.
     index = json.loads((directory / "index.json").read_text())
     shard = index["splits"]["train"]["shards"][2]
     shard.update(done=False, written=0)
-    os.replace(directory / shard["file"], directory / (shard["file"] + ".tmp"))
-    with open(directory / (shard["file"] + ".tmp"), "r+b") as f:
+    partial = directory / f".{shard['file']}.0123456789ab.tmp"
+    os.replace(directory / shard["file"], partial)
+    with open(partial, "r+b") as f:
         f.truncate(100)
     del index["splits"]["val"], index["splits"]["test"]
     (directory / "index.json").write_text(json.dumps(index))
@@ -112,7 +113,7 @@ def test_a_killed_extraction_resumes_keeping_finished_shards(shapes_copy, encode
     assert (directory / "train-00000-of-00003.tfrecord").stat().st_mtime_ns == kept[
         "train-00000-of-00003.tfrecord"
     ]
-    assert not (directory / (shard["file"] + ".tmp")).exists()
+    assert not partial.exists()
     for split in ("train", "val", "test"):
         np.testing.assert_array_equal(cache.load(split)[1], reference.load(split)[1])
     only_val = tmp_path / "by_split"  # splits extracted by separate runs share one cache
