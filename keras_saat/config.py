@@ -49,6 +49,9 @@ class ModelConfig:
     attention: str = "soft"
     # Gating scalar beta = sigmoid(f_beta(h_{t-1})) on the context vector (Sec. 4.2.1).
     gating: bool = True
+    # A learned vector added to each grid location's annotation (not in the paper): tells
+    # the decoder where a frozen backbone's translation-equivariant features are.
+    location_embedding: bool = False
     # Dropout rate before the output layer L_o.
     dropout: float = 0.5
     # lambda of the doubly stochastic regulariser sum_i (1 - sum_t alpha_ti)^2 (Eq. 14).
@@ -147,6 +150,10 @@ class DataConfig:
     shapes_val: int = 200
     shapes_test: int = 200
     shapes_seed: int = 0
+    # Shapes world: share of the training scenes drawn on a random page (dark to light) and
+    # under varied light (keras_saat.images.photometry), so the decoder learns the features
+    # of pictures that do not look like the world; val and test keep the world's photometry.
+    shapes_varied: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,6 +220,10 @@ class TrainConfig:
     backbone_pretrain_epochs: int = 4
     # Scenes rendered for that pre-training beyond the training split (its own seed).
     backbone_pretrain_scenes: int = 0
+    # Vary photometry in that pre-training (the extra scenes on dark to light backgrounds,
+    # Keras's brightness, contrast, hue, saturation and noise layers on every batch), so
+    # the frozen CNN names what it names on a brighter page or under another light.
+    backbone_pretrain_augment: bool = True
     # Seed for shuffling.
     seed: int = 0
 

@@ -28,7 +28,7 @@ RANGES = {
     ),
     **dict.fromkeys(
         [("model", k) for k in ("hard_soft_probability", "baseline_decay")]
-        + [("train", "lr_final_fraction")],
+        + [("train", "lr_final_fraction"), ("data", "shapes_varied")],
         (0.0, 1.0),
     ),
     **dict.fromkeys(

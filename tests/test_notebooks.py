@@ -76,14 +76,22 @@ def test_record_problems_fail_a_page_whose_model_has_not_learned():
         [[0.9 if (r, c) == (i, 3) else 0.1 / 63 for c in range(8)] for r in range(8)]
         for i in range(3)
     ]
-    good = {"bleu_4": 0.96, "captions": ["a red circle", "a blue square"], "attention": maps}
-    assert record_problems("04_decoding_evaluation", good) == []
+    drawn = [
+        {"caption": "a picture of a red circle above a large blue square", "drawn": "a red circle above a blue square"},
+        {"caption": "a green triangle a purple diamond and a red circle", "drawn": "a green triangle to the left of a purple diamond"},
+        {"caption": "a yellow square at the top", "drawn": "a yellow square in the center"},
+    ]  # fmt: skip
+    good = {"bleu_4": 0.96, "captions": ["a red circle", "a blue square"], "attention": maps,
+            "hand_drawn": drawn}  # fmt: skip
+    assert record_problems("04_decoding_evaluation", good) == []  # 2 of 3 name their objects
     assert record_problems("01_encoder", None) == []  # shows no model
     assert "records nothing" in record_problems("04_decoding_evaluation", None)[0]
     flat = [[[1 / 64] * 8] * 8] * 3
-    bad = {"bleu_4": 0.0, "captions": ["a of a a square a a"] * 6, "attention": flat}
+    wrong = [dict(d, caption="a picture of a large purple square") for d in drawn[1:]]
+    bad = {"bleu_4": 0.0, "captions": ["a of a a square a a"] * 6, "attention": flat,
+           "hand_drawn": drawn[:1] + wrong}  # fmt: skip
     problems = record_problems("04_decoding_evaluation", bad)
-    assert [p.split()[0] for p in problems] == ["test", "its", "its"], problems
+    assert [p.split()[0] for p in problems] == ["test", "its", "1", "its"], problems
     assert attention_peak(flat) == pytest.approx(1.0)
     assert attention_peak(maps) == pytest.approx(0.9 * 64)
     assert "no 'captions'" in record_problems("03_training_fit", {})[0]

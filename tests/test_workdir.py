@@ -83,10 +83,11 @@ def test_a_kill_while_writing_the_config_leaves_a_whole_file(tmp_path):
         assert load_config(str(path)).model.seed >= 1  # parses, every field there
 
 
-def shapes_data(path="", seed=0):
+def shapes_data(path="", seed=0, varied=0.0):
     return DataConfig(
-        dataset="shapes", path=path, shapes_train=6, shapes_val=2, shapes_test=2, shapes_seed=seed
-    )
+        dataset="shapes", path=path, shapes_train=6, shapes_val=2, shapes_test=2, shapes_seed=seed,
+        shapes_varied=varied,
+    )  # fmt: skip
 
 
 def test_a_workdirs_shapes_world_is_made_anew_for_other_settings(tmp_path):
@@ -111,6 +112,10 @@ def test_a_named_shapes_file_of_other_settings_is_refused(tmp_path):
     read(shapes_data(path=str(path)), tmp_path, lambda _: None)
     with pytest.raises(KerasSaatError, match="holds a Shapes world of 6/2/2 images, seed 0"):
         read(shapes_data(path=str(path), seed=3), tmp_path, lambda _: None)
+    with pytest.raises(
+        KerasSaatError, match=r"asks for 6/2/2 images, seed 0, 0\.5 of the training"
+    ):
+        read(shapes_data(path=str(path), varied=0.5), tmp_path, lambda _: None)
 
 
 def test_the_cache_fingerprint_sees_a_replaced_image(shapes_dir, tmp_path):

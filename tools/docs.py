@@ -50,11 +50,15 @@ DEMO = DEMO_RECIPE  # the demo's recipe, and its workdir's name in the runs fold
 # trained for fewer epochs than its recipe's, about 0.67; an untrained model 0 to 0.4.
 SHOWN = {
     "03_training_fit": {"captions"},
-    "04_decoding_evaluation": {"bleu_4", "captions", "attention"},
+    "04_decoding_evaluation": {"bleu_4", "captions", "attention", "hand_drawn"},
     "05_hard_attention": {"bleu_4", "captions"},
     "06_export_serving": {"captions", "attention"},
 }
 MIN_BLEU_4 = {"04_decoding_evaluation": 0.80, "05_hard_attention": 0.55}
+# Of the hand-drawn scenes a page captions (keras_saat.data.shapes.HAND_DRAWN), how many
+# must be named with the drawn colours and shapes: a model trained on the world alone
+# names none of them (docs/performance.md, "Robustness").
+MIN_HAND_DRAWN = 2
 MIN_PEAK = 4.0
 RECORD_TAG = "keras-saat-record"  # the cell that writes <runs>/<notebook>.json
 
@@ -217,6 +221,13 @@ def attention_peak(maps):
     return peaks[len(peaks) // 2] if peaks else 0.0
 
 
+def named_objects(caption):
+    """The (colour, shape) pairs a caption names, sorted."""
+    from keras_saat.evaluation.localisation import object_phrases
+
+    return sorted((p[2]["colour"], p[2]["shape"]) for p in object_phrases(caption.split()))
+
+
 def record_problems(name, record):
     """What is wrong with what a page showed (its record), against the bounds above."""
     wanted = SHOWN.get(name, set())
@@ -235,6 +246,16 @@ def record_problems(name, record):
     if "captions" in wanted and "captions" in record:
         if len(captions) < 2 or len(set(captions)) < 2 or not all(captions):
             problems.append(f"its captions are all alike or empty: {captions[:3]}")
+    if "hand_drawn" in wanted and "hand_drawn" in record:
+        right = sum(
+            named_objects(r["caption"]) == named_objects(r["drawn"]) for r in record["hand_drawn"]
+        )
+        if right < MIN_HAND_DRAWN:
+            shown = "; ".join(r["caption"] for r in record["hand_drawn"])
+            problems.append(
+                f"{right} of its hand-drawn scenes are named with their colours and shapes "
+                f"(under {MIN_HAND_DRAWN}): {shown}"
+            )
     if "attention" in wanted and "attention" in record:
         peak = attention_peak(record["attention"])
         if not peak >= MIN_PEAK:

@@ -10,6 +10,7 @@ from keras_saat.cli.flags import (
     trained_model_arguments,
 )
 from keras_saat.cli.results import print_scores
+from keras_saat.errors import KerasSaatError
 
 
 def add_parser(sub):
@@ -21,6 +22,7 @@ def add_parser(sub):
             "keras-saat evaluate --workdir runs/shapes_soft",
             "keras-saat evaluate --workdir runs/shapes_soft --split val --beam-size 1",
             "keras-saat evaluate --preset presets/shapes_soft --out scores/",
+            "keras-saat evaluate --workdir runs/shapes_soft --robustness",
         ),
     )
     trained_model_arguments(p)
@@ -31,18 +33,47 @@ def add_parser(sub):
         help="folder for predictions.json and metrics.json (default: WORKDIR/eval/SPLIT, "
         "or PRESET-eval/SPLIT here)",
     )
+    p.add_argument(
+        "--robustness",
+        type=int,
+        nargs="?",
+        const=200,
+        default=0,
+        metavar="SCENES",
+        help="Shapes only: also caption SCENES fresh scenes (default 200) under each "
+        "photometric shift (background brightness, exposure, contrast, colour cast, JPEG, "
+        "resolution, noise); rows in metrics.json",
+    )
     beam_size_argument(p, "decode.beam_size, 3")
     set_argument(p)
     return p
 
 
-check = check_trained
+MAX_ROBUSTNESS_SCENES = 100_000  # rendered and captioned 256 at a time
+
+
+def check(args):
+    """The trained model (`check_trained`), and a --robustness scene count in range."""
+    if not 0 <= args.robustness <= MAX_ROBUSTNESS_SCENES:
+        raise KerasSaatError(
+            f"--robustness {args.robustness}: give a number of scenes from 1 to "
+            f"{MAX_ROBUSTNESS_SCENES:,} (200 when the flag has no number)"
+        )
+    check_trained(args)
 
 
 def run(args):
     from keras_saat.experiment import evaluate
     from keras_saat.workdir import METRICS_FILE, PREDICTIONS_FILE
 
-    result = evaluate(trained(args), args.split, args.beam_size, log, args.set, out=args.out)
+    result = evaluate(
+        trained(args), args.split, args.beam_size, log, args.set, out=args.out,
+        robustness=args.robustness,
+    )  # fmt: skip
     print_scores(result)
+    if result["robustness"]:
+        from keras_saat.evaluation.robustness import robustness_table
+
+        log(f"\nrobustness ({args.robustness} scenes a shift, greedy):")
+        log(robustness_table(result["robustness"]))
     log(f"wrote {result['out'] / PREDICTIONS_FILE} and {METRICS_FILE}")

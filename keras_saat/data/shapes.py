@@ -40,6 +40,15 @@ POSITIONS = {
     (2, 2): "at the bottom right",
 }
 PREFIXES = ("", "there is ", "an image of ", "a picture of ")
+# Shapes-like scenes drawn as a person draws them in an editor (tools/draw_hand_scenes.py):
+# a light page with a lighting gradient, marker colours, freehand outlines with a pen line,
+# 384 x 384 JPEG. File name -> the caption a model that names what it sees should give.
+HAND_DRAWN_DIR = Path(__file__).parent / "hand_drawn"
+HAND_DRAWN = {
+    "red_circle_above_blue_square.jpg": "a red circle above a blue square",
+    "green_triangle_left_of_purple_diamond.jpg": "a green triangle to the left of a purple diamond",
+    "yellow_square_in_the_center.jpg": "a yellow square in the center",
+}
 NOISE_SIGMA = 8.0
 JITTER = 5.0
 BACKGROUND_MAX = 60
@@ -91,9 +100,18 @@ def object_mask(obj, image_size=IMAGE_SIZE):
     raise ValueError(f"unknown shape {shape!r}")
 
 
-def render(objects, rng):
-    """Renders the objects on a noisy uniform background: (128, 128, 3) uint8."""
-    background = rng.integers(0, BACKGROUND_MAX + 1, size=3)
+def render(objects, rng, background=(0, BACKGROUND_MAX)):
+    """Renders the objects on a noisy uniform background: (128, 128, 3) uint8.
+
+    Args:
+        objects: list of object dicts (`sample_objects`).
+        rng: numpy Generator.
+        background: (low, high) ints. Each background channel is drawn uniformly from
+            [low, high]. Defaults to the Shapes world's (0, 60); wider ranges render the
+            scenes the world's contract leaves out (pre-training views, robustness checks).
+    """
+    low, high = background
+    background = rng.integers(low, high + 1, size=3)
     image = np.empty((IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.float64)
     image[:] = background
     for obj in objects:
@@ -141,11 +159,30 @@ def vocabulary_words():
     return sorted(words)
 
 
-def write_shapes_dataset(out_dir, train=2000, val=200, test=200, seed=0, log=None):
+# Pages of the scenes drawn outside the world's dark background: each scene's channels
+# from [level, level + PAGE_BAND], the level from PAGE_LEVEL: dark, grey and light pages
+# with a tint (up to 240; the white objects, 235, fade into the lightest).
+PAGE_LEVEL = (0, 190)
+PAGE_BAND = 50
+
+
+def page_background(rng):
+    """A random page's background range, for `render`'s `background`."""
+    level = int(rng.integers(PAGE_LEVEL[0], PAGE_LEVEL[1] + 1))
+    return (level, level + PAGE_BAND)
+
+
+def write_shapes_dataset(out_dir, train=2000, val=200, test=200, seed=0, log=None, varied=0.0):
     """Generates a Shapes dataset in the Karpathy split format.
 
     Writes `out_dir/dataset_shapes.json` and `out_dir/images/NNNNNN.png`. The
     same seed and counts give byte-identical files.
+
+    With `varied` > 0, that share of the training scenes is drawn on a random page
+    (`page_background`) and through `keras_saat.images.photometry.photometric_augmentation`
+    (exposure, contrast, hue, saturation), marked `"photometry": "varied"` in the JSON. The
+    scenes, their objects and captions, and the val and test images are the same as at
+    `varied` 0; the varied draws use a stream of their own.
 
     Args:
         out_dir: str or Path. Output folder (created).
@@ -154,14 +191,20 @@ def write_shapes_dataset(out_dir, train=2000, val=200, test=200, seed=0, log=Non
         test: int. Test images. Defaults to 200.
         seed: int. Generator seed. Defaults to 0.
         log: callable or None. Receives progress lines. Defaults to None.
+        varied: float. Share of the training scenes drawn under varied photometry, in
+            [0, 1]. Defaults to 0 (the world's own photometry).
 
     Returns:
         Path of the dataset JSON file.
     """
+    if not 0.0 <= varied <= 1.0:
+        raise ValueError(f"varied is a share of the training scenes, in [0, 1]; got {varied}")
     out_dir = Path(out_dir)
     image_dir = out_dir / "images"
     image_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
+    varied_rng = np.random.default_rng([seed, 3])  # the world's own stream stays as it was
+    pending = []  # (position in images, pixels) of the varied scenes
     splits = ["train"] * train + ["val"] * val + ["test"] * test
     images = []
     sentid = 0
@@ -169,9 +212,10 @@ def write_shapes_dataset(out_dir, train=2000, val=200, test=200, seed=0, log=Non
         objects = sample_objects(rng)
         pixels = render(objects, rng)
         filename = f"{imgid:06d}.png"
-        # zlib's fastest level: a noisy scene compresses little at any level (36 KB against
-        # 33 KB at level 6), and level 6 took about 2x as long to write and read back.
-        Image.fromarray(pixels).save(image_dir / filename, format="PNG", compress_level=1)
+        if split == "train" and varied and varied_rng.random() < varied:
+            pending.append((imgid, render(objects, varied_rng, page_background(varied_rng))))
+        else:
+            _write_png(image_dir / filename, pixels)
         sentences = []
         for raw in reference_captions(objects):
             sentences.append({"tokens": raw.split(), "raw": raw, "imgid": imgid, "sentid": sentid})
@@ -189,19 +233,38 @@ def write_shapes_dataset(out_dir, train=2000, val=200, test=200, seed=0, log=Non
         )
         if log and (imgid + 1) % 500 == 0:
             log(f"  rendered {imgid + 1}/{len(splits)} images")
+    if pending:
+        from keras_saat.images.photometry import augmented_uint8
+
+        if log:
+            log(f"  {len(pending)} training scenes on varied pages, under varied light")
+        positions, pixels = zip(*pending, strict=True)
+        for imgid, view in zip(positions, augmented_uint8(np.stack(pixels), seed), strict=True):
+            images[imgid]["photometry"] = "varied"
+            _write_png(image_dir / images[imgid]["filename"], view)
     path = out_dir / DATASET_FILE
     # filepath is relative to the JSON file's folder, as in Karpathy's COCO file. Written
     # last and atomically: a run killed before this point leaves no dataset to reuse.
-    settings = generator_settings(train, val, test, seed)
+    settings = generator_settings(train, val, test, seed, varied)
     write_text_atomic(
         path, json.dumps({"dataset": "shapes", "generator": settings, "images": images})
     )
     return path
 
 
-def generator_settings(train, val, test, seed):
-    """What `write_shapes_dataset` was asked for, as stored in (and compared with) its JSON."""
-    return {"train": int(train), "val": int(val), "test": int(test), "seed": int(seed)}
+def generator_settings(train, val, test, seed, varied=0.0):
+    """What `write_shapes_dataset` was asked for, as stored in (and compared with) its JSON
+    (`varied` only when it is not 0, so a world's file is what it always was)."""
+    settings = {"train": int(train), "val": int(val), "test": int(test), "seed": int(seed)}
+    if varied:
+        settings["varied"] = float(varied)
+    return settings
+
+
+def _write_png(path, pixels):
+    # zlib's fastest level: a noisy scene compresses little at any level (36 KB against
+    # 33 KB at level 6), and level 6 took about 2x as long to write and read back.
+    Image.fromarray(pixels).save(path, format="PNG", compress_level=1)
 
 
 def stored_generator_settings(path):

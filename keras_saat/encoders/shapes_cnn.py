@@ -9,7 +9,17 @@ same role ImageNet pre-training plays for VGG in the paper.
 
 import numpy as np
 
-from keras_saat.data.shapes import COLOURS, GRID, SHAPES, SIZES, object_mask, render, sample_objects
+from keras_saat.data.shapes import (
+    BACKGROUND_MAX,
+    COLOURS,
+    GRID,
+    SHAPES,
+    SIZES,
+    object_mask,
+    page_background,
+    render,
+    sample_objects,
+)
 
 # Keras and TensorFlow are imported by the functions that build and train, so the backbone
 # registry can name these variants before TensorFlow is loaded (the command line checks a
@@ -102,6 +112,7 @@ def pretrain_shapes_cnn(
     seed=0,
     extra_scenes=0,
     width=32,
+    augment=True,
     log=print,
 ):
     """Trains the Shapes CNN on per-location attributes; returns (model, val accuracy per head).
@@ -120,6 +131,10 @@ def pretrain_shapes_cnn(
             data. Defaults to 0.
         width: int. The CNN's width (`build_shapes_cnn`; `VARIANTS` has the registered
             ones). Defaults to 32.
+        augment: bool. Vary photometry: the extra scenes on dark to light pages
+            (`keras_saat.data.shapes.page_background`), every batch through
+            `keras_saat.images.photometry.photometric_augmentation`.
+            Defaults to True.
         log: callable. Receives progress lines. Defaults to print.
 
     Returns:
@@ -141,7 +156,12 @@ def pretrain_shapes_cnn(
     if extra_scenes:
         rng = np.random.default_rng([seed, 1])  # not the dataset generator's stream
         extra = [sample_objects(rng) for _ in range(extra_scenes)]
-        rendered = np.stack([render(o, rng) for o in extra])  # (E, 128, 128, 3); scenes are square
+        rendered = np.stack(
+            [
+                render(o, rng, page_background(rng) if augment else (0, BACKGROUND_MAX))
+                for o in extra
+            ]
+        )
         if rendered.shape[1:3] != images.shape[1:3]:
             rendered = resize_image(rendered, images.shape[1]).numpy()
         images = np.concatenate([images, rendered])
@@ -159,7 +179,7 @@ def pretrain_shapes_cnn(
             log(f"  backbone pre-training epoch {epoch + 1}/{epochs}: loss {logs['loss']:.4f}")
 
     trainer.fit(
-        _scene_batches(images, targets, batch_size, seed),
+        _scene_batches(images, targets, batch_size, seed, augment),
         epochs=epochs,
         shuffle=False,  # the batches are shuffled already
         verbose=0,
@@ -185,8 +205,9 @@ def _whole_uint8(images):
     return whole if np.array_equal(whole, images) else images
 
 
-def _scene_batches(images, targets, batch_size, seed):
-    """Shuffled (pixels in [0, 1], targets) batches; a new order every epoch.
+def _scene_batches(images, targets, batch_size, seed, augment=False):
+    """Shuffled (pixels in [0, 1], targets) batches; a new order every epoch; with
+    `augment`, each batch through `photometric_augmentation`.
 
     Scenes of whole-number pixels stay uint8 in memory (a quarter of float32's), and each
     batch is gathered and scaled as it is needed. tf.data's autotuner is off: with it,
@@ -196,15 +217,19 @@ def _scene_batches(images, targets, batch_size, seed):
     """
     import tensorflow as tf
 
+    from keras_saat.images.photometry import photometric_augmentation
     from keras_saat.runtime.pipeline_options import without_autotune
 
     pixels = tf.constant(_whole_uint8(images))
     labels = {k: tf.constant(v) for k, v in targets.items()}
     scale = tf.constant(1 / 255, tf.float32)
 
-    @tf.autograph.experimental.do_not_convert  # TensorFlow ops only, nothing to convert
+    augmentation = photometric_augmentation(seed) if augment else None
+
     def gather(positions):
         batch = tf.cast(tf.gather(pixels, positions), tf.float32) * scale
+        if augmentation is not None:
+            batch = tf.clip_by_value(augmentation(batch, training=True), 0.0, 1.0)
         return batch, {k: tf.gather(v, positions) for k, v in labels.items()}
 
     batches = (

@@ -81,6 +81,7 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
             [r.objects for r in val],
             epochs=config.train.backbone_pretrain_epochs,
             extra_scenes=config.train.backbone_pretrain_scenes,
+            augment=config.train.backbone_pretrain_augment,
             seed=model.seed,
             width=SHAPES_CNNS[model.backbone],
             log=log,

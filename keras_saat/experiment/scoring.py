@@ -10,6 +10,7 @@ from keras_saat.errors import KerasSaatError
 from keras_saat.evaluation.bleu import corpus_bleu_scores
 from keras_saat.evaluation.coco_metrics import coco_scores
 from keras_saat.evaluation.localisation import attention_localisation
+from keras_saat.evaluation.robustness import SHIFTS, robustness_rows
 from keras_saat.experiment.preparation import extract, load_dataset
 from keras_saat.experiment.trained_models import trained_model
 from keras_saat.io_utils import write_json_atomic
@@ -85,6 +86,7 @@ def evaluate(
     config_overrides=(),
     prepared=None,
     out=None,
+    robustness=0,
 ):
     """Captions a split with a trained model and scores it (`keras-saat evaluate`).
 
@@ -105,14 +107,22 @@ def evaluate(
             `train` already has, so they are not read and fingerprinted again. Defaults to None.
         out: path or None. The folder for predictions.json and metrics.json. Defaults to
             <workdir>/eval/<split>, or for a preset ./<preset name>-eval/<split>.
+        robustness: int. On the Shapes world, also caption this many fresh scenes under
+            each of `keras_saat.evaluation.robustness.SHIFTS` (0 = none). Defaults to 0.
 
     Returns:
-        dict: metrics (0-1), method, localisation (or None), beam_size, images, seconds.
+        dict: metrics (0-1), method, localisation (or None), beam_size, images, seconds,
+        robustness (the shifts' rows, or None).
     """
     workdir = Path(workdir)
     if split not in ("train", "val", "test"):
         raise KerasSaatError(f"unknown split {split!r}: train, val or test")
     model, config, preset = trained_model(workdir, config_overrides)
+    if robustness and config.data.dataset != "shapes":
+        raise KerasSaatError(
+            f"the robustness rows render Shapes scenes, and this model was trained on "
+            f"{config.data.dataset!r}; leave out --robustness"
+        )
     if preset and prepared is None:
         told = any(str(o).startswith("data.") for o in config_overrides)
         if not preset_metadata(workdir).get("config") and not told:
@@ -168,6 +178,17 @@ def evaluate(
     extra = {"beam_size": beam_size}
     if localisation is not None:
         extra["attention_localisation"] = localisation
+    shifted = None
+    if robustness:
+        log(f"captioning {robustness} fresh scenes under each of {len(SHIFTS)} shifts (greedy)")
+        shifted = robustness_rows(
+            model, robustness, batch_size=config.decode.batch_size,
+            max_length=config.decode.max_length, resize=config.data.resize, log=log,
+        )  # fmt: skip
+        extra["robustness"] = {
+            "scenes": robustness, "seed": 0, "method": "greedy, nltk corpus BLEU-4",
+            "rows": shifted,
+        }  # fmt: skip
     method = f"{decoding}, {method}"
     write_evaluation(out, scored, captions, {**metrics, **extra}, method)
     return {
@@ -181,6 +202,7 @@ def evaluate(
         "out": out,
         "captions": captions,
         "records": scored,
+        "robustness": shifted,
     }
 
 

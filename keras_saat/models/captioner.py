@@ -6,11 +6,11 @@ from keras import ops
 
 from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.errors import KerasSaatError
-from keras_saat.images.decoding import RESIZE_MODES
 from keras_saat.images.image_formats import DEFAULT_MAX_PIXELS
 from keras_saat.layers.attention_registry import get_attention
 from keras_saat.layers.lstm_decoder import LSTMDecoder
 from keras_saat.losses import caption_loss
+from keras_saat.models.argument_checks import check_captioner_arguments
 from keras_saat.models.generation import CaptionGeneration
 from keras_saat.models.preset import load_preset, save_preset
 from keras_saat.runtime.precision import dtype_policy
@@ -41,6 +41,8 @@ class Captioner(CaptionGeneration, keras.Model):
         feature_dim: int or None. D, annotation size after the Dense(D, relu) squeeze (a
             departure from the paper, which attends over the CNN features themselves);
             None = no squeeze, the backbone's C channels are the annotations. Defaults to 128.
+        location_embedding: bool. Add a learned vector per grid location to the L annotations,
+            so a frozen backbone's features also say where they are. Defaults to False.
         embedding_dim: int. m. Defaults to 64.
         lstm_units: int. n. Defaults to 256.
         attention_units: int. Attention MLP width. Defaults to 128.
@@ -95,6 +97,7 @@ class Captioner(CaptionGeneration, keras.Model):
         attention_units=128,
         attention="soft",
         gating=True,
+        location_embedding=False,
         dropout=0.5,
         doubly_stochastic_lambda=None,
         hard_soft_probability=0.5,
@@ -111,6 +114,9 @@ class Captioner(CaptionGeneration, keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        check_captioner_arguments(
+            reinforce_baseline, beam_size, resize, max_pixels, location_embedding
+        )
         self.vocabulary = Vocabulary(vocabulary)
         self.feature_dim = None if feature_dim is None else int(feature_dim)
         if doubly_stochastic_lambda is None:
@@ -119,22 +125,12 @@ class Captioner(CaptionGeneration, keras.Model):
         self.reinforce_weight = float(reinforce_weight)
         self.entropy_weight = float(entropy_weight)
         self.baseline_decay = float(baseline_decay)
-        if reinforce_baseline not in ("moving_average", "expected_context"):
-            raise KerasSaatError(
-                f"reinforce_baseline must be moving_average or expected_context; got {reinforce_baseline!r}"
-            )
         self.reinforce_baseline = reinforce_baseline
         self.max_length = int(max_length)
         self.beam_size = int(beam_size)
-        if self.beam_size < 1:
-            raise KerasSaatError(f"beam_size must be at least 1; got {beam_size}")
         self.length_penalty = float(length_penalty)
-        if resize not in RESIZE_MODES:
-            raise KerasSaatError(f"resize must be one of {', '.join(RESIZE_MODES)}; got {resize!r}")
         self.resize = resize
         self.max_pixels = int(max_pixels)
-        if self.max_pixels < 1:
-            raise KerasSaatError(f"max_pixels must be at least 1; got {max_pixels}")
         self.seed = seed
         self.hard_soft_probability = float(hard_soft_probability)
         # The Captioner arguments the attention type takes (its declared `options`).
@@ -149,6 +145,14 @@ class Captioner(CaptionGeneration, keras.Model):
             self.squeeze = keras.layers.Dense(self.feature_dim, activation="relu", name="squeeze")
             self.squeeze.build((None, None, annotation_dim))
             annotation_dim = self.feature_dim
+        self.locations = None
+        if location_embedding:
+            grid_h, grid_w = self.encoder.grid_shape
+            self.locations = self.add_weight(
+                shape=(grid_h * grid_w, annotation_dim),
+                initializer="zeros",
+                name="location_embedding",
+            )  # (L, D)
         self.decoder = LSTMDecoder(
             len(self.vocabulary),
             embedding_dim=embedding_dim,
@@ -197,10 +201,12 @@ class Captioner(CaptionGeneration, keras.Model):
         return self.encoder(images)
 
     def annotate(self, features):
-        """Annotation vectors a (Sec. 3.1.1): (B, L, C) -> (B, L, D)."""
-        if self.squeeze is None:
-            return features
-        return self.squeeze(features)
+        """Annotation vectors a (Sec. 3.1.1): (B, L, C) -> (B, L, D), with each location's
+        learned vector added when the model has `location_embedding`."""
+        annotations = features if self.squeeze is None else self.squeeze(features)
+        if self.locations is None:
+            return annotations
+        return annotations + ops.cast(self.locations, annotations.dtype)[None]
 
     def _features(self, inputs):
         if "features" in inputs:
@@ -376,6 +382,7 @@ class Captioner(CaptionGeneration, keras.Model):
             attention_units=self.decoder.attention_units,
             attention=self.attention,
             gating=self.decoder.gating,
+            location_embedding=self.locations is not None,
             dropout=self.decoder.dropout,
             doubly_stochastic_lambda=self.doubly_stochastic_lambda,
             hard_soft_probability=self.hard_soft_probability,

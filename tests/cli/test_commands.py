@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras_saat import load_captioner
 from keras_saat.cli import main
 from keras_saat.data import read_karpathy
+from keras_saat.evaluation.robustness import SHIFTS
 from keras_saat.training.trainer import resolve_jit_compile
 from tests.helpers import DEFAULTS, TUTORIALS
 from tools.docs import DEMO, MIN_BLEU_4
@@ -193,13 +194,22 @@ def test_the_demo_learns_and_its_workdir_evaluates_and_captions(tutorial_runs, t
     records = read_karpathy(workdir / "data" / "dataset_shapes.json").split("test")
     assert model.generate(records[0].path, beam_size=3) == [predictions[0]["caption"]]
 
-    # evaluate: another split and beam width, scores on the 0-100 scale.
+    # evaluate: another split and beam width, scores on the 0-100 scale, and the demo's
+    # captions under shifted photometry beside fresh in-distribution scenes.
     code, out, _ = run(
-        capsys, "evaluate", "--workdir", str(workdir), "--split", "val", "--beam-size", "1"
-    )
+        capsys, "evaluate", "--workdir", str(workdir), "--split", "val", "--beam-size", "1",
+        "--robustness", "64",
+    )  # fmt: skip
     assert code == 0 and "val scores x100 (greedy, pycocoevalcap" in out and "CIDEr" in out
     val = json.loads((workdir / "eval" / "val" / "metrics.json").read_text())
     assert val["beam_size"] == 1 and val["images"] == 200 and "attention localisation" in out
+    rows = {row["shift"]: row for row in val["robustness"]["rows"]}
+    assert len(rows) == len(SHIFTS) and val["robustness"]["scenes"] == 64
+    assert "| background 40-100 | background channels from [40, 100] |" in out
+    assert rows["in distribution"]["bleu_4"] >= MIN_BLEU_4["04_decoding_evaluation"]
+    for name in ("background 40-100", "exposure +40", "colour cast", "JPEG quality 30"):
+        assert rows[name]["bleu_4_change"] > -0.1, rows[name]  # the brighter page holds
+        assert rows[name]["hit_rate"] > 0.8, rows[name]
 
     # caption: a bad file is named, the others are captioned and plotted.
     bad = tmp_path / "broken.png"

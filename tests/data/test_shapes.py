@@ -117,3 +117,27 @@ def test_vocabulary_is_closed_at_31_words(shapes_dir):
     dataset = read_karpathy(shapes_dir / "dataset_shapes.json")
     used = {w for r in dataset.records for c in r.references for w in c}
     assert used <= set(shapes.vocabulary_words())
+
+
+def test_varied_training_scenes_keep_the_world_and_change_only_their_pixels(tmp_path):
+    """`varied`: the same scenes and captions, val and test untouched, a share of the
+    training scenes on another page under other light, and marked so."""
+    plain = json.loads(write_shapes_dataset(tmp_path / "plain", 24, 3, 3, seed=4).read_text())
+    path = write_shapes_dataset(tmp_path / "varied", 24, 3, 3, seed=4, varied=0.5)
+    varied = json.loads(path.read_text())
+    assert varied["generator"] == {"train": 24, "val": 3, "test": 3, "seed": 4, "varied": 0.5}
+    assert "varied" not in plain["generator"]  # the world's own file is what it always was
+    changed = 0
+    for a, b in zip(plain["images"], varied["images"], strict=True):
+        assert a["sentences"] == b["sentences"] and a["objects"] == b["objects"]
+        before = np.asarray(Image.open(tmp_path / "plain" / "images" / a["filename"]), float)
+        after = np.asarray(Image.open(tmp_path / "varied" / "images" / b["filename"]), float)
+        if b.get("photometry") == "varied":
+            assert b["split"] == "train" and np.abs(after - before).mean() > 5
+            changed += 1
+        else:
+            np.testing.assert_array_equal(after, before)
+    assert 4 <= changed <= 20, changed
+    assert len(read_karpathy(path).split("train")) == 24
+    with pytest.raises(ValueError, match="varied is a share"):
+        write_shapes_dataset(tmp_path / "bad", 2, 1, 1, varied=1.5)

@@ -188,7 +188,7 @@ def assert_greedy_choices(model, pixels, tokens, log_prob=None, tie=1e-3):
     logits = np.array(logits, np.float32)
     logits[..., [PAD_ID, START_ID]] = -1e9  # never generated, as in decoding
     log_p = np.asarray(tf.nn.log_softmax(logits, -1))  # (B, T, V)
-    for row, (words, steps) in enumerate(zip(tokens, log_p)):
+    for row, (words, steps) in enumerate(zip(tokens, log_p, strict=True)):
         length = int(np.argmax(words == END_ID)) + 1 if END_ID in words else len(words)
         chosen = steps[np.arange(length), words[:length]]
         shortfall = steps[:length].max(-1) - chosen

@@ -48,7 +48,7 @@ def _shapes(data, workdir, log):
 
     path = Path(data.path) if data.path else Path(workdir) / DATA_DIR / DATASET_FILE
     wanted = generator_settings(
-        data.shapes_train, data.shapes_val, data.shapes_test, data.shapes_seed
+        data.shapes_train, data.shapes_val, data.shapes_test, data.shapes_seed, data.shapes_varied
     )
     stored = stored_generator_settings(path) if path.is_file() else None
     if stored is not None and stored != wanted:
@@ -56,7 +56,7 @@ def _shapes(data, workdir, log):
         if data.path:
             raise KerasSaatError(
                 f"{path} holds a Shapes world of {described}, but the config asks for "
-                f"{_describe(wanted)}; set data.shapes_train/val/test/seed to match it, or "
+                f"{_describe(wanted)}; set data.shapes_train/val/test/seed/varied to match it, or "
                 "point data.path at a new file to generate one"
             )
         log(f"the Shapes world in {path.parent} is {described}; generating {_describe(wanted)}")
@@ -70,14 +70,17 @@ def _shapes(data, workdir, log):
             f"({data.shapes_train}/{data.shapes_val}/{data.shapes_test} images, seed {data.shapes_seed})"
         )
         write_shapes_dataset(
-            path.parent, data.shapes_train, data.shapes_val, data.shapes_test, data.shapes_seed, log
-        )
+            path.parent, data.shapes_train, data.shapes_val, data.shapes_test, data.shapes_seed,
+            log, varied=data.shapes_varied,
+        )  # fmt: skip
     return read_karpathy(path, data.images_dir or None, strict=data.strict)
 
 
 def _describe(settings):
+    varied = settings.get("varied")
     return (
         f"{settings['train']}/{settings['val']}/{settings['test']} images, seed {settings['seed']}"
+        + (f", {varied:g} of the training scenes varied" if varied else "")
     )
 
 

@@ -1,0 +1,168 @@
+"""Captions under shifted photometry: the same Shapes scenes rendered as a camera, a page
+or a file would change them, each shift scored beside the in-distribution row.
+
+Every shift renders the same objects (`sample_objects` from one seed), so a row differs
+from the in-distribution row only by what its name says. The shifts:
+
+- background brightness: each background channel drawn from a brighter range than the
+  world's [0, 60] (objects unchanged): a grey or light page.
+- exposure: every pixel brighter by a constant (objects too), clipped at 255.
+- contrast: every pixel pulled towards the image's mean.
+- colour cast: the red channel up and the blue one down, as under warm light.
+- JPEG: the scene delivered as a low-quality JPEG.
+- resolution: the scene at half its size (detail lost), or at twice (the model resizes).
+- noise: more sensor noise than the world's sigma 8.
+
+BLEU-4 is nltk's corpus BLEU (the same on every row; `keras-saat evaluate`'s main row uses
+pycocoevalcap where it is installed) and the hit rate is `attention_localisation`'s.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from keras_saat.data.shapes import IMAGE_SIZE, reference_captions, render, sample_objects
+from keras_saat.evaluation.bleu import corpus_bleu_scores
+from keras_saat.evaluation.localisation import attention_localisation
+
+
+@dataclasses.dataclass(frozen=True)
+class Shift:
+    """One way the scenes are changed: `name`, what it `changes`, and its rendering."""
+
+    name: str
+    changes: str
+    background: tuple = (0, 60)  # each background channel drawn from this range
+    exposure: float = 0.0  # added to every pixel
+    contrast: float = 1.0  # pixels -> mean + contrast * (pixels - mean)
+    cast: tuple = (1.0, 1.0, 1.0)  # per-channel gains
+    jpeg_quality: int = 0  # 0 = no JPEG round trip
+    scale: float = 1.0  # rendered, then resized by this factor
+    noise: float = 0.0  # Gaussian sigma added on top of the world's own
+
+
+SHIFTS = (
+    Shift("in distribution", "nothing: the Shapes world as trained"),
+    Shift("background 40-100", "background channels from [40, 100]", background=(40, 100)),
+    Shift("background 100-180", "a grey page: background from [100, 180]", background=(100, 180)),
+    Shift("background 160-220", "a light page: background from [160, 220]", background=(160, 220)),
+    Shift("exposure +40", "every pixel 40 brighter", exposure=40.0),
+    Shift("contrast 0.6", "pixels pulled 40 % towards the mean", contrast=0.6),
+    Shift("colour cast", "warm light: red x1.12, blue x0.85", cast=(1.12, 1.0, 0.85)),
+    Shift("JPEG quality 30", "delivered as a JPEG at quality 30", jpeg_quality=30),
+    Shift("half resolution", "rendered, then scaled to 64x64", scale=0.5),
+    Shift("double resolution", "rendered, then scaled to 256x256", scale=2.0),
+    Shift("noise sigma 20", "Gaussian noise sigma 18 on top of the world's 8", noise=18.0),
+)
+
+
+def shift_by_name(name):
+    """The `SHIFTS` entry called `name`."""
+    for shift in SHIFTS:
+        if shift.name == name:
+            return shift
+    raise KeyError(f"unknown shift {name!r}: {', '.join(s.name for s in SHIFTS)}")
+
+
+CHUNK = 256  # scenes rendered and decoded together: a bounded memory at any count
+
+
+def render_shifted(scenes, shift, seed=0):
+    """(N, S, S, 3) uint8 pixels of `scenes` (lists of objects) under `shift`; `seed` (an int
+    or a tuple of ints) picks the backgrounds' and noise draws, the same for every shift."""
+    import tensorflow as tf
+
+    key = [int(k) for k in np.atleast_1d(seed)]  # an int, or a tuple of them
+    rng = np.random.default_rng([*key, 1])
+    noise_rng = np.random.default_rng([*key, 2])
+    pixels = np.stack([render(objects, rng, shift.background) for objects in scenes])
+    image = pixels.astype(np.float32)
+    if shift.contrast != 1.0:
+        mean = image.mean(axis=(1, 2, 3), keepdims=True)
+        image = mean + shift.contrast * (image - mean)
+    image = image * np.asarray(shift.cast, np.float32) + shift.exposure
+    if shift.noise:
+        image = image + noise_rng.normal(0.0, shift.noise, image.shape).astype(np.float32)
+    pixels = np.clip(np.rint(image), 0, 255).astype(np.uint8)
+    if shift.jpeg_quality:
+        pixels = np.stack(
+            [
+                tf.io.decode_jpeg(tf.io.encode_jpeg(p, quality=shift.jpeg_quality)).numpy()
+                for p in pixels
+            ]
+        )
+    if shift.scale != 1.0:
+        side = int(round(IMAGE_SIZE * shift.scale))
+        resized = tf.image.resize(pixels, (side, side), method="bilinear", antialias=True)
+        pixels = np.clip(np.rint(resized.numpy()), 0, 255).astype(np.uint8)
+    return pixels
+
+
+def robustness_scenes(count, seed=0):
+    """`count` scenes (object lists) drawn from the world with `seed`'s own stream."""
+    rng = np.random.default_rng([seed, 0])
+    return [sample_objects(rng) for _ in range(count)]
+
+
+def robustness_rows(model, count=200, seed=0, shifts=SHIFTS, batch_size=64, max_length=None,
+                    resize="crop", log=print):  # fmt: skip
+    """Each shift's BLEU-4 and attention hit rate on the same `count` scenes, greedy decoding.
+
+    Args:
+        model: a Captioner trained on the Shapes world.
+        count: int. Scenes per shift. Defaults to 200.
+        seed: int. The scenes' seed. Defaults to 0.
+        shifts: iterable of `Shift`. Defaults to `SHIFTS` (its first row in distribution).
+        batch_size: int. Images decoded together. Defaults to 64.
+        max_length: int or None. Words at most; None = the model's. Defaults to None.
+        resize: str. How images of another size reach the model's (`resize_image`).
+        log: callable. Receives a line per shift. Defaults to print.
+
+    Returns:
+        list of dict: shift, changes, bleu_4, hit_rate, chance, bleu_4_change (against the
+        first row), one per shift.
+    """
+    from keras_saat.images.decoding import resize_image
+    from keras_saat.models.batch_decoder import BatchDecoder
+
+    scenes = robustness_scenes(count, seed)
+    references = [[c.split() for c in reference_captions(o)] for o in scenes]
+    decoder = BatchDecoder(model, batch_size, max_length or model.max_length, 1, 0.0)
+    rows = []
+    for shift in shifts:
+        results = []
+        for start in range(0, count, CHUNK):
+            pixels = render_shifted(scenes[start : start + CHUNK], shift, (seed, start))
+            if pixels.shape[1] != model.image_size:
+                pixels = resize_image(pixels, model.image_size, resize).numpy()
+            results += decoder(pixels=pixels)
+        words = [r["words"] for r in results]
+        bleu = corpus_bleu_scores(references, words)["bleu_4"]
+        local = attention_localisation(words, [r["attention"] for r in results], scenes)
+        row = {
+            "shift": shift.name,
+            "changes": shift.changes,
+            "bleu_4": bleu,
+            "hit_rate": local["hit_rate"],
+            "chance": local["chance"],
+        }
+        row["bleu_4_change"] = bleu - rows[0]["bleu_4"] if rows else 0.0
+        rows.append(row)
+        hits = "-" if row["hit_rate"] is None else f"{row['hit_rate']:.3f}"
+        log(f"  {shift.name:<20} BLEU-4 {bleu:.3f} ({row['bleu_4_change']:+.3f})  hits {hits}")
+    return rows
+
+
+def robustness_table(rows):
+    """The rows as a Markdown table (the performance page's and the command's)."""
+    lines = [
+        "| shift | what changes | BLEU-4 | change | attention hits |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        hits = "-" if row["hit_rate"] is None else f"{row['hit_rate']:.3f}"
+        lines.append(
+            f"| {row['shift']} | {row['changes']} | {row['bleu_4']:.3f} | "
+            f"{row['bleu_4_change']:+.3f} | {hits} |"
+        )
+    return "\n".join(lines)
