@@ -10,7 +10,6 @@ same role ImageNet pre-training plays for VGG in the paper.
 import numpy as np
 
 from keras_saat.data.shapes import (
-    BACKGROUND_MAX,
     COLOURS,
     GRID,
     SHAPES,
@@ -156,12 +155,12 @@ def pretrain_shapes_cnn(
     if extra_scenes:
         rng = np.random.default_rng([seed, 1])  # not the dataset generator's stream
         extra = [sample_objects(rng) for _ in range(extra_scenes)]
-        rendered = np.stack(
-            [
-                render(o, rng, page_background(rng) if augment else (0, BACKGROUND_MAX))
-                for o in extra
-            ]
+        draw = (
+            (lambda o: render(o, rng, page_background(rng)))
+            if augment
+            else (lambda o: render(o, rng))
         )
+        rendered = np.stack([draw(o) for o in extra])  # (E, 128, 128, 3); scenes are square
         if rendered.shape[1:3] != images.shape[1:3]:
             rendered = resize_image(rendered, images.shape[1]).numpy()
         images = np.concatenate([images, rendered])

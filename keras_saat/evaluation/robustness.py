@@ -21,7 +21,13 @@ import dataclasses
 
 import numpy as np
 
-from keras_saat.data.shapes import IMAGE_SIZE, reference_captions, render, sample_objects
+from keras_saat.data.shapes import (
+    BACKGROUND_MAX,
+    IMAGE_SIZE,
+    reference_captions,
+    render,
+    sample_objects,
+)
 from keras_saat.evaluation.bleu import corpus_bleu_scores
 from keras_saat.evaluation.localisation import attention_localisation
 
@@ -32,7 +38,7 @@ class Shift:
 
     name: str
     changes: str
-    background: tuple = (0, 60)  # each background channel drawn from this range
+    background: tuple = (0, BACKGROUND_MAX)  # each background channel drawn from this range
     exposure: float = 0.0  # added to every pixel
     contrast: float = 1.0  # pixels -> mean + contrast * (pixels - mean)
     cast: tuple = (1.0, 1.0, 1.0)  # per-channel gains
