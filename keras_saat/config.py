@@ -154,6 +154,9 @@ class DataConfig:
     # under varied light (keras_saat.images.photometry), so the decoder learns the features
     # of pictures that do not look like the world; val and test keep the world's photometry.
     shapes_varied: float = 0.0
+    # Shapes world: the varied views added beside the world's scenes (a second image of the
+    # same scene, same captions) rather than drawn in their place: more training images.
+    shapes_varied_copies: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,6 +189,11 @@ class TrainConfig:
     # (false; tracing and the XLA compile do not grow with T: for runs whose compile
     # outweighs their steps). Both compute the same values (docs/performance.md).
     unroll: bool = True
+    # Eq. 4's scores in the unrolled step as one fused block with a custom gradient
+    # (keras_saat/layers/attention_scores.py): the same values and gradients, no
+    # (B, L, A) tensor kept per step for the backward pass. "auto": with XLA. With XLA and
+    # one replica the whole step is one XLA executable either way.
+    fused_scores: bool | str = "auto"
     # XLA's persistent compilation cache in <workdir>/xla_cache: a resumed or repeated
     # run loads the compiled train and decode steps instead of compiling them again.
     compilation_cache: bool = True

@@ -52,6 +52,7 @@ CHOICES = {
     ("train", "lr_schedule"): ("constant", "cosine", "exponential"),
     ("train", "distribute"): ("default", "mirrored", "multi_worker"),
     ("train", "jit_compile"): (True, False, "auto"),
+    ("train", "fused_scores"): (True, False, "auto"),
     ("train", "mixed_precision"): (*PRECISIONS, True, False),
 }
 

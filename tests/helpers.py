@@ -71,13 +71,16 @@ def small_model(attention="soft", **kwargs):
     return Captioner(vocab.words, attention=attention, **settings), vocab
 
 
-def decoder_run(attention, gating, unroll, compiled, steps=5, precision="float32"):
+def decoder_run(
+    attention, gating, unroll, compiled, steps=5, precision="float32", fused_scores=False
+):
     """Loss, gradients (annotations first) and outputs of one probed teacher-forced pass
-    (also the decoder run of test_stacked_matmul.py)."""
+    (also the decoder run of test_stacked_matmul.py and test_attention_scores.py)."""
     with dtype_policy(precision):
         decoder = LSTMDecoder(
             13, embedding_dim=6, lstm_units=7, attention_units=5, attention=attention,
-            gating=gating, dropout=0.3, seed=3, unroll=unroll, name="decoder",
+            gating=gating, dropout=0.3, seed=3, unroll=unroll, fused_scores=fused_scores,
+            name="decoder",
         )  # fmt: skip
         decoder.build(4)
     rng = np.random.default_rng(1)

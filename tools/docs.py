@@ -5,26 +5,33 @@
 
 The tutorial pages are the notebooks of notebooks/ with their outputs. Each one is
 executed with the current code (small settings unless KERAS_SAAT_FULL=1) into
-build/executed/, stamped with the SHA-256 of its source; a build reuses an executed copy
-only when that stamp matches, so the figures on the pages always come from the current
-notebooks (the notebook test leaves its executed copies there, and `make test` builds
-the site after it). Each tutorial is served with its notebook and its code as a script
-(the page's "Download the notebook" and "View source"). The maths renders with KaTeX,
-installed from npm into build/npm/ and copied into the site: the pages load nothing
-from another host.
+build/executed/, stamped with the SHA-256 of its source and of the library (every file
+under keras_saat/: code, recipes, package data; `library_hash`); a build reuses an
+executed copy only when that stamp matches, so the figures on the pages always come from
+the current notebooks and library (the notebook test leaves its executed copies there,
+and `make test` builds the site after it). Each tutorial is served with its notebook and
+its code as a script (the page's "Download the notebook" and "View source"). The maths
+renders with KaTeX, installed from npm into build/npm/ and copied into the site: the
+pages load nothing from another host.
 
 Notebooks 3 to 6 share one model, the demo's: `keras-saat demo` (the `shapes_soft`
-recipe) runs once into the runs folder before the first notebook runs (`train_demo`). An executed notebook fails
-the build when what its page shows is wrong: a notebook that shows a model writes what
-it showed (test BLEU-4, captions, attention maps) to <runs>/<notebook>.json, and
-`page_problems` checks it against bounds set from the demo; any stderr output, error
-or absolute path in an output fails it too.
+recipe) runs into the runs folder before the first notebook runs (`train_demo`), again
+into an emptied folder when the library is not the one that folder's stamp
+(<runs>/library.sha256) names. An executed notebook fails the build when what its page
+shows is wrong: a notebook that shows a model writes what it showed (test BLEU-4,
+captions, attention maps) to <runs>/<notebook>.json, and `page_problems` checks it
+against bounds set from the demo; any stderr output, error or absolute path in an output
+fails it too. So does, before mkdocs runs, a phrase of the prose that points at nothing
+("the table above" with no table above it), and after it, an in-page link of the built
+site with no target (a contents entry, "Skip to content"): tools/docs_checks.py.
 """
 
 import argparse
 import hashlib
+import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,11 +39,19 @@ from pathlib import Path
 
 from keras_saat.cli.checks import DEMO_RECIPE
 
+try:  # imported as tools.docs (the tests)
+    from tools import docs_checks
+except ImportError:  # run as tools/docs.py: tools/ is the first folder on sys.path
+    import docs_checks
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = ROOT / "build" / "executed"
 TUTORIALS = ROOT / "docs" / "tutorials"
+LIBRARY = ROOT / "keras_saat"  # what the pages show is computed by it: part of each stamp
 STAMP = "keras_saat_source_sha256"
+EXECUTED_WITH = "keras_saat_executed_with"  # date, version and commit (`executed_with`)  # an executed notebook's: its source's and the library's
+RUNS_STAMP = "library.sha256"  # <runs>/: the library the runs folder's models were trained by
 KATEX = "katex@0.16.22"  # npm's package: the script, auto-render, the stylesheet, the fonts
 KATEX_DIR = ROOT / "docs" / "assets" / "katex"
 
@@ -48,13 +63,18 @@ DEMO = DEMO_RECIPE  # the demo's recipe, and its workdir's name in the runs fold
 # object it names; an untrained one is flat, a peak near 1). The bounds are set from the
 # runs: the demo's model scores about 0.95 on its test split; notebook 5's hard attention,
 # trained for fewer epochs than its recipe's, about 0.67; an untrained model 0 to 0.4.
+# A check asserts only what the page's run guarantees: a couple of epochs of `fit()`
+# (SHORT_FIT) lower the per-word NLL ("nll", by epoch) and name some scenes, but may
+# leave an image's caption empty; a trained model, such as the demo's beside it
+# ("demo_captions"), captions every image.
 SHOWN = {
-    "03_training_fit": {"captions"},
+    "03_training_fit": {"captions", "demo_captions", "nll"},
     "04_decoding_evaluation": {"bleu_4", "captions", "attention", "hand_drawn"},
     "05_hard_attention": {"bleu_4", "captions"},
     "06_export_serving": {"captions", "attention"},
 }
 MIN_BLEU_4 = {"04_decoding_evaluation": 0.80, "05_hard_attention": 0.55}
+SHORT_FIT = {"03_training_fit"}
 # Of the hand-drawn scenes a page captions (keras_saat.data.shapes.HAND_DRAWN), how many
 # must be named with the drawn colours and shapes: a model trained on the world alone
 # names none of them (docs/performance.md, "Robustness").
@@ -80,8 +100,22 @@ class TutorialError(RuntimeError):
     """An executed tutorial that shows a reader something wrong."""
 
 
+def library_hash():
+    """The SHA-256 of the library: every file under keras_saat/ (code, recipes, package
+    data such as the hand-drawn scenes; not __pycache__), each one's path and contents,
+    in sorted order."""
+    digest = hashlib.sha256()
+    for path in sorted(LIBRARY.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            contents = hashlib.sha256(path.read_bytes()).hexdigest()
+            digest.update(f"{path.relative_to(LIBRARY).as_posix()}\0{contents}\n".encode())
+    return digest.hexdigest()
+
+
 def source_hash(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """An executed notebook's stamp: the SHA-256 of its source and of the library."""
+    notebook = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return hashlib.sha256(f"{notebook}\n{library_hash()}".encode()).hexdigest()
 
 
 def kernel_environment(runs):
@@ -98,9 +132,12 @@ def kernel_environment(runs):
 
 
 def train_demo(runs, log=print):
-    """Runs the demo into <runs>/shapes_soft unless it is there (`keras-saat demo`, the
-    README's main job: the shapes_soft recipe, about 3 minutes on 2 CPU cores), its output
-    into <runs>/shapes_soft.log: notebooks 3 to 6 share its model.
+    """Runs the demo into <runs>/shapes_soft unless it is there, trained by the current
+    library (`keras-saat demo`, the README's main job: the shapes_soft recipe, about 3
+    minutes on 2 CPU cores), its output into <runs>/shapes_soft.log: notebooks 3 to 6
+    share its model. A runs folder whose stamp (<runs>/library.sha256) names another
+    library is emptied first: every model in it (the demo's, notebook 5's hard one) was
+    trained by that library.
 
     Args:
         runs: path. The notebooks' shared runs folder.
@@ -113,8 +150,14 @@ def train_demo(runs, log=print):
     # and the notebooks' kernel runs in another folder.
     runs = Path(runs).resolve()
     workdir = runs / DEMO
-    if (workdir / "eval" / "test" / "metrics.json").is_file():
+    stamp, library = runs / RUNS_STAMP, library_hash()
+    trained_by = stamp.read_text() if stamp.is_file() else None
+    if trained_by == library and (workdir / "eval" / "test" / "metrics.json").is_file():
         return workdir
+    if trained_by != library and runs.is_dir():
+        if trained_by is not None:
+            log(f"emptying {runs}: its models were trained by another version of keras_saat/")
+        shutil.rmtree(runs)
     runs.mkdir(parents=True, exist_ok=True)
     log(f"running the demo (keras-saat demo, {DEMO}) into {workdir}: the tutorials' model")
     command = [sys.executable, "-m", "keras_saat.cli", "demo"]
@@ -130,12 +173,13 @@ def train_demo(runs, log=print):
             f"the demo (the tutorials' model) failed (exit {done.returncode}); "
             f"see {runs / f'{DEMO}.log'}"
         )
+    stamp.write_text(library)
     return workdir
 
 
 def execute_notebook(path, runs, timeout=900):
     """Runs a notebook top to bottom (small settings) and returns it with its outputs,
-    stamped with its source's hash.
+    stamped with its source's and the library's hash (`source_hash`).
 
     Args:
         path: path. The notebook.
@@ -151,6 +195,7 @@ def execute_notebook(path, runs, timeout=900):
     from nbclient import NotebookClient
 
     runs = Path(runs)
+    stamp = source_hash(path)  # before it runs: a library edited meanwhile is not this one
     if Path(path).stem in SHOWN:  # the notebooks that show a model show the demo's
         train_demo(runs)
     notebook = nbformat.read(str(path), as_version=4)
@@ -177,8 +222,30 @@ def execute_notebook(path, runs, timeout=900):
     problems = page_problems(notebook, Path(path).stem, runs)
     if problems:
         raise TutorialError(f"{Path(path).name}: " + "; ".join(problems))
-    notebook.metadata[STAMP] = source_hash(path)
+    notebook.metadata[STAMP] = stamp
+    notebook.metadata[EXECUTED_WITH] = executed_with()
     return notebook
+
+
+def executed_with():
+    """What executed a page: the date (UTC), keras-saat's version and the git commit
+    (with "and local changes" when the tree differs from it; "no git" outside a clone)."""
+    import datetime
+
+    from keras_saat import __version__
+
+    def git(*args):
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short", "HEAD") if shutil.which("git") else None
+    if commit and git("status", "--porcelain", "--untracked-files=no"):
+        commit += " and local changes"
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "version": __version__,
+        "commit": commit or "no git",
+    }
 
 
 def output_texts(notebook):
@@ -242,10 +309,17 @@ def record_problems(name, record):
             f"test BLEU-4 {100 * record['bleu_4']:.1f} is under {100 * bound:.0f}: "
             f"the model it shows has not learned"
         )
-    captions = record.get("captions", [])
-    if "captions" in wanted and "captions" in record:
-        if len(captions) < 2 or len(set(captions)) < 2 or not all(captions):
-            problems.append(f"its captions are all alike or empty: {captions[:3]}")
+    if "nll" in wanted and "nll" in record:
+        nll = record["nll"]
+        if len(nll) < 2 or not nll[-1] < nll[0]:
+            problems.append(f"its per-word NLL did not fall over its epochs: {nll}")
+    for key in sorted({"captions", "demo_captions"} & wanted & set(record)):
+        captions = record[key]
+        named = {c for c in captions if c.strip()}  # the different non-empty ones
+        empty = len(named) < len(set(captions))
+        if len(named) < 2 or (empty and not (name in SHORT_FIT and key == "captions")):
+            shown = key.replace("_", " ")
+            problems.append(f"its {shown} are all alike or empty: {captions[:3]}")
     if "hand_drawn" in wanted and "hand_drawn" in record:
         right = sum(
             named_objects(r["caption"]) == named_objects(r["drawn"]) for r in record["hand_drawn"]
@@ -282,7 +356,8 @@ def save_executed(notebook, name):
 
 
 def executed_copy(path):
-    """build/executed/<name> when it was executed from this very source, else None."""
+    """build/executed/<name> when it was executed from this very source by this very
+    library (`source_hash`), else None."""
     copy = EXECUTED / Path(path).name
     if not copy.is_file():
         return None
@@ -292,14 +367,48 @@ def executed_copy(path):
 
 def publish(executed, page):
     """Writes an executed notebook as a site page, less its record cells (what the page
-    showed, written for `page_problems`: no part of the tutorial)."""
+    showed, written for `page_problems`: no part of the tutorial), and beside it its
+    script (`write_script`). The page's headings have their code spans as HTML
+    (`html_heading_code`); the script keeps the notebook's markdown."""
     import nbformat
 
     notebook = nbformat.read(str(executed), as_version=4)
     notebook.cells = [
         cell for cell in notebook.cells if RECORD_TAG not in cell.metadata.get("tags", [])
     ]
+    write_script(notebook, Path(page).with_suffix(".py"))
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            cell.source = html_heading_code(cell.source)
+    run = notebook.metadata.get(EXECUTED_WITH)
+    if run:  # the page says what executed it
+        notebook.cells.append(
+            nbformat.v4.new_markdown_cell(
+                f"*This page was executed on {run['date']} with keras-saat {run['version']} "
+                f"(commit {run['commit']}) by `make docs`.*"
+            )
+        )
     nbformat.write(notebook, str(page))
+
+
+def html_heading_code(markdown):
+    """`markdown` with each heading's code spans as <code> elements. mkdocs-jupyter
+    builds a notebook page's title and contents from its markdown with every `code`
+    span deleted (so that a "#" in code reads as no heading), while the page's heading
+    ids keep their text: "# Training with `fit()`" would be titled "Training with", and
+    its contents entry and "Skip to content" would link to an id that is not on the page."""
+
+    lines, fence = [], None
+    for line in markdown.split("\n"):
+        opening = re.match(r" {0,3}(```|~~~)", line)
+        if opening and fence is None:
+            fence = opening[1]
+        elif opening and line.lstrip().startswith(fence):
+            fence = None
+        elif fence is None and re.match(r" {0,3}#{1,6}\s", line):  # a heading, not a comment
+            line = re.sub(r"`([^`]+)`", lambda c: f"<code>{html.escape(c[1])}</code>", line)
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def prepare_tutorials(log=print):
@@ -314,23 +423,26 @@ def prepare_tutorials(log=print):
             save_executed(execute_notebook(path, runs), path.name)
             copy = EXECUTED / path.name
         publish(copy, TUTORIALS / path.name)
-        write_script(TUTORIALS / path.name)
 
 
-def write_script(notebook):
-    """Writes a notebook's cells as a Python script beside it (the page's "View source"):
-    code as it is, the prose as comments."""
-    import nbformat
+def write_script(notebook, script):
+    """Writes a notebook's cells as a Python script (the page's "View source"): code as
+    it is, the prose as comments.
 
-    lines = [f"# {notebook.name}: the keras-saat tutorial as a script.\n"]
-    for cell in nbformat.read(str(notebook), as_version=4).cells:
+    Args:
+        notebook: nbformat.NotebookNode.
+        script: path. The script to write, <notebook's name>.py.
+    """
+    script = Path(script)
+    lines = [f"# {script.with_suffix('.ipynb').name}: the keras-saat tutorial as a script.\n"]
+    for cell in notebook.cells:
         if cell.cell_type == "code":
             lines.append(f"\n{cell.source}\n")
         elif cell.cell_type == "markdown":
             lines.append(
                 "\n" + "".join(f"# {line}".rstrip() + "\n" for line in cell.source.splitlines())
             )
-    notebook.with_suffix(".py").write_text("".join(lines))
+    script.write_text("".join(lines))
 
 
 def install_katex(log=print):
@@ -358,13 +470,53 @@ def install_katex(log=print):
     stamp.write_text(KATEX)
 
 
+HOME_FIGURE = ROOT / "docs" / "generated" / "attention.png"  # the home page's Figure 2
+HOME_SCENE = "002202.png"  # a test scene of the demo's world, three objects
+
+FIGURE_SCRIPT = """
+import sys
+from keras_saat import load_captioner
+from keras_saat.evaluation.plots import plot_attention
+from keras_saat.images.decoding import load_image
+model = load_captioner(sys.argv[1])
+result = model.generate([sys.argv[2]], return_details=True)[0]
+plot_attention(load_image(sys.argv[2], model.image_size), result["words"], result["attention"],
+               path=sys.argv[3])
+print(result["caption"])
+"""
+
+
+def draw_home_figure(runs, log=print):
+    """docs/generated/attention.png: the paper's Figure 2 for one test scene, drawn by the
+    build's demo model (the tutorials' model) with its own caption, right or wrong."""
+    workdir = train_demo(runs, log)
+    HOME_FIGURE.parent.mkdir(parents=True, exist_ok=True)
+    scene = workdir / "data" / "images" / HOME_SCENE
+    done = subprocess.run(
+        [sys.executable, "-c", FIGURE_SCRIPT, str(workdir), str(scene), str(HOME_FIGURE)],
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise TutorialError(f"the home page's figure failed: {done.stderr.strip()[-500:]}")
+    log(f"home page figure: {HOME_SCENE}, the demo's caption {done.stdout.strip()!r}")
+
+
 def prepare(log=print):
     install_katex(log)
     prepare_tutorials(log)
+    draw_home_figure(ROOT / "build" / "notebook-runs", log)
     sys.path.insert(0, str(ROOT / "tools"))
     from performance_plots import main as draw_plots
 
     draw_plots(["--out", str(ROOT / "docs" / "performance")])
+
+
+def failed(what, problems):
+    """Prints a failed check's problems, one a line; returns the exit status 1."""
+    print(f"docs build failed: {what}:", *problems, sep="\n  ", file=sys.stderr)
+    return 1
 
 
 def main(argv=None):
@@ -372,15 +524,22 @@ def main(argv=None):
     parser.add_argument("command", choices=["build", "serve"])
     parser.add_argument("--site", default=str(ROOT / "site"), help="output folder of build")
     args = parser.parse_args(argv)
+    if args.command == "build" and (problems := docs_checks.stale_reference_problems(ROOT)):
+        return failed("phrases that point at nothing (tools/docs_checks.py)", problems)
     prepare()
     mkdocs = [sys.executable, "-m", "mkdocs"]
+    site = Path(args.site).resolve()
     if args.command == "build":
-        command = [*mkdocs, "build", "--strict", "--site-dir", str(Path(args.site).resolve())]
+        command = [*mkdocs, "build", "--strict", "--site-dir", str(site)]
     else:
         command = [*mkdocs, "serve", "--dev-addr", "127.0.0.1:8000"]
-    return subprocess.run(
-        command, cwd=ROOT, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    ).returncode
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    returncode = subprocess.run(command, cwd=ROOT, env=env).returncode
+    if args.command == "serve" or returncode != 0:
+        return returncode
+    if problems := docs_checks.anchor_problems(site):
+        return failed("in-page links with no target (a contents entry, a skip link)", problems)
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """Draws the tutorial's "your own picture" scenes: Shapes-like scenes as a person draws them
 in an editor, not as the renderer does.
 
-What differs from the Shapes world (shared/SHAPES.md): a light page (paper white, grey,
-a pale blue) instead of a dark background, with a lighting gradient across it; marker
+What differs from the Shapes world (shared/SHAPES.md): a page of its own colour (paper
+white, grey, a pale blue, a dark slate) with a lighting gradient across it; marker
 colours near, not equal to, the world's; shapes of freehand size and outline (wobbly
-vertices, a dark pen line around the fill); no sensor noise, and a JPEG's blocks.
+vertices, a dark pen line around the fill); no sensor noise, and a JPEG's blocks. One
+scene imitates a phone photo of such a page: the sheet seen at a slant on a wooden table,
+its shadow, a vignette, the lens's blur and the sensor's noise.
 
     python tools/draw_hand_scenes.py        # writes keras_saat/data/hand_drawn/*.jpg
 
@@ -24,7 +26,8 @@ from keras_saat.data.shapes import HAND_DRAWN, HAND_DRAWN_DIR  # noqa: E402
 OUT = HAND_DRAWN_DIR
 SIDE = 384  # drawn larger than the model's 128 x 128, as a screenshot would be
 
-# file name -> (page colour, [(shape, marker RGB, (cx, cy) in 0-1, radius in 0-1)])
+# file name -> (page colour, [(shape, marker RGB, (cx, cy) in 0-1, radius in 0-1)]); the
+# names ending in _photo.jpg are photographed (`photograph`).
 SCENES = {
     "red_circle_above_blue_square.jpg": (
         (242, 238, 226),
@@ -37,6 +40,14 @@ SCENES = {
     "yellow_square_in_the_center.jpg": (
         (214, 226, 240),
         [("square", (232, 206, 52), (0.5, 0.51), 0.13)],
+    ),
+    "white_square_above_yellow_triangle_dark_page.jpg": (
+        (44, 56, 62),
+        [("square", (238, 236, 228), (0.5, 0.17), 0.11), ("triangle", (240, 208, 70), (0.52, 0.83), 0.12)],
+    ),
+    "blue_circle_left_of_red_triangle_photo.jpg": (
+        (238, 234, 222),
+        [("circle", (58, 92, 214), (0.18, 0.5), 0.12), ("triangle", (212, 52, 48), (0.82, 0.49), 0.12)],
     ),
 }  # fmt: skip
 
@@ -69,12 +80,58 @@ def draw(page, objects, seed):
     return image
 
 
+def _perspective_coefficients(source, target):
+    """PIL's PERSPECTIVE data: the 8 numbers mapping each output corner in `target` back to
+    its input corner in `source` (4 (x, y) pairs each)."""
+    rows, values = [], []
+    for (x, y), (u, v) in zip(target, source, strict=True):
+        rows.append([x, y, 1, 0, 0, 0, -u * x, -u * y])
+        rows.append([0, 0, 0, x, y, 1, -v * x, -v * y])
+        values += [u, v]
+    return np.linalg.solve(np.array(rows, float), np.array(values, float))
+
+
+def photograph(page_image, seed):
+    """A phone photo of a drawn page: the sheet at a slant on a wooden table, with its shadow,
+    a vignette, a little blur and the sensor's noise. SIDE x SIDE RGB."""
+    from PIL import ImageFilter
+
+    rng = np.random.default_rng(seed)
+    big = int(SIDE * 1.25)
+    grain = np.sin(np.linspace(0, 40, big))[:, None] * 9 + rng.normal(0, 4, (big, big))
+    table = np.clip(np.array([150, 104, 64], float)[None, None] + grain[..., None], 0, 255)
+    photo = Image.fromarray(table.astype(np.uint8))
+    # The sheet's corners in the photo: a slight slant and perspective (top edge shorter).
+    corners = [(0.10, 0.07), (0.91, 0.10), (0.95, 0.94), (0.06, 0.91)]
+    target = [(x * big, y * big) for x, y in corners]
+    source = [(0, 0), (SIDE, 0), (SIDE, SIDE), (0, SIDE)]
+    shadow = Image.new("L", (big, big), 0)
+    ImageDraw.Draw(shadow).polygon([(x + 9, y + 11) for x, y in target], fill=110)
+    shadow = shadow.filter(ImageFilter.GaussianBlur(8))
+    photo = Image.composite(Image.new("RGB", (big, big), (40, 28, 18)), photo, shadow)
+    sheet = page_image.transform(
+        (big, big), Image.PERSPECTIVE, tuple(_perspective_coefficients(source, target)),
+        Image.BICUBIC,
+    )  # fmt: skip
+    mask = Image.new("L", (big, big), 0)
+    ImageDraw.Draw(mask).polygon(target, fill=255)
+    photo = Image.composite(sheet, photo, mask).filter(ImageFilter.GaussianBlur(1.3))
+    yy, xx = np.mgrid[0:big, 0:big] / big - 0.5
+    vignette = 1.0 - 0.45 * (xx**2 + yy**2)
+    pixels = np.asarray(photo, float) * vignette[..., None] + rng.normal(0, 6, (big, big, 3))
+    photo = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+    return photo.resize((SIDE, SIDE), Image.LANCZOS)
+
+
 def main():
     assert set(SCENES) == set(HAND_DRAWN)
     OUT.mkdir(parents=True, exist_ok=True)
     for seed, (name, (page, objects)) in enumerate(SCENES.items()):
         path = OUT / name
-        draw(page, objects, seed).save(path, quality=88)
+        image = draw(page, objects, seed)
+        if name.endswith("_photo.jpg"):
+            image = photograph(image, seed)
+        image.save(path, quality=88 if not name.endswith("_photo.jpg") else 80)
         print(f"wrote {path.relative_to(ROOT)}")
     return 0
 

@@ -59,7 +59,15 @@ def measure_matmul(n=None, repeats=10, precision="float32"):
 
 
 def measure_train(
-    size_name, attention, xla, steps=10, precision="float32", batch_size=None, unroll=True
+    size_name,
+    attention,
+    xla,
+    steps=10,
+    precision="float32",
+    batch_size=None,
+    unroll=True,
+    one_executable="auto",
+    fused=None,
 ):
     """Train-step throughput. Each timed step is followed by a timed matmul in the step's
     precision in the same process, so `fraction_of_limit` compares the step with the limit
@@ -69,11 +77,12 @@ def measure_train(
     `trace_s` is Python tracing of the step and its gradient; `compile_s` is the rest of
     the first call (XLA's compile, or graph optimisation without XLA); `first_step_s` is
     this function's start (TensorFlow's import, when it is the process's first) to the
-    end of the first step. `unroll` is the trainer's teacher-forcing form (`Trainer`).
+    end of the first step. `unroll` is the trainer's teacher-forcing form, and
+    `one_executable` and `fused` its `one_executable` and `fused_scores` (`Trainer`).
     """
     entered = time.perf_counter()
     size = dict(SIZES[size_name], batch=batch_size or SIZES[size_name]["batch"])
-    trainer, batch = train_setup(size, attention, xla, precision, unroll)
+    trainer, batch = train_setup(size, attention, xla, precision, unroll, one_executable, fused)
     start = time.perf_counter()
     trainer.trace(batch)
     trace_seconds = time.perf_counter() - start
@@ -101,6 +110,8 @@ def measure_train(
         "batch": size["batch"],
         "xla": bool(trainer.jit_compile),
         "unroll": trainer.unroll,
+        "one_executable": trainer.whole_step_compiled(trainer.jit_compile),
+        "fused_scores": bool(trainer.model.decoder.fused_scores and trainer.unroll),
         "captions_per_s": size["batch"] / seconds,
         "step_ms": 1000 * seconds,
         "gflops": gflops,

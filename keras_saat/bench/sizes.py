@@ -77,9 +77,12 @@ def random_batch(size, seed=0):
     return {"features": features, "tokens": tokens}
 
 
-def train_setup(size, attention, xla, precision="float32", unroll=True):
+def train_setup(
+    size, attention, xla, precision="float32", unroll=True, one_executable="auto", fused=None
+):
     """The train and profile parts' Trainer (Adam, global-norm clip 5, loss scaling in
-    float16) on a `captioner` of `size`, untraced, and a `random_batch` as tensors."""
+    float16) on a `captioner` of `size`, untraced, and a `random_batch` as tensors.
+    `one_executable` and `fused` are the Trainer's `one_executable` and `fused_scores`."""
     import keras
     import tensorflow as tf
 
@@ -90,6 +93,7 @@ def train_setup(size, attention, xla, precision="float32", unroll=True):
     if precision == "float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     trainer = Trainer(
-        model, optimizer, clipnorm=5.0, jit_compile=xla, log=lambda _: None, unroll=unroll
-    )
+        model, optimizer, clipnorm=5.0, jit_compile=xla, log=lambda _: None, unroll=unroll,
+        one_executable=one_executable, fused_scores=fused,
+    )  # fmt: skip
     return trainer, {k: tf.constant(v) for k, v in random_batch(size).items()}

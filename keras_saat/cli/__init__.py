@@ -30,6 +30,7 @@ from keras_saat.cli.flags import (
     split_beam_args,
     verbose_argument,
 )
+from keras_saat.errors import did_you_mean
 from keras_saat.runtime.tf_logs import import_tensorflow_quietly, quiet_tensorflow_logs
 
 # In the order `keras-saat --help` lists them.
@@ -46,8 +47,45 @@ COMMANDS = (
 )
 
 
+class CommandParser(argparse.ArgumentParser):
+    """argparse's parser that names the closest command, choice or flag to a mistyped one
+    (`keras-saat trian`: did you mean "train"?). Its sub-commands are of this class too."""
+
+    def _check_value(self, action, value):  # argparse's check of a value against `choices`
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as err:
+            hint = did_you_mean(value, action.choices) if isinstance(value, str) else ""
+            raise argparse.ArgumentError(action, err.message + hint) from None
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.given = list(sys.argv[1:] if args is None else args)  # what `error` checks
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but the command an unknown flag was given to answers it."""
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(self, "commands", {}).get(getattr(namespace, "command", None), self)
+            command.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace
+
+    def error(self, message):
+        """argparse's error, naming a command's flag closest to one it does not know (a
+        flag missing as required may be the one mistyped)."""
+        if not hasattr(self, "commands"):  # a command's parser: its flags are all it takes
+            known = [s for action in self._actions for s in action.option_strings]
+            given = [a.split("=", 1)[0] for a in getattr(self, "given", ()) if a.startswith("--")]
+            for flag in (f for f in given if not any(k.startswith(f) for k in known)):
+                if hint := did_you_mean(flag, known):  # ' (did you mean "--x"?)'
+                    named = "" if flag in message else f" for {flag}"
+                    message += hint.replace('"?)', f'"{named}?)')
+                    break
+        super().error(message)
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="keras-saat",
         description="Show, Attend and Tell (Xu et al., 2015) with Keras 3 / TensorFlow.",
         epilog=examples(
@@ -63,6 +101,7 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:
         module.add_parser(sub).set_defaults(module=module)
+    parser.commands = sub.choices  # name -> its parser: an unknown flag's suggestions
     return parser
 
 

@@ -102,12 +102,12 @@ def check(args):
     paths = find_images(args.images)
     missing = [p for p in paths if not Path(p).exists()]
     if len(missing) == len(paths):  # nothing to caption: a mistyped name, say
+        others = len(missing) - 1
         raise KerasSaatError(
             f"{missing[0]}: no such file"
-            + (f" (nor the {len(missing) - 1} other paths given)" if len(missing) > 1 else "")
+            + (f" (nor the {others} other path{'s' if others > 1 else ''} given)" if others else "")
         )
-    for path in missing:  # the others are captioned; these become error rows too
-        print(f"keras-saat: {path}: no such file", file=sys.stderr)
+    # Some exist: the run captions them and reports each missing one, once, as an error row.
     args.paths = paths
 
 

@@ -1,5 +1,6 @@
 """`keras-saat make-shapes`: render a Shapes world dataset (Karpathy split format)."""
 
+import json
 import time
 
 from keras_saat.cli.flags import check_folder_argument, command, count, log
@@ -32,6 +33,12 @@ def add_parser(sub):
         help="share of the training scenes drawn on a random page under varied light, "
         "0-1 (default 0: the world's photometry; loads TensorFlow when above 0)",
     )
+    p.add_argument(
+        "--varied-copies",
+        action="store_true",
+        help="add each varied view as a training image of its own beside the world's scene "
+        "(same captions) rather than in its place",
+    )
     return p
 
 
@@ -52,8 +59,8 @@ def run(args):
 
     start = time.perf_counter()
     path = write_shapes_dataset(
-        args.out, args.train, args.val, args.test, args.seed, log, varied=args.varied
-    )
-    log(
-        f"wrote {args.train + args.val + args.test} images and {path} in {time.perf_counter() - start:.1f}s"
-    )
+        args.out, args.train, args.val, args.test, args.seed, log,
+        varied=args.varied, varied_copies=args.varied_copies,
+    )  # fmt: skip
+    written = len(json.loads(path.read_text())["images"])  # varied copies included
+    log(f"wrote {written} images and {path} in {time.perf_counter() - start:.1f}s")

@@ -40,14 +40,18 @@ POSITIONS = {
     (2, 2): "at the bottom right",
 }
 PREFIXES = ("", "there is ", "an image of ", "a picture of ")
-# Shapes-like scenes drawn as a person draws them in an editor (tools/draw_hand_scenes.py):
-# a light page with a lighting gradient, marker colours, freehand outlines with a pen line,
-# 384 x 384 JPEG. File name -> the caption a model that names what it sees should give.
+# Shapes-like scenes made outside the renderer (tools/draw_hand_scenes.py): drawn as a
+# person draws them in an editor (light pages and a dark one, a lighting gradient, marker
+# colours, freehand outlines with a pen line), and one made to look like a phone photo of
+# such a page; 384 x 384 JPEGs. File name -> the caption a model that names what it sees
+# should give.
 HAND_DRAWN_DIR = Path(__file__).parent / "hand_drawn"
 HAND_DRAWN = {
     "red_circle_above_blue_square.jpg": "a red circle above a blue square",
     "green_triangle_left_of_purple_diamond.jpg": "a green triangle to the left of a purple diamond",
     "yellow_square_in_the_center.jpg": "a yellow square in the center",
+    "white_square_above_yellow_triangle_dark_page.jpg": "a white square above a yellow triangle",
+    "blue_circle_left_of_red_triangle_photo.jpg": "a blue circle to the left of a red triangle",
 }
 NOISE_SIGMA = 8.0
 JITTER = 5.0
@@ -172,7 +176,9 @@ def page_background(rng):
     return (level, level + PAGE_BAND)
 
 
-def write_shapes_dataset(out_dir, train=2000, val=200, test=200, seed=0, log=None, varied=0.0):
+def write_shapes_dataset(
+    out_dir, train=2000, val=200, test=200, seed=0, log=None, varied=0.0, varied_copies=False
+):
     """Generates a Shapes dataset in the Karpathy split format.
 
     Writes `out_dir/dataset_shapes.json` and `out_dir/images/NNNNNN.png`. The
@@ -182,7 +188,9 @@ def write_shapes_dataset(out_dir, train=2000, val=200, test=200, seed=0, log=Non
     (`page_background`) and through `keras_saat.images.photometry.photometric_augmentation`
     (exposure, contrast, hue, saturation), marked `"photometry": "varied"` in the JSON. The
     scenes, their objects and captions, and the val and test images are the same as at
-    `varied` 0; the varied draws use a stream of their own.
+    `varied` 0; the varied draws use a stream of their own. With `varied_copies`, a varied
+    scene is a second view beside the world's: the world's image keeps its place and the
+    varied one is a training image of its own after the test split, with the same captions.
 
     Args:
         out_dir: str or Path. Output folder (created).
@@ -193,6 +201,8 @@ def write_shapes_dataset(out_dir, train=2000, val=200, test=200, seed=0, log=Non
         log: callable or None. Receives progress lines. Defaults to None.
         varied: float. Share of the training scenes drawn under varied photometry, in
             [0, 1]. Defaults to 0 (the world's own photometry).
+        varied_copies: bool. Add the varied views beside the world's scenes rather than
+            drawing those scenes varied in their place. Defaults to False.
 
     Returns:
         Path of the dataset JSON file.
@@ -213,26 +223,27 @@ def write_shapes_dataset(out_dir, train=2000, val=200, test=200, seed=0, log=Non
         pixels = render(objects, rng)
         filename = f"{imgid:06d}.png"
         if split == "train" and varied and varied_rng.random() < varied:
-            pending.append((imgid, render(objects, varied_rng, page_background(varied_rng))))
+            view = render(objects, varied_rng, page_background(varied_rng))
+            pending.append((imgid, view))
+            if varied_copies:
+                _write_png(image_dir / filename, pixels)
         else:
             _write_png(image_dir / filename, pixels)
-        sentences = []
-        for raw in reference_captions(objects):
-            sentences.append({"tokens": raw.split(), "raw": raw, "imgid": imgid, "sentid": sentid})
-            sentid += 1
-        images.append(
-            {
-                "filepath": "images",
-                "filename": filename,
-                "imgid": imgid,
-                "split": split,
-                "sentids": [s["sentid"] for s in sentences],
-                "sentences": sentences,
-                "objects": objects,
-            }
-        )
+        images.append(_image_record(imgid, filename, split, objects, sentid))
+        sentid += len(images[-1]["sentences"])
         if log and (imgid + 1) % 500 == 0:
             log(f"  rendered {imgid + 1}/{len(splits)} images")
+    if varied_copies:  # each varied view becomes a training image of its own, at the end
+        copies = []
+        for imgid, view in pending:
+            copy = len(splits) + len(copies)
+            record = _image_record(
+                copy, f"{copy:06d}.png", "train", images[imgid]["objects"], sentid
+            )
+            sentid += len(record["sentences"])
+            images.append(record)
+            copies.append((copy, view))
+        pending = copies
     if pending:
         from keras_saat.images.photometry import augmented_uint8
 
@@ -245,20 +256,41 @@ def write_shapes_dataset(out_dir, train=2000, val=200, test=200, seed=0, log=Non
     path = out_dir / DATASET_FILE
     # filepath is relative to the JSON file's folder, as in Karpathy's COCO file. Written
     # last and atomically: a run killed before this point leaves no dataset to reuse.
-    settings = generator_settings(train, val, test, seed, varied)
+    settings = generator_settings(train, val, test, seed, varied, varied_copies)
     write_text_atomic(
         path, json.dumps({"dataset": "shapes", "generator": settings, "images": images})
     )
     return path
 
 
-def generator_settings(train, val, test, seed, varied=0.0):
+def generator_settings(train, val, test, seed, varied=0.0, varied_copies=False):
     """What `write_shapes_dataset` was asked for, as stored in (and compared with) its JSON
-    (`varied` only when it is not 0, so a world's file is what it always was)."""
+    (`varied` only when it is not 0, and `varied_copies` only when it is set and counts, so
+    a world's file is what it always was)."""
     settings = {"train": int(train), "val": int(val), "test": int(test), "seed": int(seed)}
     if varied:
         settings["varied"] = float(varied)
+        if varied_copies:
+            settings["varied_copies"] = True
     return settings
+
+
+def _image_record(imgid, filename, split, objects, first_sentid):
+    """One image's entry in the Karpathy-format JSON: its reference captions numbered from
+    `first_sentid`."""
+    sentences = [
+        {"tokens": raw.split(), "raw": raw, "imgid": imgid, "sentid": first_sentid + k}
+        for k, raw in enumerate(reference_captions(objects))
+    ]
+    return {
+        "filepath": "images",
+        "filename": filename,
+        "imgid": imgid,
+        "split": split,
+        "sentids": [s["sentid"] for s in sentences],
+        "sentences": sentences,
+        "objects": objects,
+    }
 
 
 def _write_png(path, pixels):

@@ -1,8 +1,11 @@
 """The paper's Figure 2 layout: the image, then one panel per word with its attention map.
 
 `plot_attention` draws one figure (shown in a notebook, or saved); `AttentionPlotter`
-saves many, one per image, drawing each on the same off-screen figure.
+saves many, one per image, drawing each on the same off-screen figure. `plot_captions`
+draws a grid of images with each one's caption (and a reference) under it.
 """
+
+import textwrap
 
 import numpy as np
 import tensorflow as tf
@@ -58,6 +61,62 @@ def plot_attention(image, words, attention, path=None, columns=6, smooth=True):
             heat = heat.numpy()[..., 0] / max(float(alpha.max()), 1e-12)
         ax.imshow(heat, cmap="gray", alpha=0.6, extent=(0, width, height, 0), vmin=0, vmax=1)
         ax.set_title(word, fontsize=11)
+    figure.tight_layout()
+    if path is not None:
+        figure.savefig(path, dpi=100)
+    return figure
+
+
+def plot_captions(images, captions, references=None, titles=None, path=None, columns=4):
+    """Draws images in a grid, each with its caption under it (and a reference below that).
+
+    Args:
+        images: list of (H, W, 3) pixels in [0, 255].
+        captions: list of str. One per image: the model's caption.
+        references: list of str or None. One per image, drawn in grey under the caption.
+            Defaults to None.
+        titles: list of str or None. One per image, above it (a file name, a score).
+            Defaults to None.
+        path: str or Path or None. Where to save the figure. Defaults to None (pyplot
+            shows it, as in a notebook).
+        columns: int. Images per row. Defaults to 4.
+
+    Returns:
+        matplotlib.figure.Figure.
+    """
+    count = len(images)
+    if len(captions) != count or (references is not None and len(references) != count):
+        raise ValueError(
+            f"plot_captions needs one caption (and reference) per image: {count} images, "
+            f"{len(captions)} captions"
+            + ("" if references is None else f", {len(references)} references")
+        )
+    columns = max(1, min(columns, count))
+    rows = max(1, -(-count // columns))
+    size = (3.0 * columns, 3.9 * rows)
+    if path is None:
+        import matplotlib.pyplot as plt
+
+        figure = plt.figure(figsize=size)
+    else:
+        from matplotlib.figure import Figure
+
+        figure = Figure(figsize=size)
+    axes = figure.subplots(rows, columns, squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for i, (ax, image, caption) in enumerate(zip(axes.flat, images, captions, strict=False)):
+        ax.imshow(np.clip(np.asarray(image, np.float32), 0, 255).astype(np.uint8))
+        if titles is not None:
+            ax.set_title(titles[i], fontsize=9)
+        lines = textwrap.fill(caption or "(empty)", 30)
+        ax.text(0.5, -0.03, lines, transform=ax.transAxes, ha="center", va="top", fontsize=10)
+        if references is not None:
+            below = -0.05 - 0.085 * (lines.count("\n") + 1)
+            ax.text(
+                0.5, below, textwrap.fill(references[i], 32), transform=ax.transAxes,
+                ha="center", va="top", fontsize=8.5, color="0.45", style="italic",
+            )  # fmt: skip
     figure.tight_layout()
     if path is not None:
         figure.savefig(path, dpi=100)

@@ -10,6 +10,7 @@ MAY_CHANGE = {
     "train": {
         "jit_compile",  # how the step is compiled
         "unroll",  # the same values, unrolled or in a loop
+        "fused_scores",  # the same values, fused or not
         "epochs",
         "patience",
         "log_every",

@@ -1,6 +1,7 @@
 """What a run starts before any TensorFlow work: compile cache, XLA flags, the strategy."""
 
 import dataclasses
+from pathlib import Path
 
 import tensorflow as tf
 
@@ -33,7 +34,8 @@ def start_runtime(train_config, workdir):
     """The settings TensorFlow reads when it starts, then the distribution strategy."""
     # Before any TensorFlow work: TensorFlow reads the cache setting when it starts.
     cached = train_config.compilation_cache and enable_compilation_cache(workdir / XLA_CACHE_DIR)
-    set_xla_defaults()  # cuBLAS rather than autotuned Triton GEMMs: a faster compile
+    # GPU compile settings; each fusion's autotuning result kept beside the compiled steps.
+    set_xla_defaults(Path(cached) / "autotune" if cached else None)
     # MultiWorkerMirroredStrategy must exist before any other TensorFlow work.
     strategy = make_strategy(train_config.distribute)
     if train_config.deterministic:

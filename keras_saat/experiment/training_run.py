@@ -180,6 +180,7 @@ def build_trainer(train_config, model, steps, runtime, workdir, log=print, resid
         log,
         unroll=train_config.unroll,
         resident=resident,
+        fused_scores=None if train_config.fused_scores == "auto" else train_config.fused_scores,
     )
     if trainer.jit_compile and train_config.compilation_cache:
         log(

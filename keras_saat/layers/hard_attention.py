@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_saat.layers.soft_attention import SoftAttention
+from keras_saat.layers.soft_attention import SoftAttention, attend_options
 
 
 @keras.saving.register_keras_serializable(package="keras_saat")
@@ -85,12 +85,16 @@ class HardAttention(SoftAttention):
         query=None,
         gate_input=None,
         context_matmuls=None,
+        step_scores=None,
+        score_kernel=None,
     ):
         """Returns dict(z, alpha, beta, sample (B,) int32, log_p_sample (B,), entropy (B,)).
 
-        `query`, `gate_input` and `context_matmuls` as in `SoftAttention.call`.
+        `query`, `gate_input`, `context_matmuls`, `step_scores` and `score_kernel` as in
+        `SoftAttention.call`.
         """
-        alpha = self.attend(projected, hidden, query)  # (B, L)
+        given = attend_options(step_scores, score_kernel)
+        alpha = self.attend(projected, hidden, query, **given)  # (B, L)
         beta = self.gate_value(hidden, gate_input)  # (B, 1)
         # The policy's log-probabilities and entropy in float32 (also under mixed precision).
         alpha32 = ops.cast(alpha, "float32")

@@ -18,6 +18,22 @@ def _forget_bias_one(shape, dtype=None):
 
 
 @keras.saving.register_keras_serializable(package="keras_saat")
+def _scores_as_built(attention):
+    """Whether an attention type scores locations with SoftAttention's own Eq. 4 (its
+    `attend` and `call` as the library's, and a `score` layer): the decoder then hands it
+    the fused scores or the score kernel read before a loop. A type of its own that
+    overrides `attend` or `call` gets the arguments it was written for."""
+    from keras_saat.layers.hard_attention import HardAttention
+    from keras_saat.layers.soft_attention import SoftAttention
+
+    kind = type(attention)
+    return (
+        getattr(attention, "score", None) is not None
+        and kind.attend is SoftAttention.attend
+        and kind.call in (SoftAttention.call, HardAttention.call)
+    )
+
+
 class LSTMDecoder(keras.layers.Layer):
     """Generates a caption word by word while attending over the annotations.
 
@@ -48,6 +64,10 @@ class LSTMDecoder(keras.layers.Layer):
         unroll: bool. Teacher forcing unrolled (True) or as a `tf.while_loop` (False). A
             setting of the computation, not of the model: it can be changed on a built
             layer (the trainer sets it from `train.unroll`). Defaults to True.
+        fused_scores: bool. In the unrolled form, Eq. 4's scores as one fused block with
+            a custom gradient (`keras_saat.layers.attention_scores.StepScores`): the same
+            values and gradients, no (B, L, units) tensor kept per step. A setting of the
+            computation like `unroll` (the trainer turns it on with XLA). Defaults to False.
 
     Example:
         ```python
@@ -74,6 +94,7 @@ class LSTMDecoder(keras.layers.Layer):
         attention_options=None,
         seed=None,
         unroll=True,
+        fused_scores=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -88,6 +109,7 @@ class LSTMDecoder(keras.layers.Layer):
         self.attention_options = dict(attention_options or {})
         self.seed = seed
         self.unroll = bool(unroll)
+        self.fused_scores = bool(fused_scores)
         self.embedding = keras.layers.Embedding(self.vocab_size, self.embedding_dim, name="E")
         self.attention = attention_class(
             attention_units, gating, seed=seed, name="attention", **self.attention_options
@@ -196,6 +218,10 @@ class LSTMDecoder(keras.layers.Layer):
             StepMatmuls(annotations, steps, [batch_size, 1])
             for _ in range(self.attention.context_count(training))
         ]
+        # Eq. 4 fused over the steps: d(W_a a) and dv summed once, after the recurrence.
+        # Only for the library's own Eq. 4 (a type that overrides `attend` scores its own way).
+        fuse = self.fused_scores and _scores_as_built(self.attention)
+        scores = {"step_scores": self.attention.step_scores(projected, steps)} if fuse else {}
         collected = {}
         for t in range(steps):
             recurrent, products = self.split_hidden(hidden_matmul(h), kernels)
@@ -205,6 +231,7 @@ class LSTMDecoder(keras.layers.Layer):
                 h,
                 training=training,
                 context_matmuls=context_matmuls,
+                **scores,
                 **begun,
                 **products,
             )
@@ -228,11 +255,21 @@ class LSTMDecoder(keras.layers.Layer):
         h, c = self.initial_state(annotations)
         begun = self.attention.begin(ops.shape(annotations)[0], training)
         kernels = self.hidden_kernels(h.dtype)
+        # Kernels read once, before the loop: a value made inside the body that the
+        # gradient needs is stacked over the iterations, a captured one is not.
+        context_kernel = ops.cast(self.lstm_context_kernel, h.dtype)
+        scores = (
+            {"score_kernel": ops.cast(self.attention.score.kernel, h.dtype)}
+            if _scores_as_built(self.attention)
+            else {}
+        )
 
         def advance(t, h, c):
             recurrent, products = self.split_hidden(ops.matmul(h, kernels["hidden"]), kernels)
-            att = self.attention(annotations, projected, h, training=training, **begun, **products)
-            context = ops.matmul(att["z"], ops.cast(self.lstm_context_kernel, h.dtype))
+            att = self.attention(
+                annotations, projected, h, training=training, **scores, **begun, **products
+            )
+            context = ops.matmul(att["z"], context_kernel)
             h, c = self.lstm(gates.read(t), att["z"], h, c, context, recurrent)
             return h, c, {"h": h, **att}
 

@@ -5,6 +5,13 @@ import tensorflow as tf
 from keras import ops
 
 
+def attend_options(step_scores, score_kernel):
+    """`attend`'s optional arguments that are set: a type that overrides `attend` with the
+    older signature (projected, hidden, query) keeps working when they are not."""
+    given = {"step_scores": step_scores, "score_kernel": score_kernel}
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def _scores(energy, kernel):
     """energy @ v: (B, L, units), (units, 1) -> (B, L), the `v` layer's product.
 
@@ -20,7 +27,10 @@ def _scores(energy, kernel):
 
         def grad(d_scores):
             d_energy = d_scores[..., None] * tf.reshape(kernel, [-1])
-            d_kernel = tf.matmul(flat, tf.reshape(d_scores, [-1, 1]), transpose_a=True)
+            # From `energy`, which tanh's gradient keeps anyway, not from `flat`: in a
+            # tf.while_loop each captured tensor is stacked over the iterations, once.
+            rows = tf.reshape(energy, [-1, tf.shape(energy)[-1]])
+            d_kernel = tf.matmul(rows, tf.reshape(d_scores, [-1, 1]), transpose_a=True)
             return d_energy, d_kernel
 
         return out, grad
@@ -90,6 +100,13 @@ class SoftAttention(keras.layers.Layer):
         """W_a a + b_a: (batch, L, D) -> (batch, L, units)."""
         return self.annotation_projection(annotations)
 
+    def step_scores(self, projected, steps):
+        """A `StepScores` over `projected` for `steps` unrolled steps: Eq. 4 fused, with
+        no (B, L, units) tensor kept for the backward pass (keras_saat/layers/attention_scores.py)."""
+        from keras_saat.layers.attention_scores import StepScores
+
+        return StepScores(projected, ops.cast(self.score.kernel, projected.dtype), steps)
+
     def hidden_kernels(self):
         """The kernels applied to h_{t-1}, by `call` argument: W_h (n, units) as "query",
         and f_beta's kernel (n, 1) as "gate_input" when gating.
@@ -101,15 +118,22 @@ class SoftAttention(keras.layers.Layer):
             kernels["gate_input"] = self.gate.kernel
         return kernels
 
-    def attend(self, projected, hidden, query=None):
+    def attend(self, projected, hidden, query=None, step_scores=None, score_kernel=None):
         """Attention weights alpha_t (Eq. 4-5): (batch, L).
 
-        `query` is W_h h_{t-1} (batch, units) when the caller has computed it.
+        `query` is W_h h_{t-1} (batch, units) when the caller has computed it;
+        `step_scores` a `StepScores` over `projected` that computes Eq. 4 fused;
+        `score_kernel` v (units, 1) in the compute dtype, read once outside a loop.
         """
         if query is None:
             query = self.hidden_projection(hidden)
-        energy = ops.tanh(projected + query[:, None, :])  # (B, L, units)
-        scores = _scores(energy, ops.cast(self.score.kernel, energy.dtype))  # (B, L)
+        if step_scores is not None:
+            scores = step_scores(query)  # (B, L), no (B, L, units) tensor kept
+        else:
+            energy = ops.tanh(projected + query[:, None, :])  # (B, L, units)
+            if score_kernel is None:
+                score_kernel = ops.cast(self.score.kernel, energy.dtype)
+            scores = _scores(energy, score_kernel)  # (B, L)
         # The softmax in float32 under mixed precision; alpha comes back in the compute dtype.
         return ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), scores.dtype)
 
@@ -172,13 +196,17 @@ class SoftAttention(keras.layers.Layer):
         query=None,
         gate_input=None,
         context_matmuls=None,
+        step_scores=None,
+        score_kernel=None,
     ):
         """Returns dict(z (B, D), alpha (B, L), beta (B, 1)).
 
         `query` and `gate_input`: h_{t-1}'s products with `hidden_kernels()`, if computed;
-        `context_matmuls`: `context_count()` functions for `context`, or None.
+        `context_matmuls`: `context_count()` functions for `context`, or None;
+        `step_scores`: a `StepScores` (`step_scores`) for Eq. 4, or None; `score_kernel`:
+        v in the compute dtype, read once before a loop (`attend`), or None.
         """
-        alpha = self.attend(projected, hidden, query)
+        alpha = self.attend(projected, hidden, query, **attend_options(step_scores, score_kernel))
         matmuls = context_matmuls or [None]
         context = self.context(alpha, annotations, matmuls[0])  # (B, D), Eq. 6
         beta = self.gate_value(hidden, gate_input)

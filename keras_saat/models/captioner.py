@@ -21,16 +21,14 @@ from keras_saat.text.vocabulary import Vocabulary
 class Captioner(CaptionGeneration, keras.Model):
     """Image encoder, Dense(D, relu) squeeze, and the attention LSTM decoder.
 
-    `call` is teacher-forced and takes a dict with `tokens` (B, T + 1) and either
-    `images` (B, S, S, 3) pixels in [0, 255] or `features` (B, L, C), the
-    backbone output (a feature cache). `compile()` + `fit()` train it with
-    `caption_loss` (an attention type that declares `reinforce` adds REINFORCE
-    and moves the baseline).
+    `call` is teacher-forced and takes a dict with `tokens` (B, T + 1) and either `images`
+    (B, S, S, 3) pixels in [0, 255] or `features` (B, L, C), the backbone output (a feature
+    cache). `compile()` + `fit()` train it with `caption_loss` (an attention type that declares
+    `reinforce` adds REINFORCE and moves the baseline).
 
-    Captioning runs in three parts, as keras-hub's `CausalLM.generate` does:
-    `preprocessor()` (files, bytes or pixels -> input pixels), `decode` (the
-    compiled search over `generate_step`, which the export also builds on), and
-    `postprocessor` (ids -> words and attention grids). `generate` chains them.
+    `generate` chains three parts, as keras-hub's `CausalLM.generate` does: `preprocessor()`
+    (files, bytes or pixels -> pixels), `decode` (the compiled search over `generate_step`,
+    which the export also builds on) and `postprocessor` (ids -> words and attention grids).
 
     Args:
         vocabulary: list of str. Tokens in id order (see `keras_saat.text.Vocabulary`).
@@ -74,13 +72,13 @@ class Captioner(CaptionGeneration, keras.Model):
 
     Example:
         ```python
-        from keras_saat import Captioner, Vocabulary
+        from keras_saat import Captioner
 
-        vocabulary = Vocabulary.build([["a", "red", "circle"], ["a", "blue", "square"]])
-        model = Captioner(vocabulary.words, lstm_units=64, seed=0)  # the Shapes CNN, 128 px
-        model.generate(["scene.png"], beam_size=1)  # paths, encoded bytes or pixels
-        model.save_to_preset("my_captioner")
-        model = Captioner.from_preset("my_captioner")
+        model = Captioner(vocabulary.words, seed=0)  # a `Vocabulary`'s words; the Shapes CNN
+        model.compile(optimizer="adam")
+        model.fit(batches, epochs=10)  # tf.data {"images", "tokens"} batches: `caption_batches`
+        model.generate(["scene.png"])  # the trained model's caption; paths, bytes or pixels
+        model.save_to_preset("my_captioner")  # Captioner.from_preset("my_captioner") loads it
         ```
     """
 
@@ -189,10 +187,12 @@ class Captioner(CaptionGeneration, keras.Model):
 
     @property
     def grid_shape(self):
+        """The attention grid (rows, columns): the backbone's feature map, L = rows x columns."""
         return self.encoder.grid_shape
 
     @property
     def image_size(self):
+        """The side of the square input, in pixels."""
         return self.encoder.image_size
 
     # ------------------------------------------------------------- forward

@@ -43,18 +43,36 @@ def enable_compilation_cache(directory):
     return directory
 
 
-# XLA flags set for training unless the user's XLA_FLAGS already names them: autotuning
-# Triton GEMM tilings for every matmul of the unrolled step is most of XLA's compile
-# time, and cuBLAS runs the step as fast (docs/performance.md, "Training throughput").
-GPU_XLA_FLAGS = {"xla_gpu_enable_triton_gemm": "false"}
+# XLA flags set for training unless the user's XLA_FLAGS already names them, to make the
+# GPU compile short (docs/performance.md, "The GPU step"): autotuning Triton GEMM tilings
+# for every matmul of the unrolled step, and timing Triton against native emitters for
+# each reduce and transpose fusion at its real shapes, are most of XLA's compile time, for
+# a step cuBLAS and the native emitters run as fast; LLVM compiles the module's parts on
+# every host core rather than one.
+GPU_XLA_FLAGS = {
+    "xla_gpu_enable_triton_gemm": "false",
+    "xla_gpu_experimental_enable_fusion_autotuner": "false",
+    "xla_gpu_enable_llvm_module_compilation_parallelism": "true",
+}
+# The number of LLVM compilation threads (the host's cores) and, with the workdir's XLA
+# cache on, the folder where XLA keeps each fusion's autotuning result for later runs.
+PARALLELISM_FLAG = "xla_gpu_force_compilation_parallelism"
+AUTOTUNE_CACHE_FLAG = "xla_gpu_per_fusion_autotune_cache_dir"
 
 
-def set_xla_defaults():
-    """Adds GPU_XLA_FLAGS to XLA_FLAGS (before TensorFlow starts; False when too late)."""
+def set_xla_defaults(autotune_cache=None):
+    """Adds GPU_XLA_FLAGS, the compilation parallelism and, given `autotune_cache` (a
+    folder), the per-fusion autotuning cache to XLA_FLAGS (before TensorFlow starts; False
+    when too late). A flag the user's XLA_FLAGS names is left as it is."""
     if tensorflow_started():
         return False
     flags = os.environ.get("XLA_FLAGS", "")
-    extra = [f"--{k}={v}" for k, v in GPU_XLA_FLAGS.items() if k not in flags]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    wanted = dict(GPU_XLA_FLAGS, **{PARALLELISM_FLAG: str(max(1, min(cores or 1, 64)))})
+    if autotune_cache is not None:
+        Path(autotune_cache).mkdir(parents=True, exist_ok=True)
+        wanted[AUTOTUNE_CACHE_FLAG] = str(autotune_cache)
+    extra = [f"--{k}={v}" for k, v in wanted.items() if k not in flags]
     if extra:
         os.environ["XLA_FLAGS"] = " ".join([flags, *extra]).strip()
     return True

@@ -8,6 +8,9 @@ One step:
                                       finite; otherwise clip to the global norm and apply;
                                       a REINFORCE attention moves its baseline
 
+With XLA and one replica the whole of it is one XLA executable (`one_executable`): the
+finite check is an XLA conditional on the device, and no op runs outside the compiled step.
+
 The loop around it (epochs, checkpoints, exact resume) is `keras_saat.training.loop`.
 """
 
@@ -107,6 +110,14 @@ class Trainer:
         resident: ResidentFeatures or None. Features held on the device: batches then
             carry "image_index" instead of "features", and each replica gathers its rows
             inside the compiled step. Defaults to None.
+        one_executable: bool or "auto". With XLA and one replica (no Mirrored or
+            MultiWorkerMirrored strategy), the whole step in one XLA executable: the
+            forward and backward pass, the global norm, clipping, the finite-gradient guard
+            (an XLA conditional, on the device) and the optimiser's update. Otherwise only
+            the replica's pass is compiled and the rest runs op by op. "auto" (the default)
+            is True wherever it applies.
+        fused_scores: bool or None. Eq. 4's scores fused with a custom gradient in the
+            unrolled decoder (`LSTMDecoder.fused_scores`). None (the default) follows XLA.
     """
 
     def __init__(
@@ -119,6 +130,8 @@ class Trainer:
         log=print,
         unroll=True,
         resident=None,
+        one_executable="auto",
+        fused_scores=None,
     ):
         self.model = model
         self.resident = resident
@@ -129,6 +142,14 @@ class Trainer:
         if not isinstance(unroll, bool):
             raise KerasSaatError(f"unroll {unroll!r}: expected true or false")
         self.unroll = unroll
+        if one_executable not in (True, False, "auto"):
+            raise KerasSaatError(
+                f'one_executable {one_executable!r}: expected true, false or "auto"'
+            )
+        if fused_scores not in (True, False, None):
+            raise KerasSaatError(f"fused_scores {fused_scores!r}: expected true, false or None")
+        self.one_executable = one_executable
+        self.fused_scores = fused_scores
         self.log = log
         with self.strategy.scope():
             self.optimizer.build(model.trainable_variables)
@@ -145,9 +166,25 @@ class Trainer:
         return self.strategy.experimental_distribute_dataset(dataset.with_options(options))
 
     # -------------------------------------------------------------- step
+    def whole_step_compiled(self, jit_compile):
+        """Whether the step is one XLA executable (`one_executable`) under `jit_compile`."""
+        split = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
+        applies = (
+            jit_compile
+            and self.strategy.num_replicas_in_sync == 1
+            and not isinstance(self.strategy, split)
+        )
+        if self.one_executable == "auto":
+            return applies
+        return bool(self.one_executable) and applies
+
     def _build_step(self, jit_compile):
         model, optimizer, strategy = self.model, self.optimizer, self.strategy
         model.decoder.unroll = self.unroll
+        model.decoder.fused_scores = (
+            jit_compile if self.fused_scores is None else bool(self.fused_scores)
+        )
+        whole = self.whole_step_compiled(jit_compile)
         reinforce = model.reinforce
         resident = self.resident
 
@@ -185,7 +222,12 @@ class Trainer:
             }
             return gradients, sums
 
-        replica_fn = tf.function(replica_step, jit_compile=jit_compile, autograph=False)
+        # In one executable the replica's pass is traced into the step itself.
+        replica_fn = (
+            replica_step
+            if whole
+            else tf.function(replica_step, jit_compile=jit_compile, autograph=False)
+        )
         variables = model.trainable_variables
         mixed = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
@@ -193,7 +235,7 @@ class Trainer:
             optimizer.apply(gradients, variables)
             return tf.constant(True)
 
-        @tf.function(autograph=False)
+        @tf.function(autograph=False, jit_compile=True if whole else None)
         def step(batch):
             per_replica = strategy.run(replica_fn, args=(batch,))
             gradients, sums = tf.nest.map_structure(  # one tensor at a time (MWMS packs lists)

@@ -112,6 +112,14 @@ def test_a_glob_to_csv_and_bad_arguments(small_preset, photos, tmp_path, capsys)
 
 
 @pytest.mark.slow
+def test_a_missing_file_among_others_is_reported_once(small_preset, photos, tmp_path, capsys):
+    image, missing = sorted(photos.glob("*.png"))[0], tmp_path / "missing.png"
+    code, out, err = run(capsys, "caption", "--preset", small_preset, image, missing)
+    assert code == 2 and out.startswith(f"{image}: ")
+    assert err.count(str(missing)) == 1 and "1 of 2 images could not be captioned" in err, err
+
+
+@pytest.mark.slow
 def test_generate_stream_reads_a_generator_a_few_batches_ahead(shapes_dir):
     """Streaming: after the first caption, only a few batches of files have been read."""
     model, _ = small_model(beam_size=1)

@@ -151,3 +151,53 @@ def test_plot_names_follow_the_inputs_and_are_unique():
     ]
     assert {n.parent for n in names.values()} == {Path("out")}
     assert plot_names("out/att.png", paths[:1]) == {"a/x.png": Path("out/att.png")}
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["trian"], "invalid choice: 'trian'"),
+        (["--verbose", "captoin", "a.png"], "invalid choice: 'captoin'"),
+        (["evaluate", "--workdir", "w", "--split", "tset"], "invalid choice: 'tset'"),
+        (["caption", "--workdir", "w", "--beam-sise", "2", "a.png"],
+         "unrecognized arguments: --beam-sise"),
+        (["caption", "--workdir", "w", "--beam-sise=2", "a.png"],
+         "unrecognized arguments: --beam-sise=2"),
+        (["train", "--confg", "c", "--workdir", "w"],
+         "the following arguments are required: --config"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_name_is_answered_with_the_closest(argv, message):
+    hints = {
+        "trian": '(did you mean "train"?)',
+        "captoin": '(did you mean "caption"?)',
+        "tset": '(did you mean "test"?)',
+        "--beam-sise": '(did you mean "--beam-size"?)',
+        "--beam-sise=2": '(did you mean "--beam-size"?)',
+        "--confg": '(did you mean "--config" for --confg?)',  # not named by the message
+    }
+    code, out, errors, imported = run_cli(*argv)
+    assert code == 2 and out == "" and errors[0].startswith("usage: keras-saat")
+    assert message in errors[-1], errors[-1]
+    assert errors[-1].endswith(next(hints[a] for a in argv if a in hints)), errors[-1]
+    assert not imported & HEAVY, sorted(imported & HEAVY)
+
+
+def test_no_hint_where_no_name_is_close():
+    for argv in (["xyz"], ["train", "--config", "c", "--workdir", "w", "--zzzz"]):
+        code, _, errors, _ = run_cli(*argv)
+        assert code == 2 and "did you mean" not in errors[-1], errors[-1]
+
+
+def test_a_missing_image_among_others_is_left_to_the_run(fake_workdir, tmp_path, capsys):
+    """The check names nothing: the run reports the missing file once, as its error row
+    (test_caption.py); a mistake where no image exists is the check's (`mistakes`)."""
+    from keras_saat.cli import caption
+
+    image = tmp_path / "a.png"
+    image.write_bytes(b"")
+    argv = ["caption", "--workdir", str(fake_workdir), str(image), str(tmp_path / "none.png")]
+    args = build_parser().parse_args(argv)
+    caption.check(args)
+    assert args.paths == [image, tmp_path / "none.png"]
+    assert capsys.readouterr().err == ""

@@ -141,3 +141,33 @@ def test_varied_training_scenes_keep_the_world_and_change_only_their_pixels(tmp_
     assert len(read_karpathy(path).split("train")) == 24
     with pytest.raises(ValueError, match="varied is a share"):
         write_shapes_dataset(tmp_path / "bad", 2, 1, 1, varied=1.5)
+
+
+def test_varied_copies_add_a_second_view_beside_each_world_scene(tmp_path):
+    """`varied_copies`: the world's images all stay as they are, and each varied view is a
+    training image of its own after them, with its scene's objects and captions."""
+    plain = json.loads(write_shapes_dataset(tmp_path / "plain", 12, 2, 2, seed=4).read_text())
+    path = write_shapes_dataset(
+        tmp_path / "copies", 12, 2, 2, seed=4, varied=1.0, varied_copies=True
+    )
+    copies = json.loads(path.read_text())
+    assert copies["generator"] == {
+        "train": 12, "val": 2, "test": 2, "seed": 4, "varied": 1.0, "varied_copies": True,
+    }  # fmt: skip
+    world, added = copies["images"][:16], copies["images"][16:]
+    for a, b in zip(plain["images"], world, strict=True):
+        assert a == b  # the same records, the same pixels
+        np.testing.assert_array_equal(
+            np.asarray(Image.open(tmp_path / "copies" / "images" / b["filename"])),
+            np.asarray(Image.open(tmp_path / "plain" / "images" / a["filename"])),
+        )
+    assert len(added) == 12 and all(r["photometry"] == "varied" for r in added)
+    for original, view in zip(world[:12], added, strict=True):
+        assert view["split"] == "train" and view["objects"] == original["objects"]
+        assert [s["raw"] for s in view["sentences"]] == [s["raw"] for s in original["sentences"]]
+        pixels = np.asarray(Image.open(tmp_path / "copies" / "images" / view["filename"]), float)
+        first = np.asarray(Image.open(tmp_path / "copies" / "images" / original["filename"]), float)
+        assert np.abs(pixels - first).mean() > 5
+    sentids = [s["sentid"] for r in copies["images"] for s in r["sentences"]]
+    assert sentids == list(range(len(sentids)))
+    assert len(read_karpathy(path).split("train")) == 24

@@ -82,3 +82,22 @@ def test_plot_attention_to_a_file_leaves_the_callers_backend_and_pyplot_alone(tm
         assert figure.axes and (tmp_path / "p.png").stat().st_size > 500
     finally:
         matplotlib.use(before)
+
+
+def test_plot_captions_draws_each_image_with_its_caption_and_reference(tmp_path):
+    from keras_saat.evaluation.plots import plot_captions
+
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 255, (32, 32, 3)) for _ in range(5)]
+    captions = [f"a red circle number {k}" for k in range(5)]
+    references = [f"a reference {k}" for k in range(5)]
+    figure = plot_captions(images, captions, references, columns=3, path=tmp_path / "g.png")
+    assert (tmp_path / "g.png").stat().st_size > 0
+    drawn = [ax for ax in figure.axes if ax.images]
+    assert len(drawn) == 5  # six panels, the sixth empty
+    for ax, caption, reference in zip(drawn, captions, references, strict=True):
+        texts = [t.get_text().replace("\n", " ") for t in ax.texts]
+        assert texts == [caption, reference]
+        np.testing.assert_array_equal(ax.images[0].get_array(), images[drawn.index(ax)])
+    with pytest.raises(ValueError, match="one caption"):
+        plot_captions(images, captions[:4])

@@ -64,3 +64,44 @@ def test_the_loop_graph_does_not_grow_with_the_caption_length():
     assert graph_ops(False, 4) == graph_ops(False, 16)
     short, long = graph_ops(True, 4), graph_ops(True, 16)
     assert long > short + 12 * 10  # each unrolled step adds its ops, forward and backward
+
+
+def stacked_sources(decoder, steps=6):
+    """The producing ops (and their first inputs', up to 3 deep) of every tensor the loop
+    form's gradient stacks over the iterations (its TensorListPushBack ops)."""
+    annotations = tf.constant(np.random.default_rng(0).random((2, 9, 4)), tf.float32)
+    ids = tf.ones((2, steps), tf.int32)
+
+    @tf.function
+    def run(annotations, ids):
+        with tf.GradientTape() as tape:
+            tape.watch(annotations)
+            out = decoder(annotations, ids, training=True)
+            loss = tf.reduce_sum(out["logits"]) + tf.reduce_sum(out["alphas"] ** 2)
+        return tape.gradient(loss, [annotations, *decoder.trainable_weights])
+
+    graph = run.get_concrete_function(annotations, ids).graph
+    chains = []
+    for function in graph._functions.values():  # noqa: SLF001 (the while loop's bodies)
+        nodes = {n.name: n for n in function.cached_definition.node_def}
+        for node in nodes.values():
+            if node.op != "TensorListPushBack":
+                continue
+            chain, source = [], node.input[1].split(":")[0]
+            while source in nodes and len(chain) < 3:
+                chain.append(nodes[source].op)
+                source = (nodes[source].input or [""])[0].split(":")[0]
+            chains.append(chain)
+    return chains
+
+
+def test_the_loop_stacks_no_kernel_and_each_energy_once():
+    """The kernels are read before the loop (a value made in the body that the gradient
+    needs is stacked every iteration), and the scores' gradient reads the tanh energy
+    that tanh's own gradient keeps, not a reshaped copy of it."""
+    decoder = LSTMDecoder(13, embedding_dim=6, lstm_units=7, attention_units=5, unroll=False)
+    decoder.build(4)
+    chains = stacked_sources(decoder)
+    assert chains and not [c for c in chains if "ReadVariableOp" in c[:2]]
+    assert not [c for c in chains if c[:2] == ["Reshape", "Tanh"]]
+    assert sum(c[:1] == ["Tanh"] for c in chains) == 3  # the energy, the LSTM's g and c

@@ -100,6 +100,42 @@ def test_trainer_step_equals_fit_step(jit):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
+def test_one_executable_step_equals_the_split_step():
+    """With XLA and one replica the whole step (pass, norm, clipping, the finite guard,
+    Adam, the baseline) is one XLA computation; two hard-attention updates give the
+    weights of the split step (only the replica's pass compiled, autodiff's scores), and a
+    non-finite batch is still skipped inside it."""
+    vocab = tiny_model()[1]
+    data = list(batches(vocab, n=16, batch_size=8))
+    runs = []
+    for whole in (True, False):
+        model, _ = tiny_model(attention="hard", dropout=0.0)
+        trainer = Trainer(  # SGD: a gradient off by any factor moves the weights apart
+            model, keras.optimizers.SGD(0.5), clipnorm=50.0, jit_compile=True,
+            one_executable=whole, fused_scores=whole, log=lambda m: None,
+        )  # fmt: skip
+        assert trainer.whole_step_compiled(True) is whole
+        losses = [float(trainer.train_step(batch)["loss"]) for batch in data]
+        assert model.decoder.fused_scores is whole
+        if whole:  # the step itself is an XLA function (the split one refuses this)
+            assert trainer._step_fn.experimental_get_compiler_ir(data[0])(stage="hlo")
+            (nan_batch,) = list(batches(vocab, n=8, nan=True))
+            before, iterations = weights_of(model), int(trainer.optimizer.iterations)
+            assert not bool(trainer.train_step(nan_batch)["finite"])
+            for a, b in zip(weights_of(model), before, strict=True):
+                np.testing.assert_array_equal(a, b)
+            assert int(trainer.optimizer.iterations) == iterations
+        runs.append((losses, weights_of(model), float(model.baseline)))
+    with pytest.raises(ValueError, match="jit_compile=True"):  # the split step is not one
+        trainer._step_fn.experimental_get_compiler_ir(data[0])(stage="hlo")
+    (losses, weights, baseline), (split_losses, split_weights, split_baseline) = runs
+    np.testing.assert_allclose(losses, split_losses, rtol=1e-5)
+    np.testing.assert_allclose(baseline, split_baseline, rtol=1e-5)
+    for a, b in zip(weights, split_weights, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_global_norm_clipping_bounds_the_update():
     model, vocab = tiny_model(dropout=0.0)
     before = weights_of(model)

@@ -48,8 +48,9 @@ def _shapes(data, workdir, log):
 
     path = Path(data.path) if data.path else Path(workdir) / DATA_DIR / DATASET_FILE
     wanted = generator_settings(
-        data.shapes_train, data.shapes_val, data.shapes_test, data.shapes_seed, data.shapes_varied
-    )
+        data.shapes_train, data.shapes_val, data.shapes_test, data.shapes_seed,
+        data.shapes_varied, data.shapes_varied_copies,
+    )  # fmt: skip
     stored = stored_generator_settings(path) if path.is_file() else None
     if stored is not None and stored != wanted:
         described = _describe(stored)
@@ -71,7 +72,7 @@ def _shapes(data, workdir, log):
         )
         write_shapes_dataset(
             path.parent, data.shapes_train, data.shapes_val, data.shapes_test, data.shapes_seed,
-            log, varied=data.shapes_varied,
+            log, varied=data.shapes_varied, varied_copies=data.shapes_varied_copies,
         )  # fmt: skip
     return read_karpathy(path, data.images_dir or None, strict=data.strict)
 
@@ -81,6 +82,7 @@ def _describe(settings):
     return (
         f"{settings['train']}/{settings['val']}/{settings['test']} images, seed {settings['seed']}"
         + (f", {varied:g} of the training scenes varied" if varied else "")
+        + (" (as added copies)" if settings.get("varied_copies") else "")
     )
 
 

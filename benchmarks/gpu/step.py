@@ -1,0 +1,119 @@
+"""The GPU step, row by row under a deadline: the paper-size soft-attention train step at
+batch 64, 512 and 2048, teacher forcing unrolled and in a tf.while_loop, with each change
+of the step on and off (one XLA executable for the whole step, the fused attention
+scores, the GPU compile flags), then the XLA compiler's pass timers and a short profile.
+Each row runs in a fresh process and is appended to a JSON-lines file as it finishes.
+
+    python benchmarks/gpu/step.py OUT_DIR [DEADLINE_S] [PRECISION]
+
+DEADLINE_S (default 400) leaves a 10-minute device call room for the last row;
+PRECISION defaults to bfloat16 on a GPU and float32 on a CPU (where it runs as a check
+of the script, at a small size). OUT_DIR gets step.jsonl (one row each: the bench's train
+part, `variant`, `process_s`), compiler.log (the pass timers of the default step) and
+profile.jsonl (kernels a step and time by kind).
+"""
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import tensorflow as tf
+
+from keras_saat.bench import run_in_subprocess
+
+gpu = bool(tf.config.list_physical_devices("GPU"))
+out_dir = Path(sys.argv[1])
+deadline = float(sys.argv[2]) if len(sys.argv) > 2 else 400.0
+precision = sys.argv[3] if len(sys.argv) > 3 else ("bfloat16" if gpu else "float32")
+size = "paper" if gpu else "tutorial"
+batches = (512, 2048, 64) if gpu else (16,)
+out_dir.mkdir(parents=True, exist_ok=True)
+base = os.environ.get("XLA_FLAGS", "")
+# The compile settings before keras_saat.runtime.xla's GPU defaults (the user's flags win
+# over those defaults, so naming them here turns them off).
+OLD_FLAGS = {
+    "XLA_FLAGS": f"{base} --xla_gpu_experimental_enable_fusion_autotuner=true "
+    "--xla_gpu_enable_llvm_module_compilation_parallelism=false "
+    "--xla_gpu_force_compilation_parallelism=0"
+}
+
+
+def cache():
+    return {"TF_XLA_FLAGS": f"--tf_xla_persistent_cache_directory={tempfile.mkdtemp()}"}
+
+
+# (name, batch, unroll, one_executable, fused, env), in priority order.
+ROWS = []
+for batch in batches:
+    ROWS.append((f"B{batch} unrolled, all changes", batch, True, "auto", None, {}))
+    ROWS.append((f"B{batch} unrolled, none (split step, autodiff scores, old flags)",
+                 batch, True, False, False, OLD_FLAGS))  # fmt: skip
+    if batch == batches[0]:
+        ROWS += [
+            (f"B{batch} unrolled, split step", batch, True, False, None, {}),
+            (f"B{batch} unrolled, autodiff scores", batch, True, "auto", False, {}),
+            (f"B{batch} unrolled, old compile flags", batch, True, "auto", None, OLD_FLAGS),
+            (f"B{batch} loop", batch, False, "auto", None, {}),
+        ]
+shared = cache()  # the same step twice: the second compile reads the persistent cache
+ROWS += [
+    (f"B{batches[0]} unrolled, all changes, cache empty", batches[0], True, "auto", None, shared),
+    (f"B{batches[0]} unrolled, all changes, cache filled", batches[0], True, "auto", None, shared),
+]
+
+started = time.perf_counter()
+with open(out_dir / "step.jsonl", "a") as out:
+    for name, batch, unroll, whole, fused, env in ROWS:
+        if time.perf_counter() - started > deadline:
+            print(f"deadline: skipped {name}", flush=True)
+            continue
+        start = time.perf_counter()
+        args = (size, "soft", True, 5, precision, batch, unroll, whole, fused)
+        try:
+            row = run_in_subprocess("train", *args, env=env)
+        except RuntimeError as err:
+            row = {"error": str(err)[-1500:]}
+        row.update(variant=name, process_s=time.perf_counter() - start)
+        out.write(json.dumps(row) + "\n")
+        out.flush()
+        brief = {k: round(row[k], 3) for k in ("step_ms", "fraction_of_limit", "compile_s")
+                 if k in row}  # fmt: skip
+        print(f"{name:62s} {brief or row.get('error', '')[-300:]}", flush=True)
+
+    # XLA's own pass timers for the default step's compile (its log lines, kept whole).
+    if time.perf_counter() - started < deadline:
+        env = {"TF_CPP_MIN_LOG_LEVEL": "0",
+               "TF_CPP_VMODULE": "gpu_compiler=1,hlo_pass_pipeline=1,nvptx_compiler=1"}  # fmt: skip
+        code = (
+            "import sys; from keras_saat.bench.compute import measure_train; "
+            f"print(measure_train({size!r}, 'soft', True, 2, {precision!r}, {batches[0]}))"
+        )
+        import subprocess
+
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True,
+                env={**os.environ, **env}, timeout=max(30, deadline),
+            )  # fmt: skip
+            log = done.stdout + done.stderr
+        except subprocess.TimeoutExpired as err:
+            log = f"timed out after {err.timeout}s\n{err.stderr or ''}"
+        (out_dir / "compiler.log").write_text(str(log))
+        print(f"compiler log: {len(str(log).splitlines())} lines", flush=True)
+
+    # A short profile of the default step: kernels a step and time by kind.
+    if time.perf_counter() - started < deadline:
+        env = {"XLA_FLAGS": f"{base} --xla_enable_command_buffers_during_profiling=true"}
+        try:
+            row = run_in_subprocess(
+                "profile", size, precision, 3, 12, batches[0], True, True, env=env
+            )
+        except RuntimeError as err:
+            row = {"error": str(err)[-1500:]}
+        with open(out_dir / "profile.jsonl", "a") as profile:
+            profile.write(json.dumps(row) + "\n")
+        print("profile:", {k: row[k] for k in list(row)[:8]}, flush=True)
+print(f"done in {time.perf_counter() - started:.0f}s", flush=True)

@@ -1,0 +1,124 @@
+"""StepScores: Eq. 4's scores s_t = tanh(W_a a + W_h h_{t-1}) v over the unrolled steps,
+with no (B, L, A) tensor kept between the forward and the backward pass.
+
+Left to autodiff, each step of the attention MLP writes the energy tanh(p + q_t)
+(B, L, A) for its backward pass, reads it for v, reads it twice more in the backward,
+writes the pre-activation's gradient and reads it for the query's gradient and once
+more for d p, whose T per-step terms are then summed: about ten passes over a (B, L, A)
+tensor a step, which is the memory traffic that bounds the step on a GPU
+(docs/performance.md, "The GPU step").
+
+`StepScores` computes the same values and the same gradients, arranged for that:
+- forward, s_t = sum_a v_a tanh(p + q_t)_a reduces as it goes (XLA fuses the tanh into
+  the reduction), and only q_t (B, A) is recorded;
+- each step's backward gives q_t its gradient sum_l ds_tl v (1 - tanh(p + q_t)^2),
+  recomputing the tanh from p;
+- p = W_a a + b_a and v receive theirs once, after the recurrence, from every step's ds_t
+  at once: a "probe" per step (a zero tensor added to s_t, made by one
+  `tf.custom_gradient` function of p and v, as in `StepMatmuls`) hands the gradient
+  function all T upstream gradients together, and one pass over p sums the T terms.
+
+The reductions run in float32 under mixed precision, as the score matmul's accumulator
+does.
+"""
+
+import tensorflow as tf
+
+
+def _recomputed(*tensors):
+    """The tensors, behind XLA's optimisation barrier when XLA compiles the graph: without
+    it, XLA's common-subexpression pass merges the backward pass's tanh with the forward's
+    and stores the (B, L, A) energy after all. Outside XLA (no barrier kernel there) they
+    are returned as they are."""
+    try:
+        from tensorflow.compiler.tf2xla.python import xla
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # a TensorFlow without them: correct values, merged by CSE
+        return tensors
+    if not control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+        return tensors
+    return tuple(xla.optimization_barrier(*tensors))
+
+
+class StepScores:
+    """s_t = tanh(projected + query_t) @ v for t = 0..steps-1, fused, with one gradient
+    for `projected` and `v` summed over the steps.
+
+    Call it once per step, in order: `step_scores(query_t)` returns s_t (B, L). Values
+    equal `tanh(projected + query_t[:, None]) @ v` up to float rounding; gradients equal
+    autodiff's. Use a new object for each pass through the loop.
+
+    Args:
+        projected: (B, L, A). W_a a + b_a, in the compute dtype.
+        kernel: (A, 1). v, cast to the compute dtype.
+        steps: int. The number of steps the loop will run.
+    """
+
+    def __init__(self, projected, kernel, steps):
+        self.steps = int(steps)
+        self.queries = []
+        self.frozen_projected = tf.stop_gradient(projected)
+        self.frozen_v = tf.stop_gradient(tf.reshape(kernel, [-1]))
+        self.probes = self._probes(projected, kernel)
+
+    def _probes(self, projected, kernel):
+        queries, steps = self.queries, self.steps
+
+        @tf.custom_gradient
+        def probes(projected, kernel):
+            zeros = tf.zeros(tf.shape(projected)[:-1], projected.dtype)  # (B, L)
+            outputs = [tf.identity(zeros) for _ in range(steps)]
+
+            def grad(*upstream):
+                if len(queries) != steps:
+                    raise RuntimeError(
+                        f"StepScores was built for {steps} steps but called {len(queries)} times"
+                    )
+                present = [(q, d) for q, d in zip(queries, upstream, strict=True) if d is not None]
+                p, *inputs = _recomputed(projected, *(x for pair in present for x in pair))
+                p = tf.cast(p, tf.float32)
+                v = tf.cast(tf.reshape(kernel, [-1]), tf.float32)
+                d_pre = tf.zeros_like(p)  # sum_t ds_t (1 - e_t^2), then times v
+                d_v = tf.zeros_like(v)
+                for query, d_scores in zip(inputs[::2], inputs[1::2], strict=True):
+                    d_scores = tf.cast(d_scores, tf.float32)[..., None]  # (B, L, 1)
+                    energy = tf.tanh(p + tf.cast(query, tf.float32)[:, None, :])
+                    d_pre += d_scores * (1.0 - energy * energy)
+                    d_v += tf.reduce_sum(d_scores * energy, axis=[0, 1])
+                d_projected = tf.cast(d_pre * v, projected.dtype)
+                return d_projected, tf.cast(tf.reshape(d_v, tf.shape(kernel)), kernel.dtype)
+
+            return outputs, grad
+
+        return probes(projected, kernel)
+
+    def __call__(self, query):
+        t = len(self.queries)
+        if t >= self.steps:
+            raise RuntimeError(f"StepScores was built for {self.steps} steps; called once more")
+        self.queries.append(tf.stop_gradient(query))
+        return fused_scores(self.frozen_projected, self.frozen_v, query) + self.probes[t]
+
+
+def fused_scores(projected, v, query):
+    """sum_a v_a tanh(projected + query[:, None])_a: (B, L, A), (A,), (B, A) -> (B, L).
+
+    The gradient is taken for `query` only (the callers pass a frozen `projected` and `v`),
+    recomputing the tanh rather than keeping it.
+    """
+
+    @tf.custom_gradient
+    def scores(query):
+        q = tf.cast(query, tf.float32)[:, None, :]
+        p, w = tf.cast(projected, tf.float32), tf.cast(v, tf.float32)
+        out = tf.cast(tf.reduce_sum(tf.tanh(p + q) * w, axis=-1), query.dtype)
+
+        def grad(d_scores):
+            p, q, d_scores = _recomputed(projected, query, d_scores)
+            energy = tf.tanh(tf.cast(p, tf.float32) + tf.cast(q, tf.float32)[:, None])
+            d_pre = tf.cast(d_scores, tf.float32)[..., None] * (1.0 - energy * energy)
+            return tf.cast(tf.reduce_sum(d_pre, axis=1) * tf.cast(v, tf.float32), query.dtype)
+
+        return out, grad
+
+    return scores(query)

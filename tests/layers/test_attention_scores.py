@@ -1,0 +1,132 @@
+"""StepScores, Eq. 4 fused over the unrolled steps: autodiff's values and gradients, and
+no (B, L, units) tensor kept for the backward pass."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_saat.layers.attention_scores import StepScores
+from tests.helpers import decoder_run
+
+
+def scores_run(fused, steps=4, seed=0):
+    """Loss and gradients (projected, v, each query) of T steps of scores under a
+    nonlinear loss, with StepScores or with autodiff's tanh-then-matmul."""
+    rng = np.random.default_rng(seed)
+    projected = tf.constant(rng.normal(size=(3, 7, 5)), tf.float32)
+    v = tf.constant(rng.normal(size=(5, 1)), tf.float32)
+    queries = [tf.constant(rng.normal(size=(3, 5)), tf.float32) for _ in range(steps)]
+    weights = [tf.constant(rng.normal(size=(3, 7)), tf.float32) for _ in range(steps)]
+    with tf.GradientTape() as tape:
+        tape.watch([projected, v, *queries])
+        block = StepScores(projected, v, steps) if fused else None
+        loss = 0.0
+        for query, weight in zip(queries, weights, strict=True):
+            if fused:
+                scores = block(query)
+            else:
+                scores = tf.matmul(tf.tanh(projected + query[:, None, :]), v)[..., 0]
+            loss += tf.reduce_sum(tf.nn.softmax(scores) * weight)  # as alpha feeds the step
+    return loss, tape.gradient(loss, [projected, v, *queries])
+
+
+@pytest.mark.parametrize("compiled", [None, True])
+def test_step_scores_equal_autodiff(compiled):
+    def fused():
+        return scores_run(True)
+
+    run = fused if compiled is None else tf.function(fused, jit_compile=True)
+    loss, grads = run()
+    want_loss, want_grads = scores_run(False)
+    np.testing.assert_allclose(loss, want_loss, rtol=1e-5)
+    names = ["projected", "v", "q0", "q1", "q2", "q3"]
+    for got, want, name in zip(grads, want_grads, names, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
+        assert np.abs(want).max() > 1e-2, name  # every gradient carries signal
+
+
+def test_step_scores_refuse_a_step_too_many():
+    block = StepScores(tf.zeros((1, 2, 3)), tf.zeros((3, 1)), steps=1)
+    block(tf.zeros((1, 3)))
+    with pytest.raises(RuntimeError, match="built for 1 steps"):
+        block(tf.zeros((1, 3)))
+
+
+@pytest.mark.parametrize(
+    "attention,compiled",
+    [("soft", None), pytest.param("soft", True, marks=pytest.mark.slow), ("hard", None)],
+)
+def test_a_decoder_with_fused_scores_equals_autodiffs(attention, compiled):
+    loss, grads, out = decoder_run(attention, True, True, compiled)
+    fused_loss, fused_grads, fused_out = decoder_run(
+        attention, True, True, compiled, fused_scores=True
+    )
+    np.testing.assert_allclose(fused_loss, loss, rtol=1e-5)
+    for key in out:
+        np.testing.assert_allclose(
+            np.asarray(fused_out[key], "float32"), np.asarray(out[key], "float32"),
+            rtol=1e-5, atol=1e-6, err_msg=key,
+        )  # fmt: skip
+    for name, want in grads.items():
+        np.testing.assert_allclose(fused_grads[name], want, rtol=1e-4, atol=1e-5, err_msg=name)
+    names = [n for n in grads if "W_a" in n or n.endswith("v/kernel")]
+    assert len(names) >= 2 and all(np.abs(grads[n]).max() > 1e-3 for n in names)
+
+
+def test_fused_scores_keep_no_energy_for_the_backward_pass():
+    """Autodiff's backward of tanh reads the stored energy (a TanhGrad op per step); the
+    fused block's backward recomputes it from p and q_t and has none."""
+
+    def tanh_grads(fused):
+        rng = np.random.default_rng(0)
+        projected = tf.constant(rng.normal(size=(4, 9, 6)), tf.float32)
+        v = tf.constant(rng.normal(size=(6, 1)), tf.float32)
+        queries = tf.constant(rng.normal(size=(3, 4, 6)), tf.float32)
+
+        @tf.function
+        def run(projected, v, queries):
+            with tf.GradientTape() as tape:
+                tape.watch([projected, v, queries])
+                block = StepScores(projected, v, 3) if fused else None
+                loss = 0.0
+                for t in range(3):
+                    q = queries[t]
+                    if fused:
+                        s = block(q)
+                    else:
+                        s = tf.matmul(tf.tanh(projected + q[:, None, :]), v)[..., 0]
+                    loss += tf.reduce_sum(tf.nn.softmax(s) ** 2)
+            return tape.gradient(loss, [projected, v, queries])
+
+        graph = run.get_concrete_function(projected, v, queries).graph
+        return sum(op.type == "TanhGrad" for op in graph.get_operations())
+
+    assert tanh_grads(False) == 3
+    assert tanh_grads(True) == 0
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
+def test_fused_scores_under_mixed_precision_follow_autodiffs(precision):
+    """The block computes in the compute dtype and reduces in float32: close to autodiff's
+    pass in the same precision (which rounds its matmul differently)."""
+    loss, grads, _ = decoder_run("soft", True, True, None, precision=precision)
+    fused_loss, fused_grads, _ = decoder_run(
+        "soft", True, True, None, precision=precision, fused_scores=True
+    )
+    np.testing.assert_allclose(fused_loss, loss, rtol=2e-2)
+    for name, want in grads.items():
+        scale = np.abs(want).max() + 1e-6
+        assert np.abs(fused_grads[name] - want).max() / scale < 5e-2, name
+
+
+def test_a_type_that_overrides_attend_is_not_fused():
+    """Fusing replaces SoftAttention's own Eq. 4; a type with an `attend` of its own (the
+    registry's extension point) keeps it, and gets none of the new arguments."""
+    from keras_saat.layers.lstm_decoder import _scores_as_built
+    from keras_saat.layers.soft_attention import SoftAttention
+
+    class Dot(SoftAttention):
+        def attend(self, projected, hidden, query=None):
+            return tf.nn.softmax(tf.reduce_sum(projected, -1))
+
+    assert _scores_as_built(SoftAttention(4)) and not _scores_as_built(Dot(4))
