@@ -255,3 +255,28 @@ def test_the_build_fails_on_an_in_page_link_without_a_target(
     monkeypatch.setattr(docs.subprocess, "run", mkdocs)
     assert docs.main(["build", "--site", str(tmp_path)]) == status
     assert ("index.html: #and has no target" in capsys.readouterr().err) == bool(status)
+
+
+def test_the_home_figure_is_tutorial_4s_first_figure_2(tmp_path, monkeypatch):
+    """The home page shows the Figure 2 of the build's own tutorial 4 (its demo model),
+    and a page without one fails the build rather than keeping an old picture."""
+    import base64
+
+    monkeypatch.setattr(docs, "EXECUTED", tmp_path / "executed")
+    monkeypatch.setattr(docs, "HOME_FIGURE", tmp_path / "generated" / "attention.png")
+    png = b"\x89PNG\r\n\x1a\nfigure two"
+    notebook = nbformat.v4.new_notebook()
+    first = nbformat.v4.new_code_cell("beam = model.generate(paths)")
+    first.outputs = [nbformat.v4.new_output("display_data", data={"image/png": "AAAA"})]
+    figure = nbformat.v4.new_code_cell("figure = plot_attention(image, words, maps)")
+    figure.outputs = [
+        nbformat.v4.new_output("display_data", data={"image/png": base64.b64encode(png).decode()})
+    ]
+    notebook.cells = [first, figure]
+    (tmp_path / "executed").mkdir()
+    nbformat.write(notebook, str(tmp_path / "executed" / docs.HOME_PAGE_SOURCE))
+    assert docs.draw_home_figure(log=lambda *_: None).read_bytes() == png
+    notebook.cells = [first]
+    nbformat.write(notebook, str(tmp_path / "executed" / docs.HOME_PAGE_SOURCE))
+    with pytest.raises(docs.TutorialError, match="no Figure 2"):
+        docs.draw_home_figure(log=lambda *_: None)

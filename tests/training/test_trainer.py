@@ -132,8 +132,8 @@ def test_one_executable_step_equals_the_split_step():
     (losses, weights, baseline), (split_losses, split_weights, split_baseline) = runs
     np.testing.assert_allclose(losses, split_losses, rtol=1e-5)
     np.testing.assert_allclose(baseline, split_baseline, rtol=1e-5)
-    for a, b in zip(weights, split_weights, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for a, b in zip(weights, split_weights, strict=True):  # a wrong gradient: about 1e-2
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=5e-5)
 
 
 def test_global_norm_clipping_bounds_the_update():
