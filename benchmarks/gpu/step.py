@@ -1,12 +1,13 @@
 """The GPU step, row by row under a deadline: the paper-size soft-attention train step at
 batch 64, 512 and 2048, teacher forcing unrolled and in a tf.while_loop, with each change
 of the step on and off (one XLA executable for the whole step, the fused attention
-scores, the GPU compile flags), then the XLA compiler's pass timers and a short profile.
+scores, the GPU compile flags), then a short profile and the XLA compiler's pass timers.
 Each row runs in a fresh process and is appended to a JSON-lines file as it finishes.
 
     python benchmarks/gpu/step.py OUT_DIR [DEADLINE_S] [PRECISION]
 
-DEADLINE_S (default 400) leaves a 10-minute device call room for the last row;
+DEADLINE_S (default 400) is when the last row's process is killed: give the device call
+that many seconds and a minute more;
 PRECISION defaults to bfloat16 on a GPU and float32 on a CPU (where it runs as a check
 of the script, at a small size). OUT_DIR gets step.jsonl (one row each: the bench's train
 part, `variant`, `process_s`), compiler.log (the pass timers of the default step) and
@@ -35,7 +36,8 @@ base = os.environ.get("XLA_FLAGS", "")
 # The compile settings before keras_saat.runtime.xla's GPU defaults (the user's flags win
 # over those defaults, so naming them here turns them off).
 OLD_FLAGS = {
-    "XLA_FLAGS": f"{base} --xla_gpu_experimental_enable_fusion_autotuner=true "
+    "XLA_FLAGS": f"{base} --xla_gpu_enable_triton_gemm=true "
+    "--xla_gpu_experimental_enable_fusion_autotuner=true "
     "--xla_gpu_enable_llvm_module_compilation_parallelism=false "
     "--xla_gpu_force_compilation_parallelism=0"
 }
@@ -45,35 +47,41 @@ def cache():
     return {"TF_XLA_FLAGS": f"--tf_xla_persistent_cache_directory={tempfile.mkdtemp()}"}
 
 
-# (name, batch, unroll, one_executable, fused, env), in priority order.
-ROWS = []
-for batch in batches:
-    ROWS.append((f"B{batch} unrolled, all changes", batch, True, "auto", None, {}))
-    ROWS.append((f"B{batch} unrolled, none (split step, autodiff scores, old flags)",
-                 batch, True, False, False, OLD_FLAGS))  # fmt: skip
-    if batch == batches[0]:
-        ROWS += [
-            (f"B{batch} unrolled, split step", batch, True, False, None, {}),
-            (f"B{batch} unrolled, autodiff scores", batch, True, "auto", False, {}),
-            (f"B{batch} unrolled, old compile flags", batch, True, "auto", None, OLD_FLAGS),
-            (f"B{batch} loop", batch, False, "auto", None, {}),
-        ]
+# (name, batch, unroll, one_executable, fused, env, cap_s), in priority order: a device call
+# is short, so the rows that answer the targets come first, and each row's process is
+# killed at its cap (a compile that does not end is a result too).
+top, big, small = batches[0], batches[1:2], batches[2:]
 shared = cache()  # the same step twice: the second compile reads the persistent cache
-ROWS += [
-    (f"B{batches[0]} unrolled, all changes, cache empty", batches[0], True, "auto", None, shared),
-    (f"B{batches[0]} unrolled, all changes, cache filled", batches[0], True, "auto", None, shared),
+NONE = "none (split step, autodiff scores, old flags)"
+ROWS = [
+    (f"B{top} unrolled, all changes, cache empty", top, True, "auto", None, shared, 150),
+    (f"B{top} unrolled, all changes, cache filled", top, True, "auto", None, shared, 90),
+    *[(f"B{b} unrolled, all changes", b, True, "auto", None, {}, 150) for b in big],
+    (f"B{top} unrolled, {NONE}", top, True, False, False, OLD_FLAGS, 150),
+    (f"B{top} loop", top, False, "auto", None, {}, 120),
+    (f"B{top} unrolled, split step", top, True, False, None, {}, 120),
+    (f"B{top} unrolled, autodiff scores", top, True, "auto", False, {}, 120),
+    (f"B{top} unrolled, old compile flags", top, True, "auto", None, OLD_FLAGS, 150),
+    *[(f"B{b} unrolled, all changes", b, True, "auto", None, {}, 90) for b in small],
+    *[(f"B{b} unrolled, {NONE}", b, True, False, False, OLD_FLAGS, 120) for b in small],
 ]
 
 started = time.perf_counter()
+
+
+def left():
+    return deadline - (time.perf_counter() - started)
+
+
 with open(out_dir / "step.jsonl", "a") as out:
-    for name, batch, unroll, whole, fused, env in ROWS:
-        if time.perf_counter() - started > deadline:
+    for name, batch, unroll, whole, fused, env, cap in ROWS:
+        if left() < 30:
             print(f"deadline: skipped {name}", flush=True)
             continue
         start = time.perf_counter()
         args = (size, "soft", True, 5, precision, batch, unroll, whole, fused)
         try:
-            row = run_in_subprocess("train", *args, env=env)
+            row = run_in_subprocess("train", *args, env=env, timeout=min(cap, left()))
         except RuntimeError as err:
             row = {"error": str(err)[-1500:]}
         row.update(variant=name, process_s=time.perf_counter() - start)
@@ -83,12 +91,27 @@ with open(out_dir / "step.jsonl", "a") as out:
                  if k in row}  # fmt: skip
         print(f"{name:62s} {brief or row.get('error', '')[-300:]}", flush=True)
 
+    # A short profile of the default step: kernels a step and time by kind.
+    if left() >= 30:
+        env = {"XLA_FLAGS": f"{base} --xla_enable_command_buffers_during_profiling=true"}
+        try:
+            row = run_in_subprocess(
+                "profile", size, precision, 3, 12, top, True, True, env=env,
+                timeout=min(120, left()),
+            )  # fmt: skip
+        except RuntimeError as err:
+            row = {"error": str(err)[-1500:]}
+        with open(out_dir / "profile.jsonl", "a") as profile:
+            profile.write(json.dumps(row) + "\n")
+        print("profile:", {k: row[k] for k in list(row)[:8]}, flush=True)
+
     # XLA's own pass timers for the default step's compile (its log lines, kept whole).
-    if time.perf_counter() - started < deadline:
+    if left() >= 30:
         env = {"TF_CPP_MIN_LOG_LEVEL": "0",
                "TF_CPP_VMODULE": "gpu_compiler=1,hlo_pass_pipeline=1,nvptx_compiler=1"}  # fmt: skip
         code = (
-            "import sys; from keras_saat.bench.compute import measure_train; "
+            "from keras_saat.runtime.xla import set_xla_defaults; set_xla_defaults(); "
+            "from keras_saat.bench.compute import measure_train; "
             f"print(measure_train({size!r}, 'soft', True, 2, {precision!r}, {batches[0]}))"
         )
         import subprocess
@@ -96,24 +119,12 @@ with open(out_dir / "step.jsonl", "a") as out:
         try:
             done = subprocess.run(
                 [sys.executable, "-c", code], capture_output=True, text=True,
-                env={**os.environ, **env}, timeout=max(30, deadline),
+                env={**os.environ, **env}, timeout=min(120, left()),
             )  # fmt: skip
             log = done.stdout + done.stderr
         except subprocess.TimeoutExpired as err:
             log = f"timed out after {err.timeout}s\n{err.stderr or ''}"
-        (out_dir / "compiler.log").write_text(str(log))
+        (out_dir / "compiler.log").write_text(str(log)[-4_000_000:])
         print(f"compiler log: {len(str(log).splitlines())} lines", flush=True)
 
-    # A short profile of the default step: kernels a step and time by kind.
-    if time.perf_counter() - started < deadline:
-        env = {"XLA_FLAGS": f"{base} --xla_enable_command_buffers_during_profiling=true"}
-        try:
-            row = run_in_subprocess(
-                "profile", size, precision, 3, 12, batches[0], True, True, env=env
-            )
-        except RuntimeError as err:
-            row = {"error": str(err)[-1500:]}
-        with open(out_dir / "profile.jsonl", "a") as profile:
-            profile.write(json.dumps(row) + "\n")
-        print("profile:", {k: row[k] for k in list(row)[:8]}, flush=True)
 print(f"done in {time.perf_counter() - started:.0f}s", flush=True)

@@ -24,8 +24,9 @@ def on_gpu():
     return bool(tf.config.list_physical_devices("GPU"))
 
 
-def run_in_subprocess(name, *args, env=None):
-    """Runs the registered part `name` with `args` in a fresh process; returns its row."""
+def run_in_subprocess(name, *args, env=None, timeout=None):
+    """Runs the registered part `name` with `args` in a fresh process; returns its row.
+    Raises RuntimeError when the part fails or runs past `timeout` seconds (killed)."""
     # The part runs as the command line runs: malloc tuned first (keras_saat/runtime/memory.py).
     code = (
         "import json, sys; from keras_saat.runtime.memory import tune_malloc; tune_malloc(); "
@@ -33,12 +34,16 @@ def run_in_subprocess(name, *args, env=None):
         "from keras_saat.bench.parts import run_part; "
         "print('BENCH ' + json.dumps(run_part(*json.loads(sys.argv[1]))))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, json.dumps([name, *args])],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})},
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, json.dumps([name, *args])],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})},
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as err:
+        raise RuntimeError(f"bench part {name} {args} ran past {timeout:.0f} s (killed)") from err
     for line in done.stdout.splitlines():
         if line.startswith("BENCH "):
             return json.loads(line[6:])
