@@ -191,8 +191,9 @@ class TrainConfig:
     unroll: bool = True
     # Eq. 4's scores in the unrolled step as one fused block with a custom gradient
     # (keras_saat/layers/attention_scores.py): the same values and gradients, no
-    # (B, L, A) tensor kept per step for the backward pass. "auto": with XLA. With XLA and
-    # one replica the whole step is one XLA executable either way.
+    # (B, L, A) tensor kept per step for the backward pass. On a GPU it compiles in a
+    # quarter of the time and steps slower (docs/performance.md, "The GPU step"): true for
+    # runs whose compile outweighs their steps. "auto" (as false): autodiff's scores.
     fused_scores: bool | str = "auto"
     # XLA's persistent compilation cache in <workdir>/xla_cache: a resumed or repeated
     # run loads the compiled train and decode steps instead of compiling them again.

@@ -33,8 +33,8 @@ size = "paper" if gpu else "tutorial"
 batches = (512, 2048, 64) if gpu else (16,)
 out_dir.mkdir(parents=True, exist_ok=True)
 base = os.environ.get("XLA_FLAGS", "")
-# The compile settings before keras_saat.runtime.xla's GPU defaults (the user's flags win
-# over those defaults, so naming them here turns them off).
+# XLA's own compile defaults, named so that keras_saat.runtime.xla's GPU defaults stand
+# aside (the user's flags win over them).
 OLD_FLAGS = {
     "XLA_FLAGS": f"{base} --xla_gpu_enable_triton_gemm=true "
     "--xla_gpu_experimental_enable_fusion_autotuner=true "
@@ -52,7 +52,7 @@ def cache():
 # killed at its cap (a compile that does not end is a result too).
 top, big, small = batches[0], batches[1:2], batches[2:]
 shared = cache()  # the same step twice: the second compile reads the persistent cache
-NONE = "none (split step, autodiff scores, old flags)"
+NONE = "none (split step, autodiff scores, XLA's own flags)"
 ROWS = [
     (f"B{top} unrolled, all changes, cache empty", top, True, "auto", None, shared, 150),
     (f"B{top} unrolled, all changes, cache filled", top, True, "auto", None, shared, 90),
@@ -61,7 +61,7 @@ ROWS = [
     (f"B{top} loop", top, False, "auto", None, {}, 120),
     (f"B{top} unrolled, split step", top, True, False, None, {}, 120),
     (f"B{top} unrolled, autodiff scores", top, True, "auto", False, {}, 120),
-    (f"B{top} unrolled, old compile flags", top, True, "auto", None, OLD_FLAGS, 150),
+    (f"B{top} unrolled, XLA's own compile flags", top, True, "auto", None, OLD_FLAGS, 150),
     *[(f"B{b} unrolled, all changes", b, True, "auto", None, {}, 90) for b in small],
     *[(f"B{b} unrolled, {NONE}", b, True, False, False, OLD_FLAGS, 120) for b in small],
 ]

@@ -50,9 +50,9 @@ def _op_key(name, by):
     return re.sub(r"_\d+(?=/|:|$)", "", name)  # "while/MatMul_13:MatMul" -> "while/MatMul:MatMul"
 
 
-def _trainer(size, attention, xla, precision, unroll=True):
+def _trainer(size, attention, xla, precision, unroll=True, fused=None):
     """`train_setup`'s trainer and batch, traced, compiled and warmed up."""
-    trainer, batch = train_setup(size, attention, xla, precision, unroll)
+    trainer, batch = train_setup(size, attention, xla, precision, unroll, fused=fused)
     for _ in range(2):
         trainer.train_step(batch)["loss"].numpy()
     return trainer, batch
@@ -104,9 +104,11 @@ def op_times(size_name, attention="soft", xla=False, steps=2, by="type", precisi
 
 
 def step_profile(
-    size_name, precision="float32", batch=None, xla=False, unroll=True, steps=3, top=12
-):
-    """Where one train step's time goes (soft attention), on the device that runs it.
+    size_name, precision="float32", batch=None, xla=False, unroll=True, steps=3, top=12,
+    fused=None,
+):  # fmt: skip
+    """Where one train step's time goes (soft attention), on the device that runs it;
+    `fused` is the Trainer's `fused_scores`.
 
     Returns a dict: wall_ms (median step without the profiler), where ("gpu" kernels or
     "host" ops), busy_ms (their time a step), busy_fraction (busy_ms / wall_ms, GPU),
@@ -114,7 +116,7 @@ def step_profile(
     (the largest ops or kernels, by op type or kernel name).
     """
     size = dict(SIZES[size_name], batch=batch or SIZES[size_name]["batch"])
-    trainer, data = _trainer(size, "soft", xla, precision, unroll)
+    trainer, data = _trainer(size, "soft", xla, precision, unroll, fused)
     times = []
     for _ in range(steps):
         start = time.perf_counter()
@@ -145,10 +147,13 @@ def step_profile(
     }
 
 
-def measure_profile(size_name, precision, steps=3, top=12, batch=None, xla=False, unroll=True):
+def measure_profile(
+    size_name, precision, steps=3, top=12, batch=None, xla=False, unroll=True, fused=None
+):
     """The profile part's row: `step_profile`, with `op_ms` and `all_ops_ms` (the top
     ops and the sum) as the CPU rows name them."""
-    row = step_profile(size_name, precision, batch, xla, unroll, steps, top)
+    row = step_profile(size_name, precision, batch, xla, unroll, steps, top, fused)
+    row["fused_scores"] = fused
     row["op_ms"] = row["top_ms"]
     row["all_ops_ms"] = round(row["busy_ms"], 1)
     return row

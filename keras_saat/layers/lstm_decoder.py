@@ -67,7 +67,8 @@ class LSTMDecoder(keras.layers.Layer):
         fused_scores: bool. In the unrolled form, Eq. 4's scores as one fused block with
             a custom gradient (`keras_saat.layers.attention_scores.StepScores`): the same
             values and gradients, no (B, L, units) tensor kept per step. A setting of the
-            computation like `unroll` (the trainer turns it on with XLA). Defaults to False.
+            computation like `unroll` (the trainer sets it from `train.fused_scores`).
+            Defaults to False.
 
     Example:
         ```python
@@ -180,13 +181,16 @@ class LSTMDecoder(keras.layers.Layer):
         out = embedded + self.output_hidden(h) + context
         return self.output_logits(self.output_dropout(out, training=training))
 
-    def call(self, annotations, input_ids, training=False):
+    def call(self, annotations, input_ids, training=False, repeats=None):
         """Teacher forcing over a static length T.
 
         Args:
-            annotations: (batch, L, D) float.
+            annotations: (batch, L, D) float, or (n, L, D) with `repeats`.
             input_ids: (batch, T) int. `<start> w_1 .. w_{T-1}`, the previous word at each step.
             training: bool. Dropout, and hard attention samples, only when True.
+            repeats: k, when `annotations` holds one row per image and `input_ids` k rows
+                per image, each image's captions in a row (batch = n * k): W_a a and the
+                initial state are computed once per image, then repeated for its captions.
 
         Returns:
             dict: logits (B, T, K), alphas (B, T, L), betas (B, T), and what the attention
@@ -196,13 +200,13 @@ class LSTMDecoder(keras.layers.Layer):
         steps = input_ids.shape[1]
         embedded = self.embedding(input_ids)  # (B, T, m)
         embedding_gates = ops.matmul(embedded, self.lstm_embedding_kernel)  # (B, T, 4n)
+        annotated = self.annotated(annotations, repeats)
         if not self.unroll:
-            return self._loop(annotations, embedded, embedding_gates, training)
+            return self._loop(annotated, embedded, embedding_gates, training)
         # One unstack, not a slice per step: the gradient of T slices `[:, t]` is T
         # zero-padded (B, T, 4n) tensors summed; the gradient of unstack is a single stack.
         step_gates = ops.unstack(embedding_gates, steps, axis=1)  # T x (B, 4n)
-        projected = self.attention.project(annotations)  # (B, L, units), once per image
-        h, c = self.initial_state(annotations)
+        annotations, projected, h, c = annotated
         batch_size = ops.shape(annotations)[0]
         begun = self.attention.begin(batch_size, training)  # per-caption draws
         # Every kernel that multiplies h_{t-1} (U, the attention's W_h and f_beta) in one
@@ -241,7 +245,17 @@ class LSTMDecoder(keras.layers.Layer):
         stacked = {k: ops.stack(v, axis=1) for k, v in collected.items()}  # (B, T, ...)
         return self._outputs(embedded, stacked, begun, training)
 
-    def _loop(self, annotations, embedded, embedding_gates, training):
+    def annotated(self, annotations, repeats=None):
+        """(annotations, W_a a, h_0, c_0), one row per caption: with `repeats`, the
+        annotations are one row per image, and each is projected (B L D A multiply-adds,
+        the largest matmul of the steps' set-up) and averaged once, then repeated."""
+        projected = self.attention.project(annotations)  # (B, L, units), once per image
+        h, c = self.initial_state(annotations)
+        if repeats is None:
+            return annotations, projected, h, c
+        return tuple(ops.repeat(x, repeats, axis=0) for x in (annotations, projected, h, c))
+
+    def _loop(self, annotated, embedded, embedding_gates, training):
         """Teacher forcing as one `tf.while_loop`: the values of the unrolled form.
 
         The first step runs before the loop, so that the loop's TensorArrays take the
@@ -251,8 +265,7 @@ class LSTMDecoder(keras.layers.Layer):
         steps = embedding_gates.shape[1] or ops.shape(embedding_gates)[1]
         gates = tf.TensorArray(embedding_gates.dtype, size=steps, clear_after_read=False)
         gates = gates.unstack(tf.transpose(embedding_gates, [1, 0, 2]))  # T x (B, 4n)
-        projected = self.attention.project(annotations)
-        h, c = self.initial_state(annotations)
+        annotations, projected, h, c = annotated
         begun = self.attention.begin(ops.shape(annotations)[0], training)
         kernels = self.hidden_kernels(h.dtype)
         # Kernels read once, before the loop: a value made inside the body that the

@@ -233,19 +233,19 @@ class Captioner(CaptionGeneration, keras.Model):
         """Teacher-forced outputs (see `LSTMDecoder.call`) for `inputs["tokens"]`.
 
         `tokens` is (B, T + 1) with one features (or images) row per caption, or (n, k, T + 1)
-        with one row per image (`data.batching: per_image`): the annotations of each image
-        are computed once and repeated for its k captions.
+        with one row per image (`data.batching: per_image`): the annotations of each image,
+        their projection W_a a and the initial state are computed once for its k captions.
         """
         tokens = inputs["tokens"]
         annotations = self.annotate(self._features(inputs))  # (B, L, D) or (n, L, D)
-        if len(tokens.shape) == 3:
-            annotations = ops.repeat(annotations, ops.shape(tokens)[1], axis=0)  # (n * k, L, D)
-            tokens = self.caption_tokens(tokens)
-        outputs = self.decoder(annotations, tokens[:, :-1], training=training)
+        # Per-image rows: the decoder projects each image's annotations once for its k captions.
+        repeats = (tokens.shape[1] or ops.shape(tokens)[1]) if len(tokens.shape) == 3 else None
+        tokens = self.caption_tokens(tokens)
+        outputs = self.decoder(annotations, tokens[:, :-1], training=training, repeats=repeats)
         if training and self.reinforce and self.reinforce_baseline == "expected_context":
             # The same captions under the expected context: a baseline that depends on y and a
             # but not on the sampled locations s, so REINFORCE stays unbiased.
-            expected = self.decoder(annotations, tokens[:, :-1], training=False)
+            expected = self.decoder(annotations, tokens[:, :-1], training=False, repeats=repeats)
             outputs["baseline_logits"] = ops.stop_gradient(expected["logits"])
         return outputs
 

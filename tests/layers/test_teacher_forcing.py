@@ -105,3 +105,41 @@ def test_the_loop_stacks_no_kernel_and_each_energy_once():
     assert chains and not [c for c in chains if "ReadVariableOp" in c[:2]]
     assert not [c for c in chains if c[:2] == ["Reshape", "Tanh"]]
     assert sum(c[:1] == ["Tanh"] for c in chains) == 3  # the energy, the LSTM's g and c
+
+
+@pytest.mark.parametrize("unroll", [True, False])
+def test_per_image_annotations_give_the_repeated_rows_values_and_gradients(unroll):
+    """`repeats=k`: W_a a and h_0, c_0 from n rows, not n * k; the same outputs and
+    gradients as the annotations repeated for each caption."""
+    decoder = LSTMDecoder(
+        13, embedding_dim=6, lstm_units=7, attention_units=5, dropout=0.0, unroll=unroll
+    )
+    decoder.build(4)
+    rng = np.random.default_rng(0)
+    per_image = tf.constant(rng.normal(size=(3, 9, 4)), tf.float32)
+    ids = tf.constant(rng.integers(0, 13, size=(6, 5)), tf.int32)  # k = 2 captions an image
+
+    def run(annotations, repeats):
+        with tf.GradientTape() as tape:
+            tape.watch(annotations)
+            out = decoder(annotations, ids, training=True, repeats=repeats)
+            loss = tf.reduce_sum(out["logits"] * tf.cast(tf.range(13), tf.float32) / 13.0)
+        return out, tape.gradient(loss, [annotations, *decoder.trainable_weights])
+
+    out, grads = run(per_image, 2)
+    with tf.GradientTape() as outer:  # the repeated rows' gradient, summed back per image
+        outer.watch(per_image)
+        repeated = tf.repeat(per_image, 2, axis=0)
+    want_out, want_grads = run(repeated, None)
+    want_grads[0] = outer.gradient(repeated, per_image, output_gradients=want_grads[0])
+    for key in ("logits", "alphas", "betas"):
+        np.testing.assert_allclose(out[key], want_out[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    names = ["annotations", *(w.path for w in decoder.trainable_weights)]
+    for name, got, want in zip(names, grads, want_grads, strict=True):
+        got, want = tf.convert_to_tensor(got), tf.convert_to_tensor(want)  # embedding: slices
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6, err_msg=name)
+    projected_rows = []
+    project = decoder.attention.project
+    decoder.attention.project = lambda a: projected_rows.append(a.shape[0]) or project(a)
+    assert decoder.annotated(per_image, 2)[1].shape == (6, 9, 5)
+    assert projected_rows == [3]  # W_a a once per image
