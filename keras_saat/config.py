@@ -29,9 +29,9 @@ class ModelConfig:
     backbone: str = "shapes_cnn"
     # Square input side in pixels; 0 means the backbone's default size.
     image_size: int = 0
-    # "imagenet", null (random init), a local weights file, or "shapes": pre-train
-    # the Shapes CNN (shapes_cnn or shapes_cnn_small) on the training split's scene
-    # attributes, then freeze it.
+    # "imagenet", null (random init), a local weights file, or "shapes": pre-train the
+    # Shapes CNN (shapes_cnn, shapes_cnn_small or their _norm variants) on the training
+    # split's scene attributes, then freeze it.
     backbone_weights: str | None = None
     # Number of the backbone's last weighted layers left trainable (0 = frozen, as in the paper).
     trainable_backbone_layers: int = 0

@@ -5,7 +5,7 @@ Entries: VGG16/VGG19 (the paper's conv5_3 map before the last pooling:
 (their top_activation map), EfficientNet-Lite0/1/2 (`efficientnet_lite.py`: the 14x14 map
 of block 6a's expansion at 224, or the final 7x7 one as `efficientnet_lite0_top`), qubvel's `efficientnet` package when installed
 (`efficientnet_qubvel_b0` ... `_b7`), and `shapes_cnn` / `shapes_cnn_small` for 128x128
-Shapes scenes.
+Shapes scenes, with `_norm` variants that standardise each image first.
 
 The built-in entries are registered without importing Keras (each builder imports it
 when it runs), so a config's backbone name is checked before TensorFlow loads.
@@ -80,7 +80,7 @@ def _qubvel(constructor_name):
 
 def _shapes(name):
     def build(input_shape, weights):  # "imagenet" is refused before: the spec says it has none
-        return shapes_cnn.build_shapes_cnn(input_shape, width=shapes_cnn.VARIANTS[name])
+        return shapes_cnn.build_shapes_cnn(input_shape, **shapes_cnn.VARIANTS[name])
 
     return build
 

@@ -25,11 +25,18 @@ from keras_saat.data.shapes import (
 # config that way).
 
 FEATURE_LAYER = "features"
-# The registered variants (keras_saat.encoders.registry): name -> channels of the first
-# convolution; the features have 4x as many. `shapes_cnn_small`, the demo's backbone,
-# needs fewer multiply-adds and still tells shapes and colours apart on object
-# locations (docs/performance.md, "The demo").
-VARIANTS = {"shapes_cnn": 32, "shapes_cnn_small": 24}
+# The registered variants (keras_saat.encoders.registry): name -> `build_shapes_cnn`'s
+# width (channels of the first convolution; the features have 4x as many) and
+# standardize. The small ones need fewer multiply-adds and still tell shapes and colours
+# apart on object locations (docs/performance.md, "The demo"); the `_norm` ones see each
+# image at mean 0 and variance 1, so exposure and contrast do not reach the convolutions
+# (docs/performance.md, "Robustness"). `shapes_cnn_small_norm` is the demo's.
+VARIANTS = {
+    "shapes_cnn": {"width": 32, "standardize": False},
+    "shapes_cnn_small": {"width": 24, "standardize": False},
+    "shapes_cnn_norm": {"width": 32, "standardize": True},
+    "shapes_cnn_small_norm": {"width": 24, "standardize": True},
+}
 # Heads of the pre-training task: number of classes, class 0 = no object.
 ATTRIBUTE_HEADS = {
     "shape": 1 + len(SHAPES),
@@ -40,7 +47,7 @@ ATTRIBUTE_HEADS = {
 }
 
 
-def build_shapes_cnn(input_shape=(128, 128, 3), width=32, refine_layers=2):
+def build_shapes_cnn(input_shape=(128, 128, 3), width=32, refine_layers=2, standardize=False):
     """3x3 convolutions with batch norm: four of stride 2, then `refine_layers` at the 8x8
     grid, then the feature layer: (128, 128, 3) -> (8, 8, 4 * width).
 
@@ -53,13 +60,22 @@ def build_shapes_cnn(input_shape=(128, 128, 3), width=32, refine_layers=2):
         width: int. Channels of the first convolution. Defaults to 32.
         refine_layers: int. Stride-1 convolutions at the 8x8 grid before the feature layer.
             Defaults to 2.
+        standardize: bool. Each image to mean 0 and variance 1 over its pixels and
+            channels first (Keras's `LayerNormalization` without scale or offset): a
+            brighter exposure or a lower contrast, (a x + b) for a > 0, leaves the
+            convolutions' input as it was, and the colours' ratios stay. Defaults to False.
     """
     import keras
 
     from keras_saat.encoders.add_coords import AddCoords
 
     inputs = keras.Input(input_shape, name="pixels")
-    x = AddCoords(name="add_coords")(inputs)
+    x = inputs
+    if standardize:
+        x = keras.layers.LayerNormalization(
+            axis=(1, 2, 3), center=False, scale=False, epsilon=1e-3, name="standardize"
+        )(x)
+    x = AddCoords(name="add_coords")(x)
     layers = [(f"conv{i + 1}", width * mult, 2) for i, mult in enumerate((1, 2, 3, 4))]
     layers += [(f"refine{i + 1}", 4 * width, 1) for i in range(refine_layers)]
     for name, channels, stride in layers:
@@ -113,6 +129,7 @@ def pretrain_shapes_cnn(
     width=32,
     augment=True,
     log=print,
+    standardize=False,
 ):
     """Trains the Shapes CNN on per-location attributes; returns (model, val accuracy per head).
 
@@ -135,6 +152,7 @@ def pretrain_shapes_cnn(
             `keras_saat.images.photometry.photometric_augmentation`.
             Defaults to True.
         log: callable. Receives progress lines. Defaults to print.
+        standardize: bool. `build_shapes_cnn`'s. Defaults to False.
 
     Returns:
         (backbone keras.Model, dict head -> accuracy on object locations of the val set).
@@ -144,7 +162,7 @@ def pretrain_shapes_cnn(
     from keras_saat.images.decoding import resize_image
 
     keras.utils.set_random_seed(seed)
-    backbone = build_shapes_cnn(images.shape[1:], width=width)
+    backbone = build_shapes_cnn(images.shape[1:], width=width, standardize=standardize)
     grid = tuple(backbone.output.shape[1:3])
     heads = {
         name: keras.layers.Conv2D(classes, 1, name=name)(backbone.output)

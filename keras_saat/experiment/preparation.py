@@ -56,7 +56,7 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
     if model.backbone not in SHAPES_CNNS:
         raise KerasSaatError(
             f"backbone_weights 'shapes' (attribute pre-training) needs a Shapes CNN backbone "
-            f"({' or '.join(SHAPES_CNNS)}); got {model.backbone}"
+            f"({', '.join(SHAPES_CNNS)}); got {model.backbone}"
         )
     path = Path(workdir) / BACKBONE_WEIGHTS_FILE
     if path.exists():
@@ -83,8 +83,8 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
             extra_scenes=config.train.backbone_pretrain_scenes,
             augment=config.train.backbone_pretrain_augment,
             seed=model.seed,
-            width=SHAPES_CNNS[model.backbone],
             log=log,
+            **SHAPES_CNNS[model.backbone],
         )
         backbone.save_weights(str(path))
         scores = ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items())

@@ -54,7 +54,7 @@ def test_make_shapes(tmp_path, capsys):
                 *("model.backbone=vgg16", "model.backbone_weights=shapes"),
             ],
             "backbone_weights 'shapes' (attribute pre-training) needs a Shapes CNN backbone "
-            "(shapes_cnn or shapes_cnn_small); got vgg16",
+            "(shapes_cnn, shapes_cnn_small, shapes_cnn_norm, shapes_cnn_small_norm); got vgg16",
         ),
     ],
 )

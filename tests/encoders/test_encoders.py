@@ -21,6 +21,8 @@ def test_registry_lists_the_paper_and_modern_backbones():
         "vgg19",
         "shapes_cnn",
         "shapes_cnn_small",
+        "shapes_cnn_norm",
+        "shapes_cnn_small_norm",
         "efficientnetv2s",
         *(f"efficientnetb{i}" for i in range(8)),
     ]:
@@ -41,6 +43,7 @@ def test_unknown_backbone_names_the_nearest():
         ("efficientnetb0", (7, 7), 1280),
         ("shapes_cnn", (8, 8), 128),
         ("shapes_cnn_small", (8, 8), 96),
+        ("shapes_cnn_small_norm", (8, 8), 96),
     ],
 )
 def test_feature_maps_have_the_documented_shape(name, grid, channels):
@@ -141,3 +144,23 @@ def test_pretraining_batches_hold_every_scene_once_an_epoch_with_its_targets(dty
         assert sorted(seen) == list(range(10))
         orders.append(seen)
     assert orders[0] != orders[1]  # reshuffled each epoch
+
+
+def test_a_standardised_shapes_cnn_sees_exposure_and_contrast_as_nothing():
+    """`_norm` variants: pixels a x + b (a > 0, none clipped) give the features of x, to the
+    epsilon's share of the variance; without standardising they move far."""
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(1)
+    pixels = rng.uniform(0.1, 0.7, (2, 128, 128, 3)).astype("float32")
+    changed = 0.6 * pixels + 0.25  # lower contrast, brighter: still inside [0, 1]
+    moved = {}
+    for standardize in (True, False):
+        cnn = build_shapes_cnn(width=8, standardize=standardize)
+        before, after = np.asarray(cnn(pixels)), np.asarray(cnn(changed))
+        moved[standardize] = np.abs(after - before).max() / np.abs(before).max()
+    assert moved[True] < 0.05  # the epsilon (1e-3) against variances of 0.01-0.03
+    assert moved[False] > 5 * moved[True]
+    stem = build_shapes_cnn(width=8, standardize=True).get_layer("standardize")
+    standardised = np.asarray(stem(changed))
+    np.testing.assert_allclose(standardised.mean(axis=(1, 2, 3)), 0.0, atol=1e-5)
+    np.testing.assert_allclose(standardised.std(axis=(1, 2, 3)), 1.0, atol=0.1)
