@@ -4,6 +4,7 @@ config.yaml            the resolved experiment config
 vocab.txt              the vocabulary, one token a line in id order
 data/                  the generated Shapes world (when the dataset is shapes)
 backbone.weights.h5    the pre-trained Shapes CNN
+backbone.json          the Shapes CNN variant those weights were pre-trained for
 features/              the feature cache
 checkpoints/           tf.train checkpoints, for resuming
 logs/                  TensorBoard
@@ -26,6 +27,7 @@ CONFIG_FILE = "config.yaml"
 VOCAB_FILE = "vocab.txt"
 DATA_DIR = "data"
 BACKBONE_WEIGHTS_FILE = "backbone.weights.h5"
+BACKBONE_RECORD_FILE = "backbone.json"
 FEATURES_DIR = "features"
 CHECKPOINT_DIR = "checkpoints"
 LOG_DIR = "logs"

@@ -16,7 +16,13 @@ from keras_saat.data.readers.caption_table import read_caption_table
 from keras_saat.data.readers.karpathy import read_karpathy
 from keras_saat.data.readers.reader_registry import get_reader
 from keras_saat.errors import KerasSaatError
-from keras_saat.workdir import BACKBONE_WEIGHTS_FILE, CONFIG_FILE, workdir_lock
+from keras_saat.experiment.preparation import check_pretrained_for
+from keras_saat.workdir import (
+    BACKBONE_RECORD_FILE,
+    BACKBONE_WEIGHTS_FILE,
+    CONFIG_FILE,
+    workdir_lock,
+)
 from tests.helpers import DEFAULTS, ROOT
 
 
@@ -97,13 +103,42 @@ def test_a_workdirs_shapes_world_is_made_anew_for_other_settings(tmp_path):
     image = first.split("train")[0].path
     before, inputs = image.read_bytes(), shard_inputs(first.split("train"))
     (tmp_path / BACKBONE_WEIGHTS_FILE).write_bytes(b"a CNN pre-trained on the seed-0 world")
+    (tmp_path / BACKBONE_RECORD_FILE).write_text('{"backbone": "shapes_cnn"}')
     again = read(shapes_data(seed=0), tmp_path, lines.append)
     assert again.counts() == first.counts() and image.read_bytes() == before  # reused as is
     other = read(shapes_data(seed=1), tmp_path, lines.append)
     assert image.read_bytes() != before and other.counts() == first.counts()
     assert not (tmp_path / BACKBONE_WEIGHTS_FILE).exists()
+    assert not (tmp_path / BACKBONE_RECORD_FILE).exists()
     assert any("is 6/2/2 images, seed 0; generating 6/2/2 images, seed 1" in line for line in lines)
     assert shard_inputs(other.split("train")) != inputs  # its cache's shards are not reused
+
+
+@pytest.mark.parametrize(
+    "record, backbone, refused",
+    [
+        ('{"backbone": "shapes_cnn_small_norm"}', "shapes_cnn_small_norm", None),
+        ('{"backbone": "shapes_cnn_small"}', "shapes_cnn_small_norm", "pre-trained for shapes_cnn_small,"),
+        ('{"backbone": "shapes_cnn_small_norm"}', "shapes_cnn_small", "pre-trained for shapes_cnn_small_norm"),
+        (None, "shapes_cnn_small", None),  # written before the records: an unstandardised CNN's
+        (None, "shapes_cnn_small_norm", "without the standardising stem"),
+        ("{not json", "shapes_cnn", "does not say which Shapes CNN"),
+    ],
+)  # fmt: skip
+def test_pre_trained_weights_of_another_shapes_cnn_are_refused(tmp_path, record, backbone, refused):
+    """The `_norm` variants have the others' weights: a file of one would load into the
+    other and give other features, so its record (backbone.json) must name the variant."""
+    weights = tmp_path / BACKBONE_WEIGHTS_FILE
+    weights.write_bytes(b"a pre-trained CNN")
+    if record is not None:
+        (tmp_path / BACKBONE_RECORD_FILE).write_text(record)
+    if refused is None:
+        check_pretrained_for(backbone, weights)
+        return
+    with pytest.raises(KerasSaatError, match=refused) as caught:
+        check_pretrained_for(backbone, weights)
+    assert "Move it away" in str(caught.value) or "move both away" in str(caught.value)
+    assert weights.read_bytes() == b"a pre-trained CNN"  # nothing lost
 
 
 def test_a_named_shapes_file_of_other_settings_is_refused(tmp_path):

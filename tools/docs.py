@@ -77,8 +77,9 @@ MIN_BLEU_4 = {"04_decoding_evaluation": 0.80, "05_hard_attention": 0.55}
 SHORT_FIT = {"03_training_fit"}
 # Of the hand-drawn scenes a page captions (keras_saat.data.shapes.HAND_DRAWN), how many
 # must be named with the drawn colours and shapes: a model trained on the world alone
-# names none of them (docs/performance.md, "Robustness"); the demo's recipe named 2 of the
-# 5 in each run measured, but not the same 2, so the page asks for one.
+# names none of them (docs/performance.md, "Robustness"). The demo's recipe named exactly
+# one of the 5 in each of four runs (three seeds and a docs build), always the dark page:
+# the page asks for that one, and fails when the model names none.
 MIN_HAND_DRAWN = 1
 MIN_PEAK = 4.0
 RECORD_TAG = "keras-saat-record"  # the cell that writes <runs>/<notebook>.json

@@ -137,6 +137,7 @@ def step_profile(
         "batch": size["batch"],
         "xla": bool(trainer.jit_compile),
         "unroll": trainer.unroll,
+        "fused_scores": bool(trainer.model.decoder.fused_scores and trainer.unroll),
         "wall_ms": wall,
         "where": where,
         "busy_ms": busy,
@@ -153,7 +154,6 @@ def measure_profile(
     """The profile part's row: `step_profile`, with `op_ms` and `all_ops_ms` (the top
     ops and the sum) as the CPU rows name them."""
     row = step_profile(size_name, precision, batch, xla, unroll, steps, top, fused)
-    row["fused_scores"] = fused
     row["op_ms"] = row["top_ms"]
     row["all_ops_ms"] = round(row["busy_ms"], 1)
     return row

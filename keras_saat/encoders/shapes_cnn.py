@@ -63,7 +63,8 @@ def build_shapes_cnn(input_shape=(128, 128, 3), width=32, refine_layers=2, stand
         standardize: bool. Each image to mean 0 and variance 1 over its pixels and
             channels first (Keras's `LayerNormalization` without scale or offset): a
             brighter exposure or a lower contrast, (a x + b) for a > 0, leaves the
-            convolutions' input as it was, and the colours' ratios stay. Defaults to False.
+            convolutions' input as it was, and a colour's channels keep their differences
+            up to one scale for the whole image. Defaults to False.
     """
     import keras
 

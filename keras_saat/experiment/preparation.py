@@ -2,6 +2,7 @@
 feature cache, each read or made once in the workdir."""
 
 import dataclasses
+import json
 import time
 from pathlib import Path
 
@@ -16,8 +17,15 @@ from keras_saat.encoders.shapes_cnn import VARIANTS as SHAPES_CNNS
 from keras_saat.encoders.shapes_cnn import pretrain_shapes_cnn
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.decoding import load_images
+from keras_saat.io_utils import write_json_atomic
 from keras_saat.text.vocabulary import Vocabulary
-from keras_saat.workdir import BACKBONE_WEIGHTS_FILE, FEATURES_DIR, VOCAB_FILE, workdir_lock
+from keras_saat.workdir import (
+    BACKBONE_RECORD_FILE,
+    BACKBONE_WEIGHTS_FILE,
+    FEATURES_DIR,
+    VOCAB_FILE,
+    workdir_lock,
+)
 
 
 def load_dataset(config, workdir, log=print):
@@ -48,6 +56,30 @@ def image_size_of(model_config):
     return model_config.image_size or get_backbone_spec(model_config.backbone).default_image_size
 
 
+def check_pretrained_for(backbone, path):
+    """Refuses the pre-trained Shapes CNN in `path` when it was pre-trained for another
+    variant than `backbone`, as `backbone.json` beside it records: the `_norm` variants
+    have the same weights as the others, so the file would load and give other features.
+    A file without a record predates the `_norm` variants, so it is one of theirs only if
+    `backbone` is not standardised."""
+    record = path.parent / BACKBONE_RECORD_FILE
+    try:
+        made_for = json.loads(record.read_text())["backbone"] if record.exists() else None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise KerasSaatError(
+            f"{record} does not say which Shapes CNN {path.name} was pre-trained for ({err}); "
+            f"move both away to pre-train {backbone} again"
+        ) from None
+    if made_for == backbone or (made_for is None and not SHAPES_CNNS[backbone]["standardize"]):
+        return
+    was = made_for or "a Shapes CNN without the standardising stem (no backbone.json)"
+    raise KerasSaatError(
+        f"{path} was pre-trained for {was}, and model.backbone is {backbone}: its weights "
+        f"would load and give other features. Move it away (with {record.name}) to pre-train "
+        f"{backbone} in this workdir, or set model.backbone back"
+    )
+
+
 def prepare_backbone_weights(config, dataset, workdir, log=print):
     """Returns the ModelConfig to build with; pre-trains the Shapes CNN for backbone_weights 'shapes'."""
     model = config.model
@@ -60,6 +92,7 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
         )
     path = Path(workdir) / BACKBONE_WEIGHTS_FILE
     if path.exists():
+        check_pretrained_for(model.backbone, path)
         log(f"using the pre-trained Shapes CNN in {path}")
     else:
         if any(r.objects is None for r in dataset.records):
@@ -87,6 +120,7 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
             **SHAPES_CNNS[model.backbone],
         )
         backbone.save_weights(str(path))
+        write_json_atomic(path.parent / BACKBONE_RECORD_FILE, {"backbone": model.backbone})
         scores = ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items())
         log(
             f"  done in {time.perf_counter() - start:.0f}s; val accuracy on object locations: {scores}"

@@ -107,13 +107,14 @@ def test_the_loop_stacks_no_kernel_and_each_energy_once():
     assert sum(c[:1] == ["Tanh"] for c in chains) == 3  # the energy, the LSTM's g and c
 
 
-@pytest.mark.parametrize("unroll", [True, False])
-def test_per_image_annotations_give_the_repeated_rows_values_and_gradients(unroll):
+@pytest.mark.parametrize("unroll, fused", [(True, False), (False, False), (True, True)])
+def test_per_image_annotations_give_the_repeated_rows_values_and_gradients(unroll, fused):
     """`repeats=k`: W_a a and h_0, c_0 from n rows, not n * k; the same outputs and
     gradients as the annotations repeated for each caption."""
     decoder = LSTMDecoder(
-        13, embedding_dim=6, lstm_units=7, attention_units=5, dropout=0.0, unroll=unroll
-    )
+        13, embedding_dim=6, lstm_units=7, attention_units=5, dropout=0.0, unroll=unroll,
+        fused_scores=fused,
+    )  # fmt: skip
     decoder.build(4)
     rng = np.random.default_rng(0)
     per_image = tf.constant(rng.normal(size=(3, 9, 4)), tf.float32)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from keras_saat.errors import KerasSaatError
 from keras_saat.registries import Registry
-from keras_saat.workdir import BACKBONE_WEIGHTS_FILE, DATA_DIR
+from keras_saat.workdir import BACKBONE_RECORD_FILE, BACKBONE_WEIGHTS_FILE, DATA_DIR
 
 READERS = Registry("dataset reader")
 register_reader = READERS.register
@@ -64,7 +64,8 @@ def _shapes(data, workdir, log):
         path.unlink()
         # The CNN pre-trained on the old world goes with it (the feature cache notices
         # the new images by itself).
-        (Path(workdir) / BACKBONE_WEIGHTS_FILE).unlink(missing_ok=True)
+        for name in (BACKBONE_WEIGHTS_FILE, BACKBONE_RECORD_FILE):
+            (Path(workdir) / name).unlink(missing_ok=True)
     if not path.exists():
         log(
             f"generating the Shapes world in {path.parent} "
