@@ -4,8 +4,8 @@
 
 Each row is a fresh process (TensorFlow reads TF_ENABLE_ONEDNN_OPTS once, at import),
 the two settings alternating, ROUNDS (default 3) of each:
-- `cnn`: the Shapes CNN's attribute pre-training (`pretrain_shapes_cnn`'s model, loss
-  and optimizer, batch 32) through `fit()`, 40 batches after one warm-up epoch of 3;
+- `cnn`: the Shapes CNN's attribute pre-training (`pretrain_shapes_cnn`'s model without
+  its photometric layers, loss and optimizer, batch 32) through `fit()`, 40 batches after one warm-up epoch of 3;
   ms per image.
 - `decoder`: the demo's decoder step (L = 64, C = 128, LSTM 256, batch 64, 16 steps of
   teacher forcing, no XLA, unrolled) through the trainer; ms per step.
@@ -37,7 +37,12 @@ def _cnn(batches=40, batch_size=32):
     import numpy as np
 
     from keras_saat.data.shapes import render, sample_objects
-    from keras_saat.encoders.shapes_cnn import ATTRIBUTE_HEADS, attribute_targets, build_shapes_cnn
+    from keras_saat.encoders.shapes_cnn import (
+        ATTRIBUTE_HEADS,
+        attribute_targets,
+        attribute_trainer,
+        build_shapes_cnn,
+    )
 
     rng = np.random.default_rng(0)
     objects = [sample_objects(rng) for _ in range(batches * batch_size)]
@@ -45,12 +50,9 @@ def _cnn(batches=40, batch_size=32):
     targets = attribute_targets(objects, (8, 8))
     keras.utils.set_random_seed(0)
     backbone = build_shapes_cnn()
-    heads = {
-        n: keras.layers.Conv2D(c, 1, name=n)(backbone.output) for n, c in ATTRIBUTE_HEADS.items()
-    }
-    model = keras.Model(backbone.input, heads)
+    model = attribute_trainer(backbone, augment=False)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    model.compile(optimizer=keras.optimizers.Adam(2e-3), loss={k: loss for k in heads})
+    model.compile(optimizer=keras.optimizers.Adam(2e-3), loss={k: loss for k in ATTRIBUTE_HEADS})
     warm = 3 * batch_size
     model.fit(
         images[:warm], {k: v[:warm] for k, v in targets.items()}, batch_size=batch_size, verbose=0

@@ -150,8 +150,8 @@ class DataConfig:
     shapes_val: int = 200
     shapes_test: int = 200
     shapes_seed: int = 0
-    # Shapes world: share of the training scenes drawn on a random page (dark to light) and
-    # under varied light (keras_saat.images.photometry), so the decoder learns the features
+    # Shapes world: share of the training scenes drawn on a random page (dark to light) under
+    # uneven, varied light (keras_saat.images.photometry), so the decoder learns the features
     # of pictures that do not look like the world; val and test keep the world's photometry.
     shapes_varied: float = 0.0
     # Shapes world: the varied views added beside the world's scenes (a second image of the
@@ -229,8 +229,8 @@ class TrainConfig:
     backbone_pretrain_epochs: int = 4
     # Scenes rendered for that pre-training beyond the training split (its own seed).
     backbone_pretrain_scenes: int = 0
-    # Vary photometry in that pre-training (the extra scenes on dark to light backgrounds,
-    # Keras's brightness, contrast, hue, saturation and noise layers on every batch), so
+    # Vary photometry in that pre-training (the extra scenes on dark to light pages under
+    # uneven light, Keras's brightness, contrast, hue and saturation layers on every batch), so
     # the frozen CNN names what it names on a brighter page or under another light.
     backbone_pretrain_augment: bool = True
     # Seed for shuffling.

@@ -4,7 +4,7 @@ config.yaml            the resolved experiment config
 vocab.txt              the vocabulary, one token a line in id order
 data/                  the generated Shapes world (when the dataset is shapes)
 backbone.weights.h5    the pre-trained Shapes CNN
-backbone.json          the Shapes CNN variant those weights were pre-trained for
+backbone.json          the Shapes CNN variant those weights were pre-trained for, and how
 features/              the feature cache
 checkpoints/           tf.train checkpoints, for resuming
 logs/                  TensorBoard

@@ -80,10 +80,14 @@ def test_record_problems_fail_a_page_whose_model_has_not_learned():
         {"caption": "a picture of a red circle above a large blue square", "drawn": "a red circle above a blue square"},
         {"caption": "a green triangle a purple diamond and a red circle", "drawn": "a green triangle to the left of a purple diamond"},
         {"caption": "a yellow square at the top", "drawn": "a yellow square in the center"},
+        {"caption": "a white square above a yellow triangle", "drawn": "a white square above a yellow triangle"},
+        {"caption": "a white square a white square", "drawn": "a blue circle to the left of a red triangle"},
     ]  # fmt: skip
     good = {"bleu_4": 0.96, "captions": ["a red circle", "a blue square"], "attention": maps,
             "hand_drawn": drawn}  # fmt: skip
-    assert record_problems("04_decoding_evaluation", good) == []  # 2 of 3 name their objects
+    assert record_problems("04_decoding_evaluation", good) == []  # 3 of 5 name their objects
+    short = dict(good, hand_drawn=[*drawn[:3], dict(drawn[3], caption="a white square"), drawn[4]])
+    assert record_problems("04_decoding_evaluation", short)[0].startswith("2 of its hand-drawn")
     assert record_problems("01_encoder", None) == []  # shows no model
     assert "records nothing" in record_problems("04_decoding_evaluation", None)[0]
     flat = [[[1 / 64] * 8] * 8] * 3

@@ -1,5 +1,6 @@
 """What a workdir guarantees: one writer at a time, whole files after a kill, no stale data."""
 
+import json
 import os
 import signal
 import subprocess
@@ -114,6 +115,28 @@ def test_a_workdirs_shapes_world_is_made_anew_for_other_settings(tmp_path):
     assert shard_inputs(other.split("train")) != inputs  # its cache's shards are not reused
 
 
+def test_a_varied_world_drawn_under_other_pages_or_light_is_made_anew(tmp_path):
+    """The varied scenes' pages and light are part of the world's settings: a file whose
+    record lacks them (or has others) is regenerated, and the log says how they differ."""
+    import json
+
+    read = get_reader("shapes")
+    lines = []
+    read(shapes_data(varied=0.5), tmp_path, lines.append)
+    path = tmp_path / "data" / "dataset_shapes.json"
+    stored = json.loads(path.read_text())
+    for key in ("varied_pages", "varied_light"):
+        del stored["generator"][key]
+    path.write_text(json.dumps(stored))
+    (tmp_path / BACKBONE_WEIGHTS_FILE).write_bytes(b"a CNN pre-trained on the other pages")
+    read(shapes_data(varied=0.5), tmp_path, lines.append)
+    assert "varied_pages" in json.loads(path.read_text())["generator"]
+    assert not (tmp_path / BACKBONE_WEIGHTS_FILE).exists()
+    told = next(line for line in lines if "; generating" in line)
+    assert "(pages and light not recorded); generating" in told
+    assert "(pages 0-255; light falling off by up to 0.35)" in told
+
+
 @pytest.mark.parametrize(
     "record, backbone, refused",
     [
@@ -141,6 +164,29 @@ def test_pre_trained_weights_of_another_shapes_cnn_are_refused(tmp_path, record,
     assert weights.read_bytes() == b"a pre-trained CNN"  # nothing lost
 
 
+def test_a_cnn_pre_trained_under_other_settings_is_kept_and_named(tmp_path):
+    """backbone.json records how the CNN was pre-trained; a config that asks for another
+    pre-training keeps the CNN (a trained decoder's features come from it) and says so."""
+    from keras_saat.config import TrainConfig
+    from keras_saat.experiment.preparation import pretraining_difference, pretraining_record
+
+    weights = tmp_path / BACKBONE_WEIGHTS_FILE
+    weights.write_bytes(b"a pre-trained CNN")
+    record = tmp_path / BACKBONE_RECORD_FILE
+    train = TrainConfig(backbone_pretrain_scenes=4000)
+    record.write_text(
+        json.dumps({"backbone": "shapes_cnn", "pretraining": pretraining_record(train)})
+    )
+    assert pretraining_difference(train, weights) is None
+    assert pretraining_difference(TrainConfig(backbone_pretrain_scenes=4000), weights) is None
+    other = pretraining_difference(TrainConfig(backbone_pretrain_augment=False), weights)
+    assert '"augment": true' in other and '"augment": false' in other
+    assert "move it away (with backbone.json) to pre-train anew" in other
+    record.write_text(json.dumps({"backbone": "shapes_cnn"}))  # recorded no pre-training
+    assert "pre-trained with settings not recorded" in pretraining_difference(train, weights)
+    assert weights.read_bytes() == b"a pre-trained CNN"  # kept
+
+
 def test_a_named_shapes_file_of_other_settings_is_refused(tmp_path):
     read = get_reader("shapes")
     path = tmp_path / "world" / "dataset_shapes.json"
@@ -151,6 +197,17 @@ def test_a_named_shapes_file_of_other_settings_is_refused(tmp_path):
         KerasSaatError, match=r"asks for 6/2/2 images, seed 0, 0\.5 of the training"
     ):
         read(shapes_data(path=str(path), varied=0.5), tmp_path, lambda _: None)
+    # A varied file drawn under other pages or light: no setting matches it, and the error
+    # says so rather than pointing at the settings.
+    varied = tmp_path / "varied" / "dataset_shapes.json"
+    read(shapes_data(path=str(varied), varied=0.5), tmp_path, lambda _: None)
+    stored = json.loads(varied.read_text())
+    stored["generator"]["varied_light"] = 0.1
+    varied.write_text(json.dumps(stored))
+    with pytest.raises(KerasSaatError, match="which no setting changes: move it away") as caught:
+        read(shapes_data(path=str(varied), varied=0.5), tmp_path, lambda _: None)
+    assert "light falling off by up to 0.1), but" in str(caught.value)
+    assert "data.shapes_train/val/test/seed/varied to match" not in str(caught.value)
 
 
 def test_the_cache_fingerprint_sees_a_replaced_image(shapes_dir, tmp_path):

@@ -104,8 +104,8 @@ def object_mask(obj, image_size=IMAGE_SIZE):
     raise ValueError(f"unknown shape {shape!r}")
 
 
-def render(objects, rng, background=(0, BACKGROUND_MAX)):
-    """Renders the objects on a noisy uniform background: (128, 128, 3) uint8.
+def render(objects, rng, background=(0, BACKGROUND_MAX), light=None):
+    """Renders the objects on a noisy background of one colour: (128, 128, 3) uint8.
 
     Args:
         objects: list of object dicts (`sample_objects`).
@@ -113,6 +113,9 @@ def render(objects, rng, background=(0, BACKGROUND_MAX)):
         background: (low, high) ints. Each background channel is drawn uniformly from
             [low, high]. Defaults to the Shapes world's (0, 60); wider ranges render the
             scenes the world's contract leaves out (pre-training views, robustness checks).
+        light: (128, 128) array or None. The light falling on the scene, as a gain on
+            page and objects alike before the sensor's noise (`light_field`). Defaults
+            to None: the world's even light.
     """
     low, high = background
     background = rng.integers(low, high + 1, size=3)
@@ -120,6 +123,8 @@ def render(objects, rng, background=(0, BACKGROUND_MAX)):
     image[:] = background
     for obj in objects:
         image[object_mask(obj)] = COLOURS[obj["colour"]]
+    if light is not None:
+        image *= np.asarray(light, np.float64)[..., None]
     image += rng.normal(0.0, NOISE_SIGMA, size=image.shape)
     return np.clip(np.rint(image), 0, 255).astype(np.uint8)
 
@@ -165,8 +170,8 @@ def vocabulary_words():
 
 # Pages of the scenes drawn outside the world's dark background: each scene's channels
 # from [level, level + PAGE_BAND], the level from PAGE_LEVEL: dark, grey and light pages
-# with a tint (up to 240; the white objects, 235, fade into the lightest).
-PAGE_LEVEL = (0, 190)
+# with a tint, up to white paper (the white objects, 235, fade into the lightest).
+PAGE_LEVEL = (0, 205)
 PAGE_BAND = 50
 
 
@@ -174,6 +179,35 @@ def page_background(rng):
     """A random page's background range, for `render`'s `background`."""
     level = int(rng.integers(PAGE_LEVEL[0], PAGE_LEVEL[1] + 1))
     return (level, level + PAGE_BAND)
+
+
+# Uneven light, as a lamp or a window lights a page: the light falls off linearly across
+# the picture in a random direction, the dimmest side or corner darker than the lit one by
+# a share drawn from [0, LIGHT_FALLOFF]. On a light page lit so, a CNN and decoder that
+# only saw even light name objects that are not there (docs/performance.md, "Uneven
+# light").
+LIGHT_FALLOFF = 0.35
+
+
+def light_field(rng, falloff=None, size=IMAGE_SIZE):
+    """(size, size) gains in [1 - `falloff`, 1], falling off linearly in a direction drawn
+    from `rng`: 1 at the lit edge or corner, 1 - `falloff` at the far one. `falloff` None
+    draws it from [0, LIGHT_FALLOFF]; it must be in [0, 1)."""
+    if falloff is None:
+        falloff = rng.uniform(0.0, LIGHT_FALLOFF)
+    if not 0.0 <= falloff < 1.0:
+        raise ValueError(f"a light's falloff is a share of its light in [0, 1); got {falloff}")
+    angle = rng.uniform(0.0, 2 * np.pi)
+    coords = np.arange(size) + 0.5
+    along = np.cos(angle) * coords[None, :] + np.sin(angle) * coords[:, None]
+    along = (along - along.min()) / (along.max() - along.min())
+    return 1.0 - float(falloff) * along
+
+
+def page_scene(objects, rng):
+    """`objects` rendered as a picture outside the world's photometry: on a random page
+    (`page_background`) under uneven light (`light_field`)."""
+    return render(objects, rng, page_background(rng), light_field(rng))
 
 
 def write_shapes_dataset(
@@ -184,8 +218,8 @@ def write_shapes_dataset(
     Writes `out_dir/dataset_shapes.json` and `out_dir/images/NNNNNN.png`. The
     same seed and counts give byte-identical files.
 
-    With `varied` > 0, that share of the training scenes is drawn on a random page
-    (`page_background`) and through `keras_saat.images.photometry.photometric_augmentation`
+    With `varied` > 0, that share of the training scenes is drawn on a random page under
+    uneven light (`page_scene`) and through `keras_saat.images.photometry.photometric_augmentation`
     (exposure, contrast, hue, saturation), marked `"photometry": "varied"` in the JSON. The
     scenes, their objects and captions, and the val and test images are the same as at
     `varied` 0; the varied draws use a stream of their own. With `varied_copies`, a varied
@@ -223,7 +257,7 @@ def write_shapes_dataset(
         pixels = render(objects, rng)
         filename = f"{imgid:06d}.png"
         if split == "train" and varied and varied_rng.random() < varied:
-            view = render(objects, varied_rng, page_background(varied_rng))
+            view = page_scene(objects, varied_rng)
             pending.append((imgid, view))
             if varied_copies:
                 _write_png(image_dir / filename, pixels)
@@ -270,6 +304,8 @@ def generator_settings(train, val, test, seed, varied=0.0, varied_copies=False):
     settings = {"train": int(train), "val": int(val), "test": int(test), "seed": int(seed)}
     if varied:
         settings["varied"] = float(varied)
+        settings["varied_pages"] = [*PAGE_LEVEL, PAGE_BAND]
+        settings["varied_light"] = LIGHT_FALLOFF
         if varied_copies:
             settings["varied_copies"] = True
     return settings
@@ -297,6 +333,24 @@ def _write_png(path, pixels):
     # zlib's fastest level: a noisy scene compresses little at any level (36 KB against
     # 33 KB at level 6), and level 6 took about 2x as long to write and read back.
     Image.fromarray(pixels).save(path, format="PNG", compress_level=1)
+
+
+def describe_generator_settings(settings):
+    """`generator_settings` in words, for a log line or an error."""
+    varied = settings.get("varied")
+    text = (
+        f"{settings['train']}/{settings['val']}/{settings['test']} images, seed {settings['seed']}"
+    )
+    if not varied:
+        return text
+    text += f", {varied:g} of the training scenes varied"
+    if settings.get("varied_copies"):
+        text += " (as added copies)"
+    pages, light = settings.get("varied_pages"), settings.get("varied_light")
+    if pages is None or light is None:
+        return text + " (pages and light not recorded)"
+    low, high, band = pages
+    return f"{text} (pages {low}-{high + band}; light falling off by up to {light:g})"
 
 
 def stored_generator_settings(path):

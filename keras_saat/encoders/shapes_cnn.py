@@ -15,7 +15,7 @@ from keras_saat.data.shapes import (
     SHAPES,
     SIZES,
     object_mask,
-    page_background,
+    page_scene,
     render,
     sample_objects,
 )
@@ -131,6 +131,7 @@ def pretrain_shapes_cnn(
     augment=True,
     log=print,
     standardize=False,
+    jit_compile="auto",
 ):
     """Trains the Shapes CNN on per-location attributes; returns (model, val accuracy per head).
 
@@ -148,12 +149,15 @@ def pretrain_shapes_cnn(
             data. Defaults to 0.
         width: int. The CNN's width (`build_shapes_cnn`; `VARIANTS` has the registered
             ones). Defaults to 32.
-        augment: bool. Vary photometry: the extra scenes on dark to light pages
-            (`keras_saat.data.shapes.page_background`), every batch through
-            `keras_saat.images.photometry.photometric_augmentation`.
+        augment: bool. Vary photometry: the extra scenes on dark to light pages under
+            uneven light (`keras_saat.data.shapes.page_scene`), every batch through
+            `keras_saat.images.photometry.photometric_augmentation` in the train step
+            (`attribute_trainer`).
             Defaults to True.
         log: callable. Receives progress lines. Defaults to print.
         standardize: bool. `build_shapes_cnn`'s. Defaults to False.
+        jit_compile: bool or "auto". The train step's, as `keras.Model.compile` takes it.
+            Defaults to "auto".
 
     Returns:
         (backbone keras.Model, dict head -> accuracy on object locations of the val set).
@@ -165,20 +169,12 @@ def pretrain_shapes_cnn(
     keras.utils.set_random_seed(seed)
     backbone = build_shapes_cnn(images.shape[1:], width=width, standardize=standardize)
     grid = tuple(backbone.output.shape[1:3])
-    heads = {
-        name: keras.layers.Conv2D(classes, 1, name=name)(backbone.output)
-        for name, classes in ATTRIBUTE_HEADS.items()
-    }
-    trainer = keras.Model(backbone.input, heads)
+    trainer = attribute_trainer(backbone, augment, seed)
     images = _whole_uint8(np.asarray(images))  # a quarter of float32's memory
     if extra_scenes:
         rng = np.random.default_rng([seed, 1])  # not the dataset generator's stream
         extra = [sample_objects(rng) for _ in range(extra_scenes)]
-        draw = (
-            (lambda o: render(o, rng, page_background(rng)))
-            if augment
-            else (lambda o: render(o, rng))
-        )
+        draw = (lambda o: page_scene(o, rng)) if augment else (lambda o: render(o, rng))
         rendered = np.stack([draw(o) for o in extra])  # (E, 128, 128, 3); scenes are square
         if rendered.shape[1:3] != images.shape[1:3]:
             rendered = resize_image(rendered, images.shape[1]).numpy()
@@ -187,7 +183,10 @@ def pretrain_shapes_cnn(
     steps = epochs * -(-len(images) // batch_size)
     trainer.compile(
         optimizer=keras.optimizers.Adam(keras.optimizers.schedules.CosineDecay(2e-3, steps, 0.05)),
-        loss={k: keras.losses.SparseCategoricalCrossentropy(from_logits=True) for k in heads},
+        loss={
+            k: keras.losses.SparseCategoricalCrossentropy(from_logits=True) for k in ATTRIBUTE_HEADS
+        },
+        jit_compile=jit_compile,
     )
     scale = np.float32(1 / 255)
     targets = attribute_targets(objects, grid, images.shape[1])
@@ -197,7 +196,7 @@ def pretrain_shapes_cnn(
             log(f"  backbone pre-training epoch {epoch + 1}/{epochs}: loss {logs['loss']:.4f}")
 
     trainer.fit(
-        _scene_batches(images, targets, batch_size, seed, augment),
+        _scene_batches(images, targets, batch_size, seed),
         epochs=epochs,
         shuffle=False,  # the batches are shuffled already
         verbose=0,
@@ -208,10 +207,41 @@ def pretrain_shapes_cnn(
         val_targets = attribute_targets(val_objects, grid, val_images.shape[1])
         predictions = trainer.predict(val_images.astype(np.float32) * scale, verbose=0)
         on_object = val_targets["shape"] > 0
-        for name in heads:
+        for name in ATTRIBUTE_HEADS:
             predicted = predictions[name].argmax(-1)
             accuracy[name] = float((predicted == val_targets[name])[on_object].mean())
     return backbone, accuracy
+
+
+def attribute_trainer(backbone, augment=True, seed=0):
+    """The Keras model that pre-trains `backbone`: pixels in [0, 1] in, one 1x1-conv head of
+    logits per attribute (`ATTRIBUTE_HEADS`) out.
+
+    With `augment`, its first layer ("augmentation") is `photometric_augmentation` and a
+    clip to [0, 1]: it runs inside the train step, on the step's device, and an XLA step
+    (Keras's "auto" on a GPU) compiles it with the CNN rather than leave it to one host
+    thread of tf.data (docs/performance.md, "The demo"). Keras's random layers pass
+    inference through, so `predict` sees the pixels as they are.
+    """
+    import keras
+
+    from keras_saat.images.photometry import photometric_augmentation
+
+    pixels = keras.Input(backbone.input.shape[1:], name="scenes")
+    seen = pixels
+    if augment:
+        augmentation = keras.Sequential(
+            # ReLU with a maximum of 1: the clip back to [0, 1]
+            [photometric_augmentation(seed), keras.layers.ReLU(max_value=1.0, name="clip")],
+            name="augmentation",
+        )
+        seen = augmentation(pixels)
+    features = backbone(seen)
+    heads = {
+        name: keras.layers.Conv2D(classes, 1, name=name)(features)
+        for name, classes in ATTRIBUTE_HEADS.items()
+    }
+    return keras.Model(pixels, heads, name="attribute_trainer")
 
 
 def _whole_uint8(images):
@@ -223,31 +253,25 @@ def _whole_uint8(images):
     return whole if np.array_equal(whole, images) else images
 
 
-def _scene_batches(images, targets, batch_size, seed, augment=False):
-    """Shuffled (pixels in [0, 1], targets) batches; a new order every epoch; with
-    `augment`, each batch through `photometric_augmentation`.
+def _scene_batches(images, targets, batch_size, seed):
+    """Shuffled (pixels in [0, 1], targets) batches; a new order every epoch.
 
     Scenes of whole-number pixels stay uint8 in memory (a quarter of float32's), and each
     batch is gathered and scaled as it is needed. tf.data's autotuner is off: with it,
     and in `fit()`'s own pipeline for NumPy arrays, the step after an epoch's end can
     wait for many seconds with the CPU idle on a 2-core machine (docs/performance.md,
-    "The demo").
+    "The demo"). The photometric augmentation is the trainer's (`attribute_trainer`).
     """
     import tensorflow as tf
 
-    from keras_saat.images.photometry import photometric_augmentation
     from keras_saat.runtime.pipeline_options import without_autotune
 
     pixels = tf.constant(_whole_uint8(images))
     labels = {k: tf.constant(v) for k, v in targets.items()}
     scale = tf.constant(1 / 255, tf.float32)
 
-    augmentation = photometric_augmentation(seed) if augment else None
-
     def gather(positions):
         batch = tf.cast(tf.gather(pixels, positions), tf.float32) * scale
-        if augmentation is not None:
-            batch = tf.clip_by_value(augmentation(batch, training=True), 0.0, 1.0)
         return batch, {k: tf.gather(v, positions) for k, v in labels.items()}
 
     batches = (

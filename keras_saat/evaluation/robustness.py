@@ -6,6 +6,8 @@ from the in-distribution row only by what its name says. The shifts:
 
 - background brightness: each background channel drawn from a brighter range than the
   world's [0, 60] (objects unchanged): a grey or light page.
+- uneven light: the light falls off across the picture (`light_field`), on the world's
+  page and on a light one (a page photographed under a lamp).
 - exposure: every pixel brighter by a constant (objects too), clipped at 255.
 - contrast: every pixel pulled towards the image's mean.
 - colour cast: the red channel up and the blue one down, as under warm light.
@@ -24,6 +26,7 @@ import numpy as np
 from keras_saat.data.shapes import (
     BACKGROUND_MAX,
     IMAGE_SIZE,
+    light_field,
     reference_captions,
     render,
     sample_objects,
@@ -45,6 +48,7 @@ class Shift:
     jpeg_quality: int = 0  # 0 = no JPEG round trip
     scale: float = 1.0  # rendered, then resized by this factor
     noise: float = 0.0  # Gaussian sigma added on top of the world's own
+    light: float = 0.0  # the dimmest side or corner this much darker, in a random direction
 
 
 SHIFTS = (
@@ -52,6 +56,13 @@ SHIFTS = (
     Shift("background 40-100", "background channels from [40, 100]", background=(40, 100)),
     Shift("background 100-180", "a grey page: background from [100, 180]", background=(100, 180)),
     Shift("background 160-220", "a light page: background from [160, 220]", background=(160, 220)),
+    Shift("uneven light", "the light falls off across the picture, 30 % at its dimmest", light=0.3),
+    Shift(
+        "light page, uneven light",
+        "a light page (background 160-220), its light 30 % less at its dimmest",
+        background=(160, 220),
+        light=0.3,
+    ),
     Shift("exposure +40", "every pixel 40 brighter", exposure=40.0),
     Shift("contrast 0.6", "pixels pulled 40 % towards the mean", contrast=0.6),
     Shift("colour cast", "warm light: red x1.12, blue x0.85", cast=(1.12, 1.0, 0.85)),
@@ -81,7 +92,18 @@ def render_shifted(scenes, shift, seed=0):
     key = [int(k) for k in np.atleast_1d(seed)]  # an int, or a tuple of them
     rng = np.random.default_rng([*key, 1])
     noise_rng = np.random.default_rng([*key, 2])
-    pixels = np.stack([render(objects, rng, shift.background) for objects in scenes])
+    light_rng = np.random.default_rng([*key, 3])
+    pixels = np.stack(
+        [
+            render(
+                objects,
+                rng,
+                shift.background,
+                light_field(light_rng, shift.light) if shift.light else None,
+            )
+            for objects in scenes
+        ]
+    )
     image = pixels.astype(np.float32)
     if shift.contrast != 1.0:
         mean = image.mean(axis=(1, 2, 3), keepdims=True)

@@ -80,6 +80,40 @@ def check_pretrained_for(backbone, path):
     )
 
 
+def pretraining_record(train):
+    """What the Shapes CNN's pre-training under `train` (a TrainConfig) does, as
+    backbone.json records it beside the weights."""
+    from keras_saat.data.shapes import LIGHT_FALLOFF, PAGE_BAND, PAGE_LEVEL
+
+    record = {
+        "epochs": train.backbone_pretrain_epochs,
+        "extra_scenes": train.backbone_pretrain_scenes,
+        "augment": train.backbone_pretrain_augment,
+    }
+    if train.backbone_pretrain_augment:
+        record["pages"] = [*PAGE_LEVEL, PAGE_BAND]
+        record["light"] = LIGHT_FALLOFF
+    return record
+
+
+def pretraining_difference(train, path):
+    """None when the pre-trained Shapes CNN in `path` was pre-trained as `train` asks
+    (backbone.json's "pretraining"), else a line saying how it was and what is asked."""
+    record = path.parent / BACKBONE_RECORD_FILE
+    try:
+        made = json.loads(record.read_text()).get("pretraining") if record.exists() else None
+    except (OSError, ValueError, AttributeError):
+        made = None  # check_pretrained_for refuses an unreadable record first
+    asked = pretraining_record(train)
+    if made == asked:
+        return None
+    return (
+        f"{path.name} was pre-trained with {json.dumps(made) if made else 'settings not recorded'}"
+        f", and this config asks for {json.dumps(asked)}; it is kept, as the features of a "
+        f"trained decoder come from it: move it away (with {BACKBONE_RECORD_FILE}) to pre-train anew"
+    )
+
+
 def prepare_backbone_weights(config, dataset, workdir, log=print):
     """Returns the ModelConfig to build with; pre-trains the Shapes CNN for backbone_weights 'shapes'."""
     model = config.model
@@ -94,6 +128,9 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
     if path.exists():
         check_pretrained_for(model.backbone, path)
         log(f"using the pre-trained Shapes CNN in {path}")
+        difference = pretraining_difference(config.train, path)
+        if difference:
+            log(f"  note: {difference}")
     else:
         if any(r.objects is None for r in dataset.records):
             raise KerasSaatError(
@@ -120,7 +157,10 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
             **SHAPES_CNNS[model.backbone],
         )
         backbone.save_weights(str(path))
-        write_json_atomic(path.parent / BACKBONE_RECORD_FILE, {"backbone": model.backbone})
+        write_json_atomic(
+            path.parent / BACKBONE_RECORD_FILE,
+            {"backbone": model.backbone, "pretraining": pretraining_record(config.train)},
+        )
         scores = ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items())
         log(
             f"  done in {time.perf_counter() - start:.0f}s; val accuracy on object locations: {scores}"

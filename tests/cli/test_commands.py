@@ -181,7 +181,7 @@ def test_the_demo_learns_and_its_workdir_evaluates_and_captions(tutorial_runs, t
     for name in ("config.yaml", "vocab.txt", "model.keras", "backbone.weights.h5", "history.json"):
         assert (workdir / name).exists(), name
     record = json.loads((workdir / "backbone.json").read_text())  # what the CNN was made for
-    assert record == {"backbone": "shapes_cnn_small_norm"}
+    assert record["backbone"] == "shapes_cnn_small_norm" and record["pretraining"]["augment"]
     predictions = json.loads((workdir / "eval" / "test" / "predictions.json").read_text())
     metrics = json.loads((workdir / "eval" / "test" / "metrics.json").read_text())
     assert len(predictions) == 200 and {"image_id", "caption"} == set(predictions[0])

@@ -125,7 +125,12 @@ def test_varied_training_scenes_keep_the_world_and_change_only_their_pixels(tmp_
     plain = json.loads(write_shapes_dataset(tmp_path / "plain", 24, 3, 3, seed=4).read_text())
     path = write_shapes_dataset(tmp_path / "varied", 24, 3, 3, seed=4, varied=0.5)
     varied = json.loads(path.read_text())
-    assert varied["generator"] == {"train": 24, "val": 3, "test": 3, "seed": 4, "varied": 0.5}
+    # The pages and light are recorded: a file drawn under other ones is not reused.
+    pages = {"varied_pages": [*shapes.PAGE_LEVEL, shapes.PAGE_BAND]}
+    light = {"varied_light": shapes.LIGHT_FALLOFF}
+    assert varied["generator"] == {
+        "train": 24, "val": 3, "test": 3, "seed": 4, "varied": 0.5, **pages, **light,
+    }  # fmt: skip
     assert "varied" not in plain["generator"]  # the world's own file is what it always was
     changed = 0
     for a, b in zip(plain["images"], varied["images"], strict=True):
@@ -153,6 +158,8 @@ def test_varied_copies_add_a_second_view_beside_each_world_scene(tmp_path):
     copies = json.loads(path.read_text())
     assert copies["generator"] == {
         "train": 12, "val": 2, "test": 2, "seed": 4, "varied": 1.0, "varied_copies": True,
+        "varied_pages": [*shapes.PAGE_LEVEL, shapes.PAGE_BAND],
+        "varied_light": shapes.LIGHT_FALLOFF,
     }  # fmt: skip
     world, added = copies["images"][:16], copies["images"][16:]
     for a, b in zip(plain["images"], world, strict=True):

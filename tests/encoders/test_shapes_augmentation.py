@@ -6,8 +6,22 @@ import colorsys
 
 import numpy as np
 
-from keras_saat.data.shapes import COLOURS, PAGE_BAND, PAGE_LEVEL, page_background
-from keras_saat.encoders.shapes_cnn import _scene_batches, attribute_targets
+from keras_saat.data.shapes import (
+    COLOURS,
+    LIGHT_FALLOFF,
+    PAGE_BAND,
+    PAGE_LEVEL,
+    light_field,
+    object_mask,
+    page_background,
+    page_scene,
+    sample_objects,
+)
+from keras_saat.encoders.shapes_cnn import (
+    ATTRIBUTE_HEADS,
+    attribute_trainer,
+    build_shapes_cnn,
+)
 from keras_saat.images.photometry import augmented_uint8, photometric_augmentation
 
 CHROMATIC = {name: rgb for name, rgb in COLOURS.items() if name != "white"}
@@ -51,6 +65,51 @@ def test_pages_run_from_dark_to_light():
     assert ranges[:, 1].max() <= 255
 
 
+def test_light_falls_off_linearly_in_every_direction_by_up_to_the_falloff():
+    rng = np.random.default_rng(4)
+    fields = np.stack([light_field(rng) for _ in range(400)])  # (400, 128, 128)
+    assert fields.max() <= 1.0 and fields.min() >= 1.0 - LIGHT_FALLOFF
+    np.testing.assert_allclose(fields.max(axis=(1, 2)), 1.0, atol=0.01)
+    falloffs = 1.0 - fields.min(axis=(1, 2))
+    assert falloffs.min() < 0.05 and falloffs.max() > LIGHT_FALLOFF - 0.05
+    # Linear: the second differences along a row or a column are zero.
+    np.testing.assert_allclose(np.diff(fields, 2, axis=2), 0.0, atol=1e-9)
+    np.testing.assert_allclose(np.diff(fields, 2, axis=1), 0.0, atol=1e-9)
+    # Every direction: the lit corner is each of the four corners about as often.
+    corners = fields[:, [0, 0, -1, -1], [0, -1, 0, -1]].argmax(axis=1)
+    assert np.bincount(corners, minlength=4).min() > 60
+    np.testing.assert_allclose(light_field(rng, falloff=0.2).min(), 0.8, atol=0.01)
+
+
+def test_a_page_scene_is_the_scene_on_a_page_under_uneven_light():
+    objects = sample_objects(np.random.default_rng(7))
+    scenes = np.stack([page_scene(objects, np.random.default_rng(k)) for k in range(40)])
+    inside = np.zeros((128, 128), bool)
+    for obj in objects:
+        inside |= object_mask(obj)
+    pages = scenes[:, ~inside].astype(float)  # (40, pixels, 3)
+    assert pages.mean(axis=(1, 2)).min() < 60 and pages.mean(axis=(1, 2)).max() > 150
+    colour = np.asarray(COLOURS[objects[0]["colour"]], float)
+    # Objects keep their colour up to the light's gain.
+    for scene in scenes:
+        mean = scene[object_mask(objects[0])].astype(float).mean(axis=0)
+        gain = mean.sum() / colour.sum()
+        assert 1 - LIGHT_FALLOFF - 0.05 < gain < 1.05
+        np.testing.assert_allclose(mean / gain, colour, atol=12)
+    # The page's light falls off as a plane: fit one to each page's brightness and read
+    # how much darker its darkest corner is than its brightest.
+    rows, cols = np.nonzero(~inside)
+    design = np.stack([np.ones_like(rows), rows, cols], axis=1).astype(float)
+    falloffs = []
+    for page in pages[pages.mean(axis=(1, 2)) > 60]:  # bright enough to read a gain
+        brightness = page.mean(axis=1)
+        (level, down, across), *_ = np.linalg.lstsq(design, brightness, rcond=None)
+        corners = level + np.array([0, 127 * down, 127 * across, 127 * (down + across)])
+        falloffs.append(1 - corners.min() / corners.max())
+    assert max(falloffs) > 0.2 and max(falloffs) < LIGHT_FALLOFF + 0.03, falloffs
+    assert min(falloffs) < 0.1  # from about even light to the steepest
+
+
 def test_uint8_views_vary_by_seed_and_keep_the_scene():
     rng = np.random.default_rng(2)
     pixels = rng.integers(0, 256, (5, 16, 16, 3)).astype(np.uint8)
@@ -67,14 +126,21 @@ def test_uint8_views_vary_by_seed_and_keep_the_scene():
     assert np.corrcoef(rank(first).ravel(), rank(pixels).ravel())[0, 1] > 0.9
 
 
-def test_augmented_batches_keep_their_targets_and_range():
-    rng = np.random.default_rng(1)
-    images = rng.integers(0, 256, (8, 16, 16, 3)).astype(np.uint8)
-    targets = attribute_targets([[]] * 8, (2, 2), 16)
-    plain = next(iter(_scene_batches(images, targets, 8, seed=0)))
-    varied = next(iter(_scene_batches(images, targets, 8, seed=0, augment=True)))
-    assert varied[0].shape == plain[0].shape
-    assert float(np.min(varied[0])) >= 0 and float(np.max(varied[0])) <= 1
-    assert not np.allclose(varied[0], plain[0])
-    for head in targets:
-        np.testing.assert_array_equal(varied[1][head], plain[1][head])
+def test_the_trainer_augments_in_training_only_and_keeps_the_range():
+    backbone = build_shapes_cnn((16, 16, 3), width=4, refine_layers=0)
+    pixels = np.random.default_rng(1).random((8, 16, 16, 3)).astype(np.float32)
+    for augment in (True, False):
+        trainer = attribute_trainer(backbone, augment=augment, seed=1)
+        assert set(trainer.output_names) == set(ATTRIBUTE_HEADS)
+        names = [layer.name for layer in trainer.layers]
+        if not augment:  # the scenes go to the CNN as they are
+            assert names[1] == backbone.name
+            continue
+        assert names[1:3] == ["augmentation", backbone.name]  # the CNN sees what it makes
+        augmentation = trainer.get_layer("augmentation")
+        # Inference sees the pixels as they are; training sees them augmented, clipped.
+        np.testing.assert_allclose(augmentation(pixels, training=False), pixels, atol=1e-7)
+        bright = np.clip(pixels * 1.5, 0, 1)  # brighter pixels: the clip has work to do
+        seen = np.asarray(augmentation(bright, training=True))
+        assert not np.allclose(seen, bright)
+        assert seen.min() >= 0.0 and seen.max() <= 1.0

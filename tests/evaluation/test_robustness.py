@@ -69,6 +69,28 @@ def test_contrast_cast_and_exposure_change_the_pixels_as_named():
     assert means[0] > 1.08 and abs(means[1] - 1) < 0.01 and means[2] < 0.88, means
 
 
+def test_uneven_light_dims_page_and_objects_towards_one_edge_by_the_falloff_named():
+    plain = render_shifted(SCENES, SHIFTS[0], seed=6).astype(float)
+    lit = render_shifted(SCENES, shift_by_name("uneven light"), seed=6).astype(float)
+    # Light is a gain: where the world's pixels are bright (objects), the ratio is the light.
+    ratio = lit.sum(-1) / np.maximum(plain.sum(-1), 1)  # (N, 128, 128)
+    for objects, before, gain in zip(SCENES, plain, ratio, strict=True):
+        inside = np.zeros((128, 128), bool)
+        for obj in objects:
+            inside |= object_mask(obj)
+        bright = inside & (before.sum(-1) > 300)
+        assert gain[bright].max() <= 1.02 and gain[bright].min() >= 0.7 - 0.03
+    # Over the scenes, objects near a lit edge keep their light and near a far one lose 30 %.
+    assert np.percentile(ratio[plain.sum(-1) > 300], 99.9) > 0.95
+    assert np.percentile(ratio[plain.sum(-1) > 300], 0.1) < 0.78
+    page = render_shifted(SCENES, shift_by_name("light page, uneven light"), seed=6).astype(float)
+    light = render_shifted(SCENES, shift_by_name("background 160-220"), seed=6).astype(float)
+    for objects, dim, even in zip(SCENES, page, light, strict=True):
+        back = background_mask(objects)
+        gain = dim[back].sum(-1) / even[back].sum(-1)
+        assert 0.65 < gain.min() < 0.8 and gain.max() > 0.95  # one edge dimmed, one lit
+
+
 def test_resolution_and_jpeg_shifts_lose_detail_but_keep_the_picture():
     plain = render_shifted(SCENES, SHIFTS[0], seed=4).astype(float)
     for name in ("JPEG quality 30", "half resolution"):

@@ -41,6 +41,7 @@ def _shapes(data, workdir, log):
     from keras_saat.data.readers.karpathy import read_karpathy
     from keras_saat.data.shapes import (
         DATASET_FILE,
+        describe_generator_settings,
         generator_settings,
         stored_generator_settings,
         write_shapes_dataset,
@@ -53,14 +54,27 @@ def _shapes(data, workdir, log):
     )  # fmt: skip
     stored = stored_generator_settings(path) if path.is_file() else None
     if stored is not None and stored != wanted:
-        described = _describe(stored)
+        described = describe_generator_settings(stored)
         if data.path:
+            drawn = {"varied_pages", "varied_light"}  # how, not what: no setting changes it
+            if {k: v for k, v in stored.items() if k not in drawn} == {
+                k: v for k, v in wanted.items() if k not in drawn
+            }:
+                how = (
+                    "its varied scenes were drawn on other pages or under other light than "
+                    "this version draws, which no setting changes: move it away to generate "
+                    "it anew there"
+                )
+            else:
+                how = "set data.shapes_train/val/test/seed/varied to match it"
             raise KerasSaatError(
                 f"{path} holds a Shapes world of {described}, but the config asks for "
-                f"{_describe(wanted)}; set data.shapes_train/val/test/seed/varied to match it, or "
-                "point data.path at a new file to generate one"
+                f"{describe_generator_settings(wanted)}; {how}, or point data.path at a new "
+                "file to generate one"
             )
-        log(f"the Shapes world in {path.parent} is {described}; generating {_describe(wanted)}")
+        log(
+            f"the Shapes world in {path.parent} is {described}; generating {describe_generator_settings(wanted)}"
+        )
         path.unlink()
         # The CNN pre-trained on the old world goes with it (the feature cache notices
         # the new images by itself).
@@ -76,15 +90,6 @@ def _shapes(data, workdir, log):
             log, varied=data.shapes_varied, varied_copies=data.shapes_varied_copies,
         )  # fmt: skip
     return read_karpathy(path, data.images_dir or None, strict=data.strict)
-
-
-def _describe(settings):
-    varied = settings.get("varied")
-    return (
-        f"{settings['train']}/{settings['val']}/{settings['test']} images, seed {settings['seed']}"
-        + (f", {varied:g} of the training scenes varied" if varied else "")
-        + (" (as added copies)" if settings.get("varied_copies") else "")
-    )
 
 
 def _karpathy(data, workdir, log):
