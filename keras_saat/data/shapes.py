@@ -204,6 +204,12 @@ def light_field(rng, falloff=None, size=IMAGE_SIZE):
     return 1.0 - float(falloff) * along
 
 
+def page_settings():
+    """How `page_scene` draws, as the records that depend on it store it (a varied world's
+    generator settings, a pre-trained CNN's backbone.json)."""
+    return {"pages": [*PAGE_LEVEL, PAGE_BAND], "light": LIGHT_FALLOFF}
+
+
 def page_scene(objects, rng):
     """`objects` rendered as a picture outside the world's photometry: on a random page
     (`page_background`) under uneven light (`light_field`)."""
@@ -304,8 +310,7 @@ def generator_settings(train, val, test, seed, varied=0.0, varied_copies=False):
     settings = {"train": int(train), "val": int(val), "test": int(test), "seed": int(seed)}
     if varied:
         settings["varied"] = float(varied)
-        settings["varied_pages"] = [*PAGE_LEVEL, PAGE_BAND]
-        settings["varied_light"] = LIGHT_FALLOFF
+        settings.update({f"varied_{k}": v for k, v in page_settings().items()})
         if varied_copies:
             settings["varied_copies"] = True
     return settings

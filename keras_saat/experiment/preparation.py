@@ -83,7 +83,7 @@ def check_pretrained_for(backbone, path):
 def pretraining_record(train):
     """What the Shapes CNN's pre-training under `train` (a TrainConfig) does, as
     backbone.json records it beside the weights."""
-    from keras_saat.data.shapes import LIGHT_FALLOFF, PAGE_BAND, PAGE_LEVEL
+    from keras_saat.data.shapes import page_settings
 
     record = {
         "epochs": train.backbone_pretrain_epochs,
@@ -91,8 +91,7 @@ def pretraining_record(train):
         "augment": train.backbone_pretrain_augment,
     }
     if train.backbone_pretrain_augment:
-        record["pages"] = [*PAGE_LEVEL, PAGE_BAND]
-        record["light"] = LIGHT_FALLOFF
+        record.update(page_settings())
     return record
 
 
