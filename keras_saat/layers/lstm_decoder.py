@@ -3,11 +3,11 @@
 import itertools
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_saat.layers.attention_registry import get_attention
 from keras_saat.layers.stacked_matmul import StepMatmuls
+from keras_saat.layers.teacher_forcing_loop import teacher_forcing_loop
 
 
 def _forget_bias_one(shape, dtype=None):
@@ -256,56 +256,13 @@ class LSTMDecoder(keras.layers.Layer):
         return tuple(ops.repeat(x, repeats, axis=0) for x in (annotations, projected, h, c))
 
     def _loop(self, annotated, embedded, embedding_gates, training):
-        """Teacher forcing as one `tf.while_loop`: the values of the unrolled form.
-
-        The first step runs before the loop, so that the loop's TensorArrays take the
-        dtypes and shapes of what the attention type returns. Every kernel's gradient is
-        autodiff's, accumulated over the loop's iterations.
-        """
-        steps = embedding_gates.shape[1] or ops.shape(embedding_gates)[1]
-        gates = tf.TensorArray(embedding_gates.dtype, size=steps, clear_after_read=False)
-        gates = gates.unstack(tf.transpose(embedding_gates, [1, 0, 2]))  # T x (B, 4n)
-        annotations, projected, h, c = annotated
-        begun = self.attention.begin(ops.shape(annotations)[0], training)
-        kernels = self.hidden_kernels(h.dtype)
-        # Kernels read once, before the loop: a value made inside the body that the
-        # gradient needs is stacked over the iterations, a captured one is not.
-        context_kernel = ops.cast(self.lstm_context_kernel, h.dtype)
+        """Teacher forcing as one `tf.while_loop` (keras_saat/layers/teacher_forcing_loop.py)."""
         scores = (
-            {"score_kernel": ops.cast(self.attention.score.kernel, h.dtype)}
+            {"score_kernel": ops.cast(self.attention.score.kernel, annotated[2].dtype)}
             if _scores_as_built(self.attention)
             else {}
         )
-
-        def advance(t, h, c):
-            recurrent, products = self.split_hidden(ops.matmul(h, kernels["hidden"]), kernels)
-            att = self.attention(
-                annotations, projected, h, training=training, **scores, **begun, **products
-            )
-            context = ops.matmul(att["z"], context_kernel)
-            h, c = self.lstm(gates.read(t), att["z"], h, c, context, recurrent)
-            return h, c, {"h": h, **att}
-
-        h, c, first = advance(0, h, c)
-        arrays = {
-            k: tf.TensorArray(v.dtype, size=steps, element_shape=v.shape).write(0, v)
-            for k, v in first.items()
-        }
-
-        def body(t, h, c, arrays):
-            h, c, values = advance(t, h, c)
-            return t + 1, h, c, {k: arrays[k].write(t, v) for k, v in values.items()}
-
-        _, _, _, arrays = tf.while_loop(
-            lambda t, *_: t < steps,
-            body,
-            (tf.constant(1), h, c, arrays),
-            maximum_iterations=steps - 1,
-        )
-        stacked = {  # (T, B, ...) -> (B, T, ...)
-            k: tf.transpose(a.stack(), [1, 0, *range(2, len(first[k].shape) + 1)])
-            for k, a in arrays.items()
-        }
+        stacked, begun = teacher_forcing_loop(self, annotated, embedding_gates, training, scores)
         return self._outputs(embedded, stacked, begun, training)
 
     def _outputs(self, embedded, stacked, begun, training):
@@ -389,5 +346,6 @@ class LSTMDecoder(keras.layers.Layer):
             attention_options=self.attention_options,
             seed=self.seed,
             unroll=self.unroll,
+            fused_scores=self.fused_scores,
         )
         return config

@@ -17,7 +17,7 @@ def tensorflow_started():
 
 
 _CACHE_FLAG = "--tf_xla_persistent_cache_directory="
-_ours = {}  # the TF_XLA_FLAGS value this module wrote, so a later call may replace it
+_ours = {}  # what this module wrote to TF_XLA_FLAGS and XLA_FLAGS, so a later call may replace it
 
 
 def enable_compilation_cache(directory):
@@ -63,16 +63,22 @@ AUTOTUNE_CACHE_FLAG = "xla_gpu_per_fusion_autotune_cache_dir"
 def set_xla_defaults(autotune_cache=None):
     """Adds GPU_XLA_FLAGS, the compilation parallelism and, given `autotune_cache` (a
     folder), the per-fusion autotuning cache to XLA_FLAGS (before TensorFlow starts; False
-    when too late). A flag the user's XLA_FLAGS names is left as it is."""
+    when too late). A flag the user's XLA_FLAGS names is left as it is; the flags of an
+    earlier call (another run in this process) are replaced."""
     if tensorflow_started():
         return False
-    flags = os.environ.get("XLA_FLAGS", "")
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    ours = _ours.get("xla", [])
+    if ours and flags[-len(ours) :] == ours:  # still ours, as the last call left them
+        flags = flags[: -len(ours)]
+    user = " ".join(flags)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     wanted = dict(GPU_XLA_FLAGS, **{PARALLELISM_FLAG: str(max(1, min(cores or 1, 64)))})
     if autotune_cache is not None:
         Path(autotune_cache).mkdir(parents=True, exist_ok=True)
         wanted[AUTOTUNE_CACHE_FLAG] = str(autotune_cache)
-    extra = [f"--{k}={v}" for k, v in wanted.items() if k not in flags]
-    if extra:
-        os.environ["XLA_FLAGS"] = " ".join([flags, *extra]).strip()
+    extra = [f"--{k}={v}" for k, v in wanted.items() if k not in user]
+    _ours["xla"] = extra
+    if extra or ours:
+        os.environ["XLA_FLAGS"] = " ".join([*flags, *extra])
     return True

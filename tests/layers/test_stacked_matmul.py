@@ -1,11 +1,12 @@
-"""StepMatmuls gives the values and gradients of per-step tf.matmul, in loops and in the decoder."""
+"""StepMatmuls and LoopMatmuls give the values and gradients of per-step tf.matmul, in
+unrolled loops, in tf.while_loop and in the decoder."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_saat.layers import lstm_decoder
-from keras_saat.layers.stacked_matmul import StepMatmuls
+from keras_saat.layers.stacked_matmul import LoopMatmuls, StepMatmuls
 from tests.helpers import decoder_run
 
 B, T = 4, 6
@@ -44,23 +45,94 @@ def gradients(matmuls_class, kernel, inputs, rows, compiled):
     return [v.numpy() for v in (tf.function(run)() if compiled else run())]
 
 
+def recurrence_inputs(batched, seed):
+    """(kernel, inputs (T, ...), rows): a weight (n, n) with inputs (B, n), or a
+    per-example kernel (B, n, n) with inputs (B, 2, n), the annotations' case."""
+    rng = np.random.default_rng(seed)
+    if batched:
+        kernel = tf.constant(rng.normal(0, 0.5, (B, 5, 5)), tf.float32)
+        return kernel, tf.constant(rng.normal(size=(T, B, 2, 5)), tf.float32), [B, 2]
+    kernel = tf.constant(rng.normal(0, 0.5, (5, 5)), tf.float32)
+    return kernel, tf.constant(rng.normal(size=(T, B, 5)), tf.float32), [B]
+
+
 @pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("batched", [False, True])
 def test_values_and_gradients_equal_per_step_matmuls(batched, compiled):
-    rng = np.random.default_rng(0)
-    if batched:  # a per-example kernel (B, n, n) and inputs (B, 2, n): the annotations case
-        kernel = tf.constant(rng.normal(0, 0.5, (B, 5, 5)), tf.float32)
-        inputs = tf.constant(rng.normal(size=(T, B, 2, 5)), tf.float32)
-        rows = [B, 2]
-    else:
-        kernel = tf.constant(rng.normal(0, 0.5, (5, 5)), tf.float32)
-        inputs = tf.constant(rng.normal(size=(T, B, 5)), tf.float32)
-        rows = [B]
+    kernel, inputs, rows = recurrence_inputs(batched, seed=0)
     got = gradients(StepMatmuls, kernel, inputs, rows, compiled)
     want = gradients(PlainMatmuls, kernel, inputs, rows, compiled)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
     assert np.abs(got[1]).max() > 0.1  # the kernel gradient is not trivially zero
+
+
+class PlainLoopMatmuls:
+    """The loop's reference: one tf.matmul an iteration, autodiff's kernel gradient."""
+
+    def __init__(self, kernel, steps, rows):
+        self.kernel, self.last_input = kernel, None
+
+    def at(self, t):
+        return lambda x: tf.matmul(x, self.kernel)
+
+    def record(self, inputs):
+        pass
+
+
+def loop_recurrence(matmuls_class, kernel, inputs, rows):
+    """`recurrence` as one tf.while_loop, the first step before it (as the decoder runs it);
+    each iteration writes the matmul's input to a TensorArray for `record`."""
+    matmuls = matmuls_class(kernel, T, rows)
+    x = inputs[0]
+    y = matmuls.at(0)(x)
+    written = tf.TensorArray(x.dtype, size=T, element_shape=x.shape).write(0, x)
+    weights = tf.cos(tf.range(x.shape[-1], dtype=x.dtype))
+
+    def body(t, y, total, written):
+        x = tf.tanh(inputs[t] + y)
+        return t + 1, matmuls.at(t)(x), total + tf.reduce_sum(x * weights), written.write(t, x)
+
+    _, _, total, written = tf.while_loop(
+        lambda t, *_: t < T,
+        body,
+        (tf.constant(1), y, tf.constant(0.0), written),
+        maximum_iterations=T - 1,  # XLA's TensorArrays need it
+    )
+    matmuls.record(written.stack())
+    return total
+
+
+@pytest.mark.parametrize("compiled", [False, True, "xla"])
+@pytest.mark.parametrize("batched", [False, True])
+def test_loop_matmuls_values_and_gradients_equal_per_step_matmuls(batched, compiled):
+    kernel, inputs, rows = recurrence_inputs(batched, seed=2)
+
+    def run(matmuls_class):
+        def inner():
+            with tf.GradientTape() as tape:
+                tape.watch([kernel, inputs])
+                loss = loop_recurrence(matmuls_class, kernel, inputs, rows)
+            return [loss, *tape.gradient(loss, [kernel, inputs])]
+
+        if compiled:
+            inner = tf.function(inner, jit_compile=compiled == "xla")
+        return [v.numpy() for v in inner()]
+
+    got, want = run(LoopMatmuls), run(PlainLoopMatmuls)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    assert np.abs(got[1]).max() > 0.1  # the kernel gradient is not trivially zero
+
+
+def test_loop_matmuls_gradient_without_recorded_inputs_is_an_error():
+    kernel = tf.ones((3, 3))
+    with tf.GradientTape() as tape:
+        tape.watch(kernel)
+        matmuls = LoopMatmuls(kernel, 1, [1])
+        loss = tf.reduce_sum(matmuls.at(0)(tf.ones((1, 3))))
+    with pytest.raises(RuntimeError, match="record"):
+        tape.gradient(loss, kernel)
 
 
 def test_wrong_number_of_steps_is_an_error():

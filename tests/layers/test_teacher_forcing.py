@@ -66,9 +66,8 @@ def test_the_loop_graph_does_not_grow_with_the_caption_length():
     assert long > short + 12 * 10  # each unrolled step adds its ops, forward and backward
 
 
-def stacked_sources(decoder, steps=6):
-    """The producing ops (and their first inputs', up to 3 deep) of every tensor the loop
-    form's gradient stacks over the iterations (its TensorListPushBack ops)."""
+def gradient_graph(decoder, steps=6):
+    """The traced graph of a teacher-forced pass (annotations (2, 9, 4)) and its gradient."""
     annotations = tf.constant(np.random.default_rng(0).random((2, 9, 4)), tf.float32)
     ids = tf.ones((2, steps), tf.int32)
 
@@ -80,7 +79,13 @@ def stacked_sources(decoder, steps=6):
             loss = tf.reduce_sum(out["logits"]) + tf.reduce_sum(out["alphas"] ** 2)
         return tape.gradient(loss, [annotations, *decoder.trainable_weights])
 
-    graph = run.get_concrete_function(annotations, ids).graph
+    return run.get_concrete_function(annotations, ids).graph
+
+
+def stacked_sources(decoder, steps=6):
+    """The producing ops (and their first inputs', up to 3 deep) of every tensor the loop
+    form's gradient stacks over the iterations (its TensorListPushBack ops)."""
+    graph = gradient_graph(decoder, steps)
     chains = []
     for function in graph._functions.values():  # noqa: SLF001 (the while loop's bodies)
         nodes = {n.name: n for n in function.cached_definition.node_def}
@@ -93,6 +98,40 @@ def stacked_sources(decoder, steps=6):
                 source = (nodes[source].input or [""])[0].split(":")[0]
             chains.append(chain)
     return chains
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_the_loop_takes_each_kernel_gradient_after_it(attention):
+    """LoopMatmuls: the backward loop computes no product of a kernel's shape an
+    iteration (U with the attention's W_h and f_beta, W_z, the annotations in the
+    context); each kernel's gradient is one matmul over the stacked steps after it."""
+    decoder = LSTMDecoder(
+        13, embedding_dim=6, lstm_units=7, attention_units=5, attention=attention, unroll=False
+    )
+    decoder.build(4)
+    graph = gradient_graph(decoder)
+    bodies = [
+        f.graph
+        for name, f in graph._functions.items()  # noqa: SLF001
+        if "body" in name and "_grad" in name
+    ]
+    products = [
+        out.shape.as_list()
+        for body in bodies
+        for op in body.get_operations()
+        if op.type in ("MatMul", "BatchMatMulV2")
+        for out in op.outputs
+    ]
+    assert len(bodies) == 1 and products
+    kernels = [[7, 4 * 7 + 5 + 1], [4, 4 * 7], [2, 9, 4]]
+    assert not [shape for shape in products if shape in kernels], products
+    outside = [
+        out.shape.as_list()
+        for op in graph.get_operations()
+        if op.type in ("MatMul", "BatchMatMulV2")
+        for out in op.outputs
+    ]
+    assert all(shape in outside for shape in kernels)
 
 
 def test_the_loop_stacks_no_kernel_and_each_energy_once():
@@ -144,3 +183,12 @@ def test_per_image_annotations_give_the_repeated_rows_values_and_gradients(unrol
     decoder.attention.project = lambda a: projected_rows.append(a.shape[0]) or project(a)
     assert decoder.annotated(per_image, 2)[1].shape == (6, 9, 5)
     assert projected_rows == [3]  # W_a a once per image
+
+
+def test_the_computation_settings_survive_the_config():
+    """`unroll` and `fused_scores` are saved with the layer, as its other settings are."""
+    decoder = LSTMDecoder(13, unroll=False, fused_scores=True)
+    rebuilt = LSTMDecoder.from_config(decoder.get_config())
+    assert (rebuilt.unroll, rebuilt.fused_scores) == (False, True)
+    default = LSTMDecoder.from_config(LSTMDecoder(13).get_config())
+    assert (default.unroll, default.fused_scores) == (True, False)

@@ -211,6 +211,36 @@ def test_the_cache_setting_honours_the_users_flag_and_replaces_only_its_own(tmp_
     assert not (tmp_path / "c").exists()
 
 
+def test_the_xla_defaults_of_a_second_run_replace_the_firsts(tmp_path):
+    """A second run in one process gets its own autotuning folder, once; flags the user
+    named stay as they are, and their own setting of a default wins."""
+    code = textwrap.dedent(
+        f"""
+        import os
+        from keras_saat.runtime.xla import set_xla_defaults
+        os.environ["XLA_FLAGS"] = "--xla_gpu_enable_triton_gemm=true --xla_dump_to=/d"
+        assert set_xla_defaults({str(tmp_path / "a")!r})
+        first = os.environ["XLA_FLAGS"].split()
+        assert set_xla_defaults({str(tmp_path / "b")!r})
+        second = os.environ["XLA_FLAGS"].split()
+        assert set_xla_defaults()
+        third = os.environ["XLA_FLAGS"].split()
+        for flags in (first, second, third):
+            print(sorted(f.split("=")[1] for f in flags if "autotune_cache_dir" in f))
+            print(flags[:2], len([f for f in flags if "triton_gemm" in f]))
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    user = "['--xla_gpu_enable_triton_gemm=true', '--xla_dump_to=/d'] 1"
+    assert done.stdout.splitlines() == [
+        repr([str(tmp_path / "a")]), user, repr([str(tmp_path / "b")]), user, "[]", user,
+    ]  # fmt: skip
+
+
 def test_batching_settings_are_checked():
     from keras_saat.config import load_config
     from keras_saat.data.pipeline.image_file_source import ImageFiles

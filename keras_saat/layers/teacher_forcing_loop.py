@@ -1,0 +1,98 @@
+"""Teacher forcing as one `tf.while_loop`: `LSTMDecoder`'s loop form (`unroll` False).
+
+The values are those of the unrolled form, and so are the kernels' gradients' shapes: the
+matmuls by U with the attention's hidden kernels (W_h, f_beta), by W_z, and the context
+alpha_t a are `LoopMatmuls` (keras_saat/layers/stacked_matmul.py). Each iteration writes
+their inputs to TensorArrays the loop carries, and each kernel's gradient is one matmul
+over the stacked steps after the loop instead of a product and a sum in every iteration
+of the backward loop. The graph, its tracing and its XLA compile do not grow with T.
+"""
+
+import tensorflow as tf
+from keras import ops
+
+from keras_saat.layers.stacked_matmul import LoopMatmuls
+
+
+def teacher_forcing_loop(decoder, annotated, embedding_gates, training, scores):
+    """The decoder's T steps in one loop.
+
+    The first step runs before the loop, so that the loop's TensorArrays take the dtypes
+    and shapes of what the attention type returns.
+
+    Args:
+        decoder: the `LSTMDecoder`.
+        annotated: (annotations, W_a a, h_0, c_0), one row per caption (`annotated`).
+        embedding_gates: (B, T, 4n), E y_{t-1} @ W_e for every step.
+        training: bool.
+        scores: dict. Extra arguments of the attention's `call` (the score kernel, read
+            once before the loop).
+
+    Returns:
+        (stacked, begun): the steps' values (B, T, ...) by name ("h" and what the
+        attention returns) and what the attention's `begin` drew.
+    """
+    steps = embedding_gates.shape[1] or ops.shape(embedding_gates)[1]
+    gates = tf.TensorArray(embedding_gates.dtype, size=steps, clear_after_read=False)
+    gates = gates.unstack(tf.transpose(embedding_gates, [1, 0, 2]))  # T x (B, 4n)
+    annotations, projected, h, c = annotated
+    attention = decoder.attention
+    batch_size = ops.shape(annotations)[0]
+    begun = attention.begin(batch_size, training)
+    kernels = decoder.hidden_kernels(h.dtype)
+    # Kernels read once, before the loop: a value made inside the body that the gradient
+    # needs is stacked over the iterations, a captured one is not.
+    hidden_matmul = LoopMatmuls(kernels["hidden"], steps, [batch_size])
+    context_kernel = ops.cast(decoder.lstm_context_kernel, h.dtype)
+    context_matmul = LoopMatmuls(context_kernel, steps, [batch_size])
+    context_matmuls = [
+        LoopMatmuls(annotations, steps, [batch_size, 1])
+        for _ in range(attention.context_count(training))
+    ]
+    matmuls = [hidden_matmul, context_matmul, *context_matmuls]
+
+    def advance(t, h, c):
+        for matmul in matmuls:
+            matmul.last_input = None
+        recurrent, products = decoder.split_hidden(hidden_matmul.at(t)(h), kernels)
+        att = attention(
+            annotations,
+            projected,
+            h,
+            training=training,
+            context_matmuls=[m.at(t) for m in context_matmuls],
+            **scores,
+            **begun,
+            **products,
+        )
+        context = context_matmul.at(t)(att["z"])
+        h, c = decoder.lstm(gates.read(t), att["z"], h, c, context, recurrent)
+        inputs = {  # each LoopMatmuls' x_t (an attention type may not call them all)
+            f"input {i}": m.last_input for i, m in enumerate(matmuls) if m.last_input is not None
+        }
+        return h, c, {"h": h, **att, **inputs}
+
+    h, c, first = advance(0, h, c)
+    arrays = {
+        k: tf.TensorArray(v.dtype, size=steps, element_shape=v.shape).write(0, v)
+        for k, v in first.items()
+    }
+
+    def body(t, h, c, arrays):
+        h, c, values = advance(t, h, c)
+        return t + 1, h, c, {k: arrays[k].write(t, v) for k, v in values.items()}
+
+    _, _, _, arrays = tf.while_loop(
+        lambda t, *_: t < steps,
+        body,
+        (tf.constant(1), h, c, arrays),
+        maximum_iterations=steps - 1,
+    )
+    stacked = {}
+    for k, array in arrays.items():
+        if k.startswith("input "):
+            matmuls[int(k[len("input ") :])].record(array.stack())  # (T, ...)
+        else:  # (T, B, ...) -> (B, T, ...)
+            order = [1, 0, *range(2, len(first[k].shape) + 1)]
+            stacked[k] = tf.transpose(array.stack(), order)
+    return stacked, begun
