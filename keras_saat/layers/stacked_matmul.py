@@ -108,8 +108,9 @@ class LoopMatmuls:
     """x_t @ kernel in the body of a `tf.while_loop` over t = 0..steps-1 (and for a first
     step before it), the kernel's gradient as one stacked matmul after the loop.
 
-    In the body, `loop_matmuls.at(t)(x_t)` returns x_t @ kernel; then `last_input` is
-    x_t, which the loop writes to a TensorArray it carries. After the loop, hand the
+    In the body, set `last_input` to None, then `loop_matmuls.at(t)(x_t)` returns
+    x_t @ kernel (once a step: a second call is an error) and `last_input` is x_t, which
+    the loop writes to a TensorArray it carries. After the loop, hand the
     stacked inputs (T, ...) to `record`, before the gradient is taken. Values and
     gradients equal `tf.matmul(x_t, kernel)`'s; kernels and rows as in `StepMatmuls`.
 
@@ -162,6 +163,11 @@ class LoopMatmuls:
         return functools.partial(self._call, t)
 
     def _call(self, t, x):
+        if self.last_input is not None:  # one step's second call: its dy would share row t
+            raise RuntimeError(
+                "LoopMatmuls was called twice in one step; set last_input to None at each "
+                "step's start and call it once a step (use one LoopMatmuls per product)"
+            )
         self.last_input = tf.stop_gradient(x)
         return _frozen_matmul(x, self.frozen_kernel, self.transposed) + self.probes.read(t)
 

@@ -67,32 +67,38 @@ def teacher_forcing_loop(decoder, annotated, embedding_gates, training, scores):
         )
         context = context_matmul.at(t)(att["z"])
         h, c = decoder.lstm(gates.read(t), att["z"], h, c, context, recurrent)
-        inputs = {  # each LoopMatmuls' x_t (an attention type may not call them all)
-            f"input {i}": m.last_input for i, m in enumerate(matmuls) if m.last_input is not None
+        # Each LoopMatmuls' x_t, by its place in `matmuls` (an attention type may not
+        # call them all).
+        inputs = {i: m.last_input for i, m in enumerate(matmuls) if m.last_input is not None}
+        return h, c, {"h": h, **att}, inputs
+
+    def arrays_of(first):
+        return {
+            k: tf.TensorArray(v.dtype, size=steps, element_shape=v.shape).write(0, v)
+            for k, v in first.items()
         }
-        return h, c, {"h": h, **att, **inputs}
 
-    h, c, first = advance(0, h, c)
-    arrays = {
-        k: tf.TensorArray(v.dtype, size=steps, element_shape=v.shape).write(0, v)
-        for k, v in first.items()
-    }
+    h, c, first, first_inputs = advance(0, h, c)
+    arrays, input_arrays = arrays_of(first), arrays_of(first_inputs)
 
-    def body(t, h, c, arrays):
-        h, c, values = advance(t, h, c)
-        return t + 1, h, c, {k: arrays[k].write(t, v) for k, v in values.items()}
+    def body(t, h, c, arrays, input_arrays):
+        h, c, values, inputs = advance(t, h, c)
+        written = [
+            {k: a[k].write(t, v[k]) for k in a}
+            for a, v in ((arrays, values), (input_arrays, inputs))
+        ]
+        return t + 1, h, c, *written
 
-    _, _, _, arrays = tf.while_loop(
+    _, _, _, arrays, input_arrays = tf.while_loop(
         lambda t, *_: t < steps,
         body,
-        (tf.constant(1), h, c, arrays),
+        (tf.constant(1), h, c, arrays, input_arrays),
         maximum_iterations=steps - 1,
     )
-    stacked = {}
-    for k, array in arrays.items():
-        if k.startswith("input "):
-            matmuls[int(k[len("input ") :])].record(array.stack())  # (T, ...)
-        else:  # (T, B, ...) -> (B, T, ...)
-            order = [1, 0, *range(2, len(first[k].shape) + 1)]
-            stacked[k] = tf.transpose(array.stack(), order)
+    for i, array in input_arrays.items():
+        matmuls[i].record(array.stack())  # (T, ...)
+    stacked = {  # (T, B, ...) -> (B, T, ...)
+        k: tf.transpose(a.stack(), [1, 0, *range(2, len(first[k].shape) + 1)])
+        for k, a in arrays.items()
+    }
     return stacked, begun

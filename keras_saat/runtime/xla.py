@@ -68,17 +68,16 @@ def set_xla_defaults(autotune_cache=None):
     if tensorflow_started():
         return False
     flags = os.environ.get("XLA_FLAGS", "").split()
-    ours = _ours.get("xla", [])
-    if ours and flags[-len(ours) :] == ours:  # still ours, as the last call left them
-        flags = flags[: -len(ours)]
-    user = " ".join(flags)
+    for flag in _ours.get("xla", []):  # an earlier call's own flags, wherever they now sit
+        if flag in flags:
+            del flags[len(flags) - 1 - flags[::-1].index(flag)]
+    named = {re.match(r"-*([^=]*)", flag).group(1) for flag in flags}  # the user's flags
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     wanted = dict(GPU_XLA_FLAGS, **{PARALLELISM_FLAG: str(max(1, min(cores or 1, 64)))})
     if autotune_cache is not None:
         Path(autotune_cache).mkdir(parents=True, exist_ok=True)
         wanted[AUTOTUNE_CACHE_FLAG] = str(autotune_cache)
-    extra = [f"--{k}={v}" for k, v in wanted.items() if k not in user]
+    extra = [f"--{k}={v}" for k, v in wanted.items() if k not in named]
     _ours["xla"] = extra
-    if extra or ours:
-        os.environ["XLA_FLAGS"] = " ".join([*flags, *extra])
+    os.environ["XLA_FLAGS"] = " ".join([*flags, *extra])
     return True

@@ -90,6 +90,7 @@ def loop_recurrence(matmuls_class, kernel, inputs, rows):
     weights = tf.cos(tf.range(x.shape[-1], dtype=x.dtype))
 
     def body(t, y, total, written):
+        matmuls.last_input = None  # a new step
         x = tf.tanh(inputs[t] + y)
         return t + 1, matmuls.at(t)(x), total + tf.reduce_sum(x * weights), written.write(t, x)
 
@@ -123,6 +124,17 @@ def test_loop_matmuls_values_and_gradients_equal_per_step_matmuls(batched, compi
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
     assert np.abs(got[1]).max() > 0.1  # the kernel gradient is not trivially zero
+
+
+def test_loop_matmuls_called_twice_in_a_step_is_an_error():
+    """Two products in one step would share row t of the probes, and their kernel
+    gradient would pair the second input with both dy: refused."""
+    matmuls = LoopMatmuls(tf.ones((3, 3)), 2, [1])
+    matmuls.at(0)(tf.ones((1, 3)))
+    with pytest.raises(RuntimeError, match="twice in one step"):
+        matmuls.at(0)(tf.ones((1, 3)))
+    matmuls.last_input = None  # the next step
+    matmuls.at(1)(tf.ones((1, 3)))
 
 
 def test_loop_matmuls_gradient_without_recorded_inputs_is_an_error():

@@ -212,8 +212,10 @@ def test_the_cache_setting_honours_the_users_flag_and_replaces_only_its_own(tmp_
 
 
 def test_the_xla_defaults_of_a_second_run_replace_the_firsts(tmp_path):
-    """A second run in one process gets its own autotuning folder, once; flags the user
-    named stay as they are, and their own setting of a default wins."""
+    """A second run in one process gets its own autotuning folder, once, also when the
+    user added a flag in between; flags the user named stay as they are, their own
+    setting of a default wins, and a flag whose name merely starts with a default's
+    does not count as setting it."""
     code = textwrap.dedent(
         f"""
         import os
@@ -223,11 +225,16 @@ def test_the_xla_defaults_of_a_second_run_replace_the_firsts(tmp_path):
         first = os.environ["XLA_FLAGS"].split()
         assert set_xla_defaults({str(tmp_path / "b")!r})
         second = os.environ["XLA_FLAGS"].split()
+        os.environ["XLA_FLAGS"] += " --xla_dump_hlo_as_text"  # the user adds one between runs
         assert set_xla_defaults()
         third = os.environ["XLA_FLAGS"].split()
         for flags in (first, second, third):
             print(sorted(f.split("=")[1] for f in flags if "autotune_cache_dir" in f))
             print(flags[:2], len([f for f in flags if "triton_gemm" in f]))
+        print(third[2])
+        os.environ["XLA_FLAGS"] = "--xla_gpu_enable_triton_gemm_any=true"  # another flag
+        assert set_xla_defaults()
+        print("--xla_gpu_enable_triton_gemm=false" in os.environ["XLA_FLAGS"].split())
         """
     )
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
@@ -238,6 +245,7 @@ def test_the_xla_defaults_of_a_second_run_replace_the_firsts(tmp_path):
     user = "['--xla_gpu_enable_triton_gemm=true', '--xla_dump_to=/d'] 1"
     assert done.stdout.splitlines() == [
         repr([str(tmp_path / "a")]), user, repr([str(tmp_path / "b")]), user, "[]", user,
+        "--xla_dump_hlo_as_text", "True",
     ]  # fmt: skip
 
 
