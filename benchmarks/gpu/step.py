@@ -1,7 +1,8 @@
 """The GPU step, row by row under a deadline: the paper-size soft-attention train step at
 batch 64, 512 and 2048, teacher forcing unrolled and in a tf.while_loop. The default step
 (one XLA executable, autodiff's attention scores, the library's GPU compile flags) beside
-each alternative (the fused attention scores, the split step, XLA's own flags), the
+each alternative (the fused attention scores, the split step, XLA's own flags, while
+loops and conditionals in XLA's command buffers), the
 persistent cache empty and filled, then a short profile and the XLA compiler's pass timers.
 Each row runs in a fresh process and is appended to a JSON-lines file as it finishes.
 
@@ -44,6 +45,12 @@ OLD_FLAGS = {
 }
 
 
+# XLA's default command-buffer types and its while loops and conditionals: a loop form's
+# iterations (and the one executable's finite-gradient conditional) recorded as CUDA
+# graph nodes instead of launched from the host.
+BUFFERS = {"XLA_FLAGS": f"{base} --xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL".strip()}
+
+
 def cache():
     return {"TF_XLA_FLAGS": f"--tf_xla_persistent_cache_directory={tempfile.mkdtemp()}"}
 
@@ -60,6 +67,8 @@ ROWS = [
     *[(f"B{b} default", b, True, "auto", False, {}, 150) for b in big],
     (f"B{top} fused scores, cache empty", top, True, "auto", True, fused_cache, 120),
     (f"B{top} loop", top, False, "auto", False, {}, 120),
+    (f"B{top} loop, loops in command buffers", top, False, "auto", False, BUFFERS, 120),
+    (f"B{top} default, conditionals in command buffers", top, True, "auto", False, BUFFERS, 150),
     (f"B{top} split step", top, True, False, False, {}, 150),
     *[(f"B{b} fused scores", b, True, "auto", True, {}, 120) for b in big],
     (f"B{top} fused scores, cache filled", top, True, "auto", True, fused_cache, 90),
