@@ -280,3 +280,9 @@ def test_the_home_figure_is_tutorial_4s_first_figure_2(tmp_path, monkeypatch):
     nbformat.write(notebook, str(tmp_path / "executed" / docs.HOME_PAGE_SOURCE))
     with pytest.raises(docs.TutorialError, match="no Figure 2"):
         docs.draw_home_figure(log=lambda *_: None)
+
+
+def test_the_projects_own_pages_point_at_what_they_name():
+    """The check the docs build runs, on the repository's pages and notebooks, here in the
+    fast suite: a phrase such as '"A heading" above' must find that heading."""
+    assert docs_checks.stale_reference_problems() == []
