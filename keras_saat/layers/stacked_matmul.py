@@ -61,15 +61,7 @@ class StepMatmuls:
         self.kernel = tf.convert_to_tensor(kernel)
         self.steps = int(steps)
         self.inputs = []
-        self.frozen_kernel = tf.stop_gradient(self.kernel)
-        # W^T for the input gradient of a weight; a graph prunes it when no gradient is taken.
-        # Snapshot makes it a tensor of its own: Grappler folds a bare Transpose feeding a
-        # MatMul back into `transpose_b=True`, the slow case this avoids.
-        self.transposed = (
-            tf.raw_ops.Snapshot(input=tf.transpose(self.frozen_kernel))
-            if self.kernel.shape.rank == 2
-            else None
-        )
+        self.frozen_kernel, self.transposed = _frozen(self.kernel)
         self.probes = self._probes(self.kernel, list(rows))
 
     def _probes(self, kernel, rows):
@@ -122,12 +114,7 @@ class LoopMatmuls:
 
     def __init__(self, kernel, steps, rows):
         self.kernel = tf.convert_to_tensor(kernel)
-        self.frozen_kernel = tf.stop_gradient(self.kernel)
-        self.transposed = (
-            tf.raw_ops.Snapshot(input=tf.transpose(self.frozen_kernel))
-            if self.kernel.shape.rank == 2
-            else None
-        )
+        self.frozen_kernel, self.transposed = _frozen(self.kernel)
         self.inputs = None  # the stacked x_t (T, ...), from `record`
         self.last_input = None  # x_t of the latest call, for the loop to write
         probes = self._probes(self.kernel, steps, list(rows))  # (T, ..., out) zeros
@@ -174,6 +161,19 @@ class LoopMatmuls:
     def record(self, inputs):
         """The inputs x_t of every step, stacked on a first axis of T."""
         self.inputs = tf.stop_gradient(inputs)
+
+
+def _frozen(kernel):
+    """(the kernel without a gradient, its transpose for a weight's input gradient or None).
+
+    W^T is made once for all steps; a graph prunes it when no gradient is taken. Snapshot
+    makes it a tensor of its own: Grappler folds a bare Transpose feeding a MatMul back
+    into `transpose_b=True`, the slow case this avoids.
+    """
+    frozen = tf.stop_gradient(kernel)
+    if kernel.shape.rank != 2:
+        return frozen, None
+    return frozen, tf.raw_ops.Snapshot(input=tf.transpose(frozen))
 
 
 def _product_shape(kernel, rows):
