@@ -1,7 +1,8 @@
 """`tools/docs.py` and `tools/docs_checks.py` without a build: the stamp that decides which
 notebooks (and the demo's model) are run again, the record rules, the headings a
 notebook page is published with, and the checks that fail a build (phrases that point
-at nothing, in-page links with no target). Nothing here trains or executes."""
+at nothing, in-page links with no target, files named that are not there). Nothing
+here trains or executes."""
 
 import subprocess
 from pathlib import Path
@@ -286,3 +287,29 @@ def test_the_projects_own_pages_point_at_what_they_name():
     """The check the docs build runs, on the repository's pages and notebooks, here in the
     fast suite: a phrase such as '"A heading" above' must find that heading."""
     assert docs_checks.stale_reference_problems() == []
+
+
+def test_path_problems_name_each_missing_file_test_and_unlisted_result(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "tests" / "test_a.py").write_text("def test_here():\n    pass\n")
+    for name in ("cpu-x-2026-01-01.json", "cpu-y-2026-01-01.json", "gpu-z-2026-01-02.json"):
+        (tmp_path / "benchmarks" / "results" / name).write_text("{}")
+    (tmp_path / "docs" / "page.md").write_text(
+        "See `tests/test_a.py::test_here` and `tests/test_a.py::test_gone`,\n"
+        "`benchmarks/nothing.py` and `benchmarks/results/cpu-*.json`.\n"
+    )
+    (tmp_path / "benchmarks" / "RESULTS.md").write_text(
+        "| `results/cpu-*.json` | two runs |\n| `results/gpu-w-2026-01-02.json` | gone |\n"
+    )
+    assert docs_checks.path_problems(tmp_path) == [
+        "docs/page.md:1: `tests/test_a.py`: tests/test_a.py defines no test_gone",
+        "docs/page.md:2: `benchmarks/nothing.py`: no such file",
+        "benchmarks/RESULTS.md:2: `benchmarks/results/gpu-w-2026-01-02.json`: no such file",
+        "benchmarks/RESULTS.md: `benchmarks/results/gpu-z-2026-01-02.json`: not listed",
+    ]
+
+
+def test_the_projects_pages_name_files_that_are_there_and_list_every_result():
+    assert docs_checks.path_problems() == []

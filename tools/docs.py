@@ -517,6 +517,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command == "build" and (problems := docs_checks.stale_reference_problems(ROOT)):
         return failed("phrases that point at nothing (tools/docs_checks.py)", problems)
+    if args.command == "build" and (problems := docs_checks.path_problems(ROOT)):
+        return failed("files the pages name that are not there, results not listed", problems)
     prepare()
     mkdocs = [sys.executable, "-m", "mkdocs"]
     site = Path(args.site).resolve()

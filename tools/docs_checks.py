@@ -1,7 +1,8 @@
 """What the documentation must satisfy beyond mkdocs --strict, checked by
 `tools/docs.py build`: no phrase of the prose points at something that is not there
-(`stale_reference_problems`, before mkdocs runs), and every in-page link of the built
-site has its target (`anchor_problems`, after).
+(`stale_reference_problems`, before mkdocs runs), every file the pages name is there and
+every benchmark result is listed (`path_problems`, before too), and every in-page link
+of the built site has its target (`anchor_problems`, after).
 """
 
 import html.parser
@@ -199,4 +200,57 @@ def stale_reference_problems(root=ROOT):
                     why = rule(match, parts, index, root)
                     if why:
                         problems.append(f"{part.where}: {match.group().strip()!r}: {why}")
+    return problems
+
+
+# ------------------------------------------------------------------ paths and results
+
+# `benchmarks/x.py`, `tests/a/test_b.py::test_c`, `benchmarks/results/cpu-*.json`: a
+# repository path in backticks, with a test's name or a glob.
+PATH = re.compile(
+    r"`((?:benchmarks|keras_saat|tests|tools|docs|configs|notebooks|\.ci)/[\w./*-]*[\w*])"
+    r"(?:::([\w-]+)[\w\[\]-]*)?`?"
+)
+
+
+def path_problems(root=ROOT):
+    """Each repository path the pages name in backticks (docs/**/*.md, README.md,
+    CONTRIBUTING.md, benchmarks/RESULTS.md) that is not there, each `file.py::test` whose
+    test the file does not define, and each file of benchmarks/results/ that RESULTS.md
+    does not list (the index a reader looks a number up in).
+
+    Args:
+        root: path. The repository. Defaults to this one.
+
+    Returns:
+        list of str: "where: `path`: why".
+    """
+    root = Path(root)
+    texts = [*sorted((root / "docs").rglob("*.md")), root / "README.md", root / "CONTRIBUTING.md"]
+    index = root / "benchmarks" / "RESULTS.md"
+    problems = []
+    for text in [t for t in [*texts, index] if t.is_file()]:
+        body = text.read_text()
+        if text == index:  # its paths are relative to benchmarks/
+            body = body.replace("`results/", "`benchmarks/results/")
+        for number, line in enumerate(body.splitlines(), 1):
+            for match in PATH.finditer(line):
+                path, test = match.group(1), match.group(2)
+                found = list(root.glob(path)) if "*" in path else [root / path]
+                why = None
+                if not any(p.exists() for p in found):
+                    why = "no such file"
+                elif test and not re.search(rf"\bdef {test}\b", found[0].read_text()):
+                    why = f"{path} defines no {test}"
+                if why:
+                    where = f"{text.relative_to(root)}:{number}"
+                    problems.append(f"{where}: `{match.group(1)}`: {why}")
+    listed = index.read_text() if index.is_file() else ""
+    patterns = [
+        m.group(1) for m in PATH.finditer(listed.replace("`results/", "`benchmarks/results/"))
+    ]
+    for result in sorted((root / "benchmarks" / "results").glob("*.json")):
+        name = f"benchmarks/results/{result.name}"
+        if not any(Path(name).match(p) for p in patterns):
+            problems.append(f"benchmarks/RESULTS.md: `{name}`: not listed")
     return problems

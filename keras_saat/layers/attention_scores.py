@@ -30,14 +30,46 @@ def _recomputed(*tensors):
     it, XLA's common-subexpression pass merges the backward pass's tanh with the forward's
     and stores the (B, L, A) energy after all. Outside XLA (no barrier kernel there) they
     are returned as they are."""
+    if not _in_xla():
+        return tensors
     try:
         from tensorflow.compiler.tf2xla.python import xla
-        from tensorflow.python.ops import control_flow_util
-    except ImportError:  # a TensorFlow without them: correct values, merged by CSE
-        return tensors
-    if not control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+    except ImportError:  # a TensorFlow without it: correct values, merged by CSE
         return tensors
     return tuple(xla.optimization_barrier(*tensors))
+
+
+def _in_xla():
+    """Whether the graph being built is one XLA compiles."""
+    try:
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:
+        return False
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
+def _gradients(projected, kernel, d_pre, d_v):
+    """d p = (sum_t ds_t (1 - e_t^2)) v and d v, in the dtypes of p and v."""
+    v = tf.cast(tf.reshape(kernel, [-1]), tf.float32)
+    d_projected = tf.cast(d_pre * v, projected.dtype)
+    return d_projected, tf.cast(tf.reshape(d_v, tf.shape(kernel)), kernel.dtype)
+
+
+def _summed_by_step(projected, kernel, present):
+    """The gradients of p and v one step at a time: outside XLA each op writes its
+    result, and a (B, L, A) tensor a step holds far less memory than (T, B, L, A)."""
+    p = tf.cast(projected, tf.float32)
+    d_pre, d_v = tf.zeros_like(p), tf.zeros(tf.shape(p)[-1:], tf.float32)
+    for query, d_scores in present:
+        d_scores = tf.cast(d_scores, tf.float32)[..., None]  # (B, L, 1)
+        energy = tf.tanh(p + tf.cast(query, tf.float32)[:, None, :])
+        d_pre += d_scores * (1.0 - energy * energy)
+        d_v += tf.reduce_sum(d_scores * energy, axis=[0, 1])
+    return _gradients(projected, kernel, d_pre, d_v)
+
+
+def _f32(x):
+    return tf.cast(x, tf.float32)
 
 
 class StepScores:
@@ -75,18 +107,26 @@ class StepScores:
                         f"StepScores was built for {steps} steps but called {len(queries)} times"
                     )
                 present = [(q, d) for q, d in zip(queries, upstream, strict=True) if d is not None]
-                p, *inputs = _recomputed(projected, *(x for pair in present for x in pair))
-                p = tf.cast(p, tf.float32)
-                v = tf.cast(tf.reshape(kernel, [-1]), tf.float32)
-                d_pre = tf.zeros_like(p)  # sum_t ds_t (1 - e_t^2), then times v
-                d_v = tf.zeros_like(v)
-                for query, d_scores in zip(inputs[::2], inputs[1::2], strict=True):
-                    d_scores = tf.cast(d_scores, tf.float32)[..., None]  # (B, L, 1)
-                    energy = tf.tanh(p + tf.cast(query, tf.float32)[:, None, :])
-                    d_pre += d_scores * (1.0 - energy * energy)
-                    d_v += tf.reduce_sum(d_scores * energy, axis=[0, 1])
-                d_projected = tf.cast(d_pre * v, projected.dtype)
-                return d_projected, tf.cast(tf.reshape(d_v, tf.shape(kernel)), kernel.dtype)
+                if not present:
+                    return tf.zeros_like(projected), tf.zeros_like(kernel)
+                if not _in_xla():
+                    return _summed_by_step(projected, kernel, present)
+                queries_, d_scores = zip(*present, strict=True)
+                # Two reductions over the same (T, B, L, A) terms, each recomputing the
+                # tanh: with one tanh feeding both, XLA would store it (an expensive op
+                # with two consumers is not duplicated into fusions). d p sums over the
+                # steps (T major); d v over (B, L, T) with T minor, so that the rows of
+                # one (b, l) read the same row of p one after another.
+                p, q, ds = _recomputed(projected, tf.stack(queries_), tf.stack(d_scores))
+                energy = tf.tanh(_f32(p)[None] + _f32(q)[:, :, None, :])  # (T, B, L, A)
+                d_pre = tf.reduce_sum(_f32(ds)[..., None] * (1.0 - tf.square(energy)), axis=0)
+                # The second barrier also takes d_pre, so that it is not merged with the first.
+                p, q, ds, d_pre = _recomputed(
+                    projected, tf.stack(queries_, axis=1), tf.stack(d_scores, axis=-1), d_pre
+                )
+                energy = tf.tanh(_f32(p)[:, :, None] + _f32(q)[:, None])  # (B, L, T, A)
+                d_v = tf.reduce_sum(_f32(ds)[..., None] * energy, axis=[0, 1, 2])  # (A,)
+                return _gradients(projected, kernel, d_pre, d_v)
 
             return outputs, grad
 

@@ -1,6 +1,8 @@
 """StepScores, Eq. 4 fused over the unrolled steps: autodiff's values and gradients, and
 no (B, L, units) tensor kept for the backward pass."""
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -103,6 +105,60 @@ def test_fused_scores_keep_no_energy_for_the_backward_pass():
 
     assert tanh_grads(False) == 3
     assert tanh_grads(True) == 0
+
+
+def _scores_gradient(steps=3, shape=(4, 9, 6)):
+    """A tf.function of the gradients (p, v, queries) of `steps` fused score steps, and
+    its arguments."""
+    rng = np.random.default_rng(0)
+    batch, length, units = shape
+    args = (
+        tf.constant(rng.normal(size=shape), tf.float32),
+        tf.constant(rng.normal(size=(units, 1)), tf.float32),
+        tf.constant(rng.normal(size=(steps, batch, units)), tf.float32),
+    )
+
+    def run(projected, v, queries):
+        with tf.GradientTape() as tape:
+            tape.watch([projected, v, queries])
+            block = StepScores(projected, v, steps)
+            loss = sum(tf.reduce_sum(tf.nn.softmax(block(queries[t])) ** 2) for t in range(steps))
+        return tape.gradient(loss, [projected, v, queries])
+
+    return run, args
+
+
+def test_the_summed_gradients_store_no_energy_under_xla():
+    """Under XLA, d p and d v are two reductions over the T steps, each recomputing the
+    tanh as it reads p: the optimised HLO writes no (B, L, A) tensor but d p itself and
+    no (T, B, L, A) one, and computes the tanh 2T + 2 times (forward, each step's query
+    gradient, the two sums). One tanh feeding both sums would be stored."""
+    steps, shape = 3, (4, 9, 6)
+    run, args = _scores_gradient(steps, shape)
+    hlo = tf.function(run, jit_compile=True).experimental_get_compiler_ir(*args)(
+        stage="optimized_hlo"
+    )
+    entry = hlo[hlo.index("\nENTRY") :].splitlines()[1:]
+    dims = ",".join(map(str, shape))
+    written = [
+        line for line in entry
+        if re.search(rf"= f32\[(\d+,)?{dims}\]", line) and " parameter(" not in line
+    ]  # fmt: skip
+    assert len(written) == 1 and "fusion(" in written[0], written  # d p
+    assert len(re.findall(r" tanh\(", hlo)) == 2 * steps + 2
+    got = tf.function(run, jit_compile=True)(*args)
+    want = tf.function(run)(*args)  # outside XLA: summed step by step
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_outside_xla_the_summed_gradients_hold_one_step_at_a_time():
+    """Outside XLA every op writes its result, so the sums go step by step: no tensor in
+    the graph has the (T, B, L, A) shape of all the steps' energies at once."""
+    run, args = _scores_gradient()
+    graph = tf.function(run).get_concrete_function(*args).graph
+    ranks = {out.shape.rank for op in graph.get_operations() for out in op.outputs}
+    assert 3 in ranks and 4 not in ranks
 
 
 @pytest.mark.parametrize("precision", ["bfloat16", "float16"])
