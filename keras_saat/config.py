@@ -189,11 +189,11 @@ class TrainConfig:
     # (false; tracing and the XLA compile do not grow with T: for runs whose compile
     # outweighs their steps). Both compute the same values (docs/performance.md).
     unroll: bool = True
-    # Eq. 4's scores in the unrolled step as one fused block with a custom gradient
+    # Eq. 4's scores as one fused block with a custom gradient, unrolled or in the loop
     # (keras_saat/layers/attention_scores.py): the same values and gradients, no
-    # (B, L, A) tensor kept per step for the backward pass. On a GPU it compiles in a
-    # quarter of the time and steps slower (docs/performance.md, "The GPU step"): true for
-    # runs whose compile outweighs their steps. "auto" (as false): autodiff's scores.
+    # (B, L, A) tensor kept per step for the backward pass. On an H100 it compiled in a
+    # quarter of the time (docs/performance.md, "The GPU step"): true for runs whose
+    # compile outweighs their steps. "auto" (as false): autodiff's scores.
     fused_scores: bool | str = "auto"
     # XLA's persistent compilation cache in <workdir>/xla_cache: a resumed or repeated
     # run loads the compiled train and decode steps instead of compiling them again.

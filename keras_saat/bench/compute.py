@@ -111,7 +111,7 @@ def measure_train(
         "xla": bool(trainer.jit_compile),
         "unroll": trainer.unroll,
         "one_executable": trainer.whole_step_compiled(trainer.jit_compile),
-        "fused_scores": bool(trainer.model.decoder.fused_scores and trainer.unroll),
+        "fused_scores": bool(trainer.model.decoder.fused_scores),
         "captions_per_s": size["batch"] / seconds,
         "step_ms": 1000 * seconds,
         "gflops": gflops,

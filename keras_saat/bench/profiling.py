@@ -137,7 +137,7 @@ def step_profile(
         "batch": size["batch"],
         "xla": bool(trainer.jit_compile),
         "unroll": trainer.unroll,
-        "fused_scores": bool(trainer.model.decoder.fused_scores and trainer.unroll),
+        "fused_scores": bool(trainer.model.decoder.fused_scores),
         "wall_ms": wall,
         "where": where,
         "busy_ms": busy,

@@ -1,26 +1,33 @@
-"""StepScores: Eq. 4's scores s_t = tanh(W_a a + W_h h_{t-1}) v over the unrolled steps,
-with no (B, L, A) tensor kept between the forward and the backward pass.
+"""StepScores and LoopScores: Eq. 4's scores s_t = tanh(W_a a + W_h h_{t-1}) v over the
+T steps, unrolled or in a `tf.while_loop`, with no (B, L, A) tensor kept between the
+forward and the backward pass.
 
 Left to autodiff, each step of the attention MLP writes the energy tanh(p + q_t)
 (B, L, A) for its backward pass, reads it for v, reads it twice more in the backward,
 writes the pre-activation's gradient and reads it for the query's gradient and once
 more for d p, whose T per-step terms are then summed: about ten passes over a (B, L, A)
 tensor a step, which is the memory traffic that bounds the step on a GPU
-(docs/performance.md, "The GPU step").
+(docs/performance.md, "The GPU step"). In the loop form autodiff also stacks the T
+energies for the backward loop.
 
-`StepScores` computes the same values and the same gradients, arranged for that:
+The two classes compute the same values and the same gradients, arranged for that:
 - forward, s_t = sum_a v_a tanh(p + q_t)_a reduces as it goes (XLA fuses the tanh into
   the reduction), and only q_t (B, A) is recorded;
 - each step's backward gives q_t its gradient sum_l ds_tl v (1 - tanh(p + q_t)^2),
   recomputing the tanh from p;
 - p = W_a a + b_a and v receive theirs once, after the recurrence, from every step's ds_t
-  at once: a "probe" per step (a zero tensor added to s_t, made by one
-  `tf.custom_gradient` function of p and v, as in `StepMatmuls`) hands the gradient
-  function all T upstream gradients together, and one pass over p sums the T terms.
+  at once: a zero "probe" added to each s_t (one per step for `StepScores`, row t of a
+  (T, B, L) tensor for `LoopScores`), made by a `tf.custom_gradient` function of p and
+  v as in `StepMatmuls`, hands the gradient function all T upstream gradients together
+  (`summed_gradients`). Under XLA that is two reductions over the steps, one for d p
+  and one for d v, each recomputing the tanh as it reads p; outside XLA, a sequential
+  loop over the steps.
 
 The reductions run in float32 under mixed precision, as the score matmul's accumulator
 does.
 """
+
+import functools
 
 import tensorflow as tf
 
@@ -55,16 +62,47 @@ def _gradients(projected, kernel, d_pre, d_v):
     return d_projected, tf.cast(tf.reshape(d_v, tf.shape(kernel)), kernel.dtype)
 
 
-def _summed_by_step(projected, kernel, present):
-    """The gradients of p and v one step at a time: outside XLA each op writes its
-    result, and a (B, L, A) tensor a step holds far less memory than (T, B, L, A)."""
-    p = tf.cast(projected, tf.float32)
-    d_pre, d_v = tf.zeros_like(p), tf.zeros(tf.shape(p)[-1:], tf.float32)
-    for query, d_scores in present:
-        d_scores = tf.cast(d_scores, tf.float32)[..., None]  # (B, L, 1)
-        energy = tf.tanh(p + tf.cast(query, tf.float32)[:, None, :])
-        d_pre += d_scores * (1.0 - energy * energy)
-        d_v += tf.reduce_sum(d_scores * energy, axis=[0, 1])
+def summed_gradients(projected, kernel, queries, d_scores):
+    """The gradients of p and v from every step at once: (d p, d v), in their dtypes.
+
+    Args:
+        projected: (B, L, A). p = W_a a + b_a.
+        kernel: (A, 1). v.
+        queries: (T, B, A). Each step's W_h h_{t-1}.
+        d_scores: (T, B, L). Each step's upstream gradient of s_t.
+    """
+    if not _in_xla():
+        return _summed_by_step(projected, kernel, queries, d_scores)
+    # Two reductions over the same (T, B, L, A) terms, each recomputing the tanh: with
+    # one tanh feeding both, XLA would store it (an expensive op with two consumers is
+    # not duplicated into fusions). d p sums over the steps (T major); d v over (B, L, T)
+    # with T minor, so that the rows of one (b, l) read the same row of p one after another.
+    p, q, ds = _recomputed(projected, queries, d_scores)
+    energy = tf.tanh(_f32(p)[None] + _f32(q)[:, :, None, :])  # (T, B, L, A)
+    d_pre = tf.reduce_sum(_f32(ds)[..., None] * (1.0 - tf.square(energy)), axis=0)
+    # The second barrier also takes d_pre, so that it is not merged with the first.
+    p, q, ds, d_pre = _recomputed(
+        projected, tf.transpose(queries, [1, 0, 2]), tf.transpose(d_scores, [1, 2, 0]), d_pre
+    )
+    energy = tf.tanh(_f32(p)[:, :, None] + _f32(q)[:, None])  # (B, L, T, A)
+    d_v = tf.reduce_sum(_f32(ds)[..., None] * energy, axis=[0, 1, 2])  # (A,)
+    return _gradients(projected, kernel, d_pre, d_v)
+
+
+def _summed_by_step(projected, kernel, queries, d_scores):
+    """`summed_gradients` one step at a time: outside XLA each op writes its result, and
+    a (B, L, A) tensor a step holds far less memory than (T, B, L, A)."""
+    p = _f32(projected)
+
+    def add(sums, step):
+        d_pre, d_v = sums
+        query, ds = step
+        energy = tf.tanh(p + _f32(query)[:, None, :])
+        ds = _f32(ds)[..., None]  # (B, L, 1)
+        return d_pre + ds * (1.0 - energy * energy), d_v + tf.reduce_sum(ds * energy, [0, 1])
+
+    zeros = (tf.zeros_like(p), tf.zeros(tf.shape(p)[-1:], tf.float32))
+    d_pre, d_v = tf.foldl(add, (queries, d_scores), initializer=zeros, parallel_iterations=1)
     return _gradients(projected, kernel, d_pre, d_v)
 
 
@@ -109,24 +147,10 @@ class StepScores:
                 present = [(q, d) for q, d in zip(queries, upstream, strict=True) if d is not None]
                 if not present:
                     return tf.zeros_like(projected), tf.zeros_like(kernel)
-                if not _in_xla():
-                    return _summed_by_step(projected, kernel, present)
                 queries_, d_scores = zip(*present, strict=True)
-                # Two reductions over the same (T, B, L, A) terms, each recomputing the
-                # tanh: with one tanh feeding both, XLA would store it (an expensive op
-                # with two consumers is not duplicated into fusions). d p sums over the
-                # steps (T major); d v over (B, L, T) with T minor, so that the rows of
-                # one (b, l) read the same row of p one after another.
-                p, q, ds = _recomputed(projected, tf.stack(queries_), tf.stack(d_scores))
-                energy = tf.tanh(_f32(p)[None] + _f32(q)[:, :, None, :])  # (T, B, L, A)
-                d_pre = tf.reduce_sum(_f32(ds)[..., None] * (1.0 - tf.square(energy)), axis=0)
-                # The second barrier also takes d_pre, so that it is not merged with the first.
-                p, q, ds, d_pre = _recomputed(
-                    projected, tf.stack(queries_, axis=1), tf.stack(d_scores, axis=-1), d_pre
-                )
-                energy = tf.tanh(_f32(p)[:, :, None] + _f32(q)[:, None])  # (B, L, T, A)
-                d_v = tf.reduce_sum(_f32(ds)[..., None] * energy, axis=[0, 1, 2])  # (A,)
-                return _gradients(projected, kernel, d_pre, d_v)
+                return summed_gradients(
+                    projected, kernel, tf.stack(queries_), tf.stack(d_scores)
+                )  # fmt: skip
 
             return outputs, grad
 
@@ -138,6 +162,65 @@ class StepScores:
             raise RuntimeError(f"StepScores was built for {self.steps} steps; called once more")
         self.queries.append(tf.stop_gradient(query))
         return fused_scores(self.frozen_projected, self.frozen_v, query) + self.probes[t]
+
+
+class LoopScores:
+    """`StepScores` for the body of a `tf.while_loop` over t = 0..steps-1 (and a first
+    step before it): s_t fused, p's and v's gradients summed once after the loop.
+
+    As with `LoopMatmuls` (keras_saat/layers/stacked_matmul.py): in the body, set
+    `last_input` to None, then `loop_scores.at(t)(query_t)` returns s_t (once a step) and
+    `last_input` is query_t, which the loop writes to a TensorArray it carries; after
+    the loop, hand the stacked queries (T, B, A) to `record` before the gradient is
+    taken. Each s_t adds row t of a zero "probe" (T, B, L), read from a TensorArray, so
+    the probe's gradient is every step's ds_t, stacked after the backward loop. No
+    iteration keeps its (B, L, A) energy for the backward pass.
+
+    Args:
+        projected: (B, L, A). W_a a + b_a, in the compute dtype.
+        kernel: (A, 1). v, cast to the compute dtype.
+        steps: int or scalar tensor. The number of steps the loop covers.
+    """
+
+    def __init__(self, projected, kernel, steps):
+        self.frozen_projected = tf.stop_gradient(projected)
+        self.frozen_v = tf.stop_gradient(tf.reshape(kernel, [-1]))
+        self.queries = None  # (T, B, A), from `record`
+        self.last_input = None
+        probes = self._probes(projected, kernel, steps)  # (T, B, L) zeros
+        self.probes = tf.TensorArray(
+            probes.dtype, size=steps, element_shape=probes.shape[1:], clear_after_read=False
+        ).unstack(probes)
+
+    def _probes(self, projected, kernel, steps):
+        @tf.custom_gradient
+        def probes(projected, kernel):
+            def grad(upstream):  # (T, B, L): every step's ds_t, stacked after the loop
+                if self.queries is None:
+                    raise RuntimeError("LoopScores: record() the stacked queries after the loop")
+                return summed_gradients(projected, kernel, self.queries, upstream)
+
+            shape = tf.concat([[steps], tf.shape(projected)[:-1]], axis=0)
+            return tf.zeros(shape, projected.dtype), grad
+
+        return probes(projected, kernel)
+
+    def at(self, t):
+        """query -> s_t at step t (a scalar, the loop's counter in the body)."""
+        return functools.partial(self._call, t)
+
+    def _call(self, t, query):
+        if self.last_input is not None:  # a second call would share row t's gradient
+            raise RuntimeError(
+                "LoopScores was called twice in one step; set last_input to None at each "
+                "step's start and call it once a step"
+            )
+        self.last_input = tf.stop_gradient(query)
+        return fused_scores(self.frozen_projected, self.frozen_v, query) + self.probes.read(t)
+
+    def record(self, queries):
+        """The queries of every step, stacked on a first axis of T."""
+        self.queries = tf.stop_gradient(queries)
 
 
 def fused_scores(projected, v, query):

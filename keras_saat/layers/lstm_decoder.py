@@ -64,9 +64,9 @@ class LSTMDecoder(keras.layers.Layer):
         unroll: bool. Teacher forcing unrolled (True) or as a `tf.while_loop` (False). A
             setting of the computation, not of the model: it can be changed on a built
             layer (the trainer sets it from `train.unroll`). Defaults to True.
-        fused_scores: bool. In the unrolled form, Eq. 4's scores as one fused block with
-            a custom gradient (`keras_saat.layers.attention_scores.StepScores`): the same
-            values and gradients, no (B, L, units) tensor kept per step. A setting of the
+        fused_scores: bool. Eq. 4's scores as one fused block with a custom gradient
+            (`keras_saat.layers.attention_scores.StepScores`, or `LoopScores` in the loop
+            form): the same values and gradients, no (B, L, units) tensor kept per step. A setting of the
             computation like `unroll` (the trainer sets it from `train.fused_scores`).
             Defaults to False.
 
@@ -257,12 +257,16 @@ class LSTMDecoder(keras.layers.Layer):
 
     def _loop(self, annotated, embedded, embedding_gates, training):
         """Teacher forcing as one `tf.while_loop` (keras_saat/layers/teacher_forcing_loop.py)."""
+        built = _scores_as_built(self.attention)
         scores = (
             {"score_kernel": ops.cast(self.attention.score.kernel, annotated[2].dtype)}
-            if _scores_as_built(self.attention)
+            if built
             else {}
         )
-        stacked, begun = teacher_forcing_loop(self, annotated, embedding_gates, training, scores)
+        fused = self.fused_scores and built
+        stacked, begun = teacher_forcing_loop(
+            self, annotated, embedding_gates, training, scores, fused
+        )  # fmt: skip
         return self._outputs(embedded, stacked, begun, training)
 
     def _outputs(self, embedded, stacked, begun, training):

@@ -100,12 +100,14 @@ class SoftAttention(keras.layers.Layer):
         """W_a a + b_a: (batch, L, D) -> (batch, L, units)."""
         return self.annotation_projection(annotations)
 
-    def step_scores(self, projected, steps):
-        """A `StepScores` over `projected` for `steps` unrolled steps: Eq. 4 fused, with
-        no (B, L, units) tensor kept for the backward pass (keras_saat/layers/attention_scores.py)."""
-        from keras_saat.layers.attention_scores import StepScores
+    def step_scores(self, projected, steps, loop=False):
+        """A `StepScores` over `projected` for `steps` unrolled steps, or with `loop` a
+        `LoopScores` for a `tf.while_loop`: Eq. 4 fused, with no (B, L, units) tensor kept
+        for the backward pass (keras_saat/layers/attention_scores.py)."""
+        from keras_saat.layers.attention_scores import LoopScores, StepScores
 
-        return StepScores(projected, ops.cast(self.score.kernel, projected.dtype), steps)
+        kind = LoopScores if loop else StepScores
+        return kind(projected, ops.cast(self.score.kernel, projected.dtype), steps)
 
     def hidden_kernels(self):
         """The kernels applied to h_{t-1}, by `call` argument: W_h (n, units) as "query",
@@ -122,7 +124,8 @@ class SoftAttention(keras.layers.Layer):
         """Attention weights alpha_t (Eq. 4-5): (batch, L).
 
         `query` is W_h h_{t-1} (batch, units) when the caller has computed it;
-        `step_scores` a `StepScores` over `projected` that computes Eq. 4 fused;
+        `step_scores` a function of the query that computes Eq. 4 fused (a `StepScores`
+        over `projected`, or a `LoopScores`' step);
         `score_kernel` v (units, 1) in the compute dtype, read once outside a loop.
         """
         if query is None:
@@ -203,7 +206,7 @@ class SoftAttention(keras.layers.Layer):
 
         `query` and `gate_input`: h_{t-1}'s products with `hidden_kernels()`, if computed;
         `context_matmuls`: `context_count()` functions for `context`, or None;
-        `step_scores`: a `StepScores` (`step_scores`) for Eq. 4, or None; `score_kernel`:
+        `step_scores`: a function of the query for Eq. 4 fused (`step_scores`), or None; `score_kernel`:
         v in the compute dtype, read once before a loop (`attend`), or None.
         """
         alpha = self.attend(projected, hidden, query, **attend_options(step_scores, score_kernel))

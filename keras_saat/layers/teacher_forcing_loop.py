@@ -5,7 +5,9 @@ matmuls by U with the attention's hidden kernels (W_h, f_beta), by W_z, and the 
 alpha_t a are `LoopMatmuls` (keras_saat/layers/stacked_matmul.py). Each iteration writes
 their inputs to TensorArrays the loop carries, and each kernel's gradient is one matmul
 over the stacked steps after the loop instead of a product and a sum in every iteration
-of the backward loop. The graph, its tracing and its XLA compile do not grow with T.
+of the backward loop. With the scores fused (`LoopScores`), each iteration records its
+query instead of its (B, L, A) energy, and W_a a and v get their gradients after the
+loop in the same way. The graph, its tracing and its XLA compile do not grow with T.
 """
 
 import tensorflow as tf
@@ -14,7 +16,7 @@ from keras import ops
 from keras_saat.layers.stacked_matmul import LoopMatmuls
 
 
-def teacher_forcing_loop(decoder, annotated, embedding_gates, training, scores):
+def teacher_forcing_loop(decoder, annotated, embedding_gates, training, scores, fused=False):
     """The decoder's T steps in one loop.
 
     The first step runs before the loop, so that the loop's TensorArrays take the dtypes
@@ -27,6 +29,8 @@ def teacher_forcing_loop(decoder, annotated, embedding_gates, training, scores):
         training: bool.
         scores: dict. Extra arguments of the attention's `call` (the score kernel, read
             once before the loop).
+        fused: bool. Eq. 4's scores fused (`LoopScores`, keras_saat/layers/attention_scores.py)
+            in place of `scores`.
 
     Returns:
         (stacked, begun): the steps' values (B, T, ...) by name ("h" and what the
@@ -49,11 +53,17 @@ def teacher_forcing_loop(decoder, annotated, embedding_gates, training, scores):
         LoopMatmuls(annotations, steps, [batch_size, 1])
         for _ in range(attention.context_count(training))
     ]
+    # What each iteration records for the gradients after the loop: the matmuls' inputs,
+    # and the queries of the fused scores.
     matmuls = [hidden_matmul, context_matmul, *context_matmuls]
+    if fused:
+        loop_scores = attention.step_scores(projected, steps, loop=True)
+        matmuls.append(loop_scores)
 
     def advance(t, h, c):
         for matmul in matmuls:
             matmul.last_input = None
+        extra = {"step_scores": loop_scores.at(t)} if fused else scores
         recurrent, products = decoder.split_hidden(hidden_matmul.at(t)(h), kernels)
         att = attention(
             annotations,
@@ -61,7 +71,7 @@ def teacher_forcing_loop(decoder, annotated, embedding_gates, training, scores):
             h,
             training=training,
             context_matmuls=[m.at(t) for m in context_matmuls],
-            **scores,
+            **extra,
             **begun,
             **products,
         )

@@ -116,11 +116,11 @@ class Trainer:
             (an XLA conditional, on the device) and the optimiser's update. Otherwise only
             the replica's pass is compiled and the rest runs op by op. "auto" (the default)
             is True wherever it applies.
-        fused_scores: bool or None. Eq. 4's scores fused with a custom gradient in the
-            unrolled decoder (`LSTMDecoder.fused_scores`). None (the default) leaves them
-            to autodiff: on an H100 at batch 512 in bfloat16 the fused block's step is
-            slower (23.1 ms against 16.7) though it compiles in a quarter of the time
-            (19 s against 75; docs/performance.md, "The GPU step").
+        fused_scores: bool or None. Eq. 4's scores fused with a custom gradient in
+            either form of the decoder (`LSTMDecoder.fused_scores`). None (the default)
+            leaves them to autodiff: on an H100 at batch 512 in bfloat16 the fused block
+            compiled in a quarter of the time (19 s against 75; docs/performance.md,
+            "The GPU step").
     """
 
     def __init__(

@@ -1,13 +1,19 @@
-"""StepScores, Eq. 4 fused over the unrolled steps: autodiff's values and gradients, and
-no (B, L, units) tensor kept for the backward pass."""
+"""StepScores and LoopScores, Eq. 4 fused over the steps (unrolled and in the loop):
+autodiff's values and gradients, and no (B, L, units) tensor kept for the backward pass."""
 
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_saat.layers.attention_scores import StepScores
+from keras_saat.layers import attention_scores
+from keras_saat.layers.attention_scores import StepScores, summed_gradients
 from tests.helpers import decoder_run
 
 
@@ -55,14 +61,32 @@ def test_step_scores_refuse_a_step_too_many():
 
 
 @pytest.mark.parametrize(
-    "attention,compiled",
-    [("soft", None), pytest.param("soft", True, marks=pytest.mark.slow), ("hard", None)],
+    "attention,compiled,unroll",
+    [
+        ("soft", None, True),
+        pytest.param("soft", True, True, marks=pytest.mark.slow),
+        ("hard", None, True),
+        ("soft", None, False),
+        ("soft", True, False),
+        ("hard", False, False),
+        pytest.param("hard", True, False, marks=pytest.mark.slow),
+    ],
 )
-def test_a_decoder_with_fused_scores_equals_autodiffs(attention, compiled):
+def test_a_decoder_with_fused_scores_equals_autodiffs(attention, compiled, unroll, monkeypatch):
+    """Unrolled (`StepScores`) or in the loop (`LoopScores`), against autodiff's unrolled
+    pass: the same loss, outputs and gradients, and the fused block's own gradient ran."""
     loss, grads, out = decoder_run(attention, True, True, compiled)
+    summed = []
+
+    def counted(*args):
+        summed.append(args)
+        return summed_gradients(*args)
+
+    monkeypatch.setattr(attention_scores, "summed_gradients", counted)
     fused_loss, fused_grads, fused_out = decoder_run(
-        attention, True, True, compiled, fused_scores=True
+        attention, True, unroll, compiled, fused_scores=True
     )
+    assert len(summed) == 1  # once a pass: p's and v's gradients summed over the steps
     np.testing.assert_allclose(fused_loss, loss, rtol=1e-5)
     for key in out:
         np.testing.assert_allclose(
@@ -153,21 +177,60 @@ def test_the_summed_gradients_store_no_energy_under_xla():
 
 
 def test_outside_xla_the_summed_gradients_hold_one_step_at_a_time():
-    """Outside XLA every op writes its result, so the sums go step by step: no tensor in
-    the graph has the (T, B, L, A) shape of all the steps' energies at once."""
+    """Outside XLA every op writes its result, so the sums go step by step: one sequential
+    loop (one iteration at a time), and no tensor of the (T, B, L, A) shape of all the
+    steps' energies at once."""
     run, args = _scores_gradient()
     graph = tf.function(run).get_concrete_function(*args).graph
     ranks = {out.shape.rank for op in graph.get_operations() for out in op.outputs}
-    assert 3 in ranks and 4 not in ranks
+    loops = [op for op in graph.get_operations() if op.type in ("While", "StatelessWhile")]
+    assert 4 not in ranks
+    assert [op.get_attr("parallel_iterations") for op in loops] == [1]
 
 
-@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
-def test_fused_scores_under_mixed_precision_follow_autodiffs(precision):
+@pytest.mark.slow  # four XLA compiles in a subprocess
+def test_the_loop_stacks_no_energy_with_fused_scores():
+    """Autodiff's loop stacks every step's (B, L, A) energy for its backward loop; with
+    `LoopScores` the optimised HLO holds no tensor of n steps' energies at its top level."""
+    script = Path(__file__).parents[2] / "benchmarks" / "fused_scores_hlo.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "5", "float32"], capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(script.parents[1])}, timeout=600, check=True,
+    )  # fmt: skip
+    rows = {(r["form"], r["scores"]): r for r in map(json.loads, done.stdout.splitlines())}
+    assert rows["loop", "autodiff"]["tbla_written"] >= 1  # the stack the check looks for
+    assert rows["loop", "fused"]["tbla_written"] == 0
+    assert rows["unrolled", "fused"]["bla_written"] == 1  # d(W_a a) alone
+    for form in ("loop", "unrolled"):
+        fused, autodiff = rows[form, "fused"], rows[form, "autodiff"]
+        assert fused["bytes_written"] * 2 < autodiff["bytes_written"], form
+
+
+def test_loop_scores_refuse_a_second_call_in_a_step_and_a_missing_record():
+    from keras_saat.layers.attention_scores import LoopScores
+
+    projected, v = tf.random.normal((2, 3, 4)), tf.random.normal((4, 1))
+    scores = LoopScores(projected, v, 2)
+    scores.at(0)(tf.zeros((2, 4)))
+    with pytest.raises(RuntimeError, match="twice in one step"):
+        scores.at(0)(tf.zeros((2, 4)))
+    with tf.GradientTape() as tape:
+        tape.watch(projected)
+        scores = LoopScores(projected, v, 1)
+        s = scores.at(0)(tf.ones((2, 4)))
+    with pytest.raises(RuntimeError, match="record"):
+        tape.gradient(s, projected)
+
+
+@pytest.mark.parametrize(
+    "precision,unroll", [("bfloat16", True), ("float16", True), ("bfloat16", False)]
+)
+def test_fused_scores_under_mixed_precision_follow_autodiffs(precision, unroll):
     """The block computes in the compute dtype and reduces in float32: close to autodiff's
     pass in the same precision (which rounds its matmul differently)."""
     loss, grads, _ = decoder_run("soft", True, True, None, precision=precision)
     fused_loss, fused_grads, _ = decoder_run(
-        "soft", True, True, None, precision=precision, fused_scores=True
+        "soft", True, unroll, None, precision=precision, fused_scores=True
     )
     np.testing.assert_allclose(fused_loss, loss, rtol=2e-2)
     for name, want in grads.items():
