@@ -232,6 +232,7 @@ def _plan_text(train_config, trainer, batches):
         f"{'XLA' if trainer.jit_compile else 'no XLA'}"
         f"{' (jit_compile: auto)' if train_config.jit_compile == 'auto' else ''}, "
         f"teacher forcing {'unrolled' if trainer.unroll else 'in one tf.while_loop'}"
+        f"{', attention scores fused' if trainer.fused_scores else ''}"
         f"{_cpu_kernels_text()}"
     )
 

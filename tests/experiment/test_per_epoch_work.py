@@ -103,3 +103,21 @@ def test_captioning_for_scores_alone_keeps_no_attention(cache):
     assert all(attention is None for _, attention in words.values())
     assert all(attention.shape[1:] == (8, 8) for _, attention in full.values())
     assert {p: w for p, (w, _) in words.items()} == {p: w for p, (w, _) in full.items()}
+
+
+@pytest.mark.parametrize("unroll,fused", [(True, None), (False, True)])
+def test_the_training_line_says_how_the_step_is_computed(unroll, fused):
+    """The plan printed before the first epoch names the form of teacher forcing and the
+    fused scores when they are on, so a log says what its step times measured."""
+    from types import SimpleNamespace
+
+    from keras_saat.experiment.training_run import _plan_text
+
+    config = SimpleNamespace(epochs=3, optimizer="adam", jit_compile=True)
+    trainer = SimpleNamespace(jit_compile=True, unroll=unroll, fused_scores=fused)
+    batches = SimpleNamespace(steps=4, captions=64, text="batch 16")
+    line = _plan_text(config, trainer, batches)
+    form = "unrolled" if unroll else "in one tf.while_loop"
+    assert line.startswith("training: 3 epochs of 4 steps (64 captions, batch 16), adam, XLA, ")
+    assert f"teacher forcing {form}" in line
+    assert ("attention scores fused" in line) == bool(fused)
