@@ -1,6 +1,7 @@
-"""The train step's kernels with Eq. 4's scores fused and with autodiff's: a profile of each
-(`keras-saat bench`'s profile part, command buffers kept on under the profiler), one fresh
-process each, appended to a JSON-lines file.
+"""The train step's kernels with Eq. 4's scores fused and with autodiff's, teacher forcing
+unrolled and in the loop: a profile of each (`keras-saat bench`'s profile part, command
+buffers kept on under the profiler), one fresh process each, appended to a JSON-lines
+file.
 
     python benchmarks/gpu/profile_scores.py OUT.jsonl [SIZE] [BATCH] [CAP_S]
 
@@ -24,13 +25,16 @@ cap = float(sys.argv[4]) if len(sys.argv) > 4 else 150.0
 precision = "bfloat16" if gpu else "float32"
 flags = os.environ.get("XLA_FLAGS", "")
 env = {"XLA_FLAGS": f"{flags} --xla_enable_command_buffers_during_profiling=true"}
-for fused in (True, False):  # the fused step compiles in a quarter of the time: first
+# The fused steps compile in a quarter of the time, and the unrolled form is the default:
+# unrolled first, fused first.
+for unroll, fused in ((True, True), (True, False), (False, True), (False, False)):
     try:
         row = run_in_subprocess(
-            "profile", size, precision, 3, 40, batch, True, True, fused, env=env, timeout=cap
+            "profile", size, precision, 3, 40, batch, True, unroll, fused, env=env, timeout=cap
         )
     except RuntimeError as err:
         row = {"error": str(err)[-2000:], "fused_scores": fused}
+    row["unroll"] = unroll
     with open(out, "a") as rows:
         rows.write(json.dumps(row) + "\n")
-    print(fused, {k: row[k] for k in list(row)[:11]}, flush=True)
+    print(unroll, fused, {k: row[k] for k in list(row)[:11]}, flush=True)
