@@ -228,11 +228,11 @@ def path_problems(root=ROOT):
     root = Path(root)
     texts = [*sorted((root / "docs").rglob("*.md")), root / "README.md", root / "CONTRIBUTING.md"]
     index = root / "benchmarks" / "RESULTS.md"
+    bodies = {text: text.read_text() for text in [*texts, index] if text.is_file()}
+    if index in bodies:  # its paths are relative to benchmarks/
+        bodies[index] = bodies[index].replace("`results/", "`benchmarks/results/")
     problems = []
-    for text in [t for t in [*texts, index] if t.is_file()]:
-        body = text.read_text()
-        if text == index:  # its paths are relative to benchmarks/
-            body = body.replace("`results/", "`benchmarks/results/")
+    for text, body in bodies.items():
         for number, line in enumerate(body.splitlines(), 1):
             for match in PATH.finditer(line):
                 path, test = match.group(1), match.group(2)
@@ -245,10 +245,7 @@ def path_problems(root=ROOT):
                 if why:
                     where = f"{text.relative_to(root)}:{number}"
                     problems.append(f"{where}: `{match.group(1)}`: {why}")
-    listed = index.read_text() if index.is_file() else ""
-    patterns = [
-        m.group(1) for m in PATH.finditer(listed.replace("`results/", "`benchmarks/results/"))
-    ]
+    patterns = [m.group(1) for m in PATH.finditer(bodies.get(index, ""))]
     for result in sorted((root / "benchmarks" / "results").glob("*.json")):
         name = f"benchmarks/results/{result.name}"
         if not any(Path(name).match(p) for p in patterns):

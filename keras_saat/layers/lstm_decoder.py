@@ -66,9 +66,9 @@ class LSTMDecoder(keras.layers.Layer):
             layer (the trainer sets it from `train.unroll`). Defaults to True.
         fused_scores: bool. Eq. 4's scores as one fused block with a custom gradient
             (`keras_saat.layers.attention_scores.StepScores`, or `LoopScores` in the loop
-            form): the same values and gradients, no (B, L, units) tensor kept per step. A setting of the
-            computation like `unroll` (the trainer sets it from `train.fused_scores`).
-            Defaults to False.
+            form): the same values and gradients, no (B, L, units) tensor kept per step.
+            A setting of the computation like `unroll` (the trainer sets it from
+            `train.fused_scores`). Defaults to False.
 
     Example:
         ```python

@@ -206,8 +206,8 @@ class SoftAttention(keras.layers.Layer):
 
         `query` and `gate_input`: h_{t-1}'s products with `hidden_kernels()`, if computed;
         `context_matmuls`: `context_count()` functions for `context`, or None;
-        `step_scores`: a function of the query for Eq. 4 fused (`step_scores`), or None; `score_kernel`:
-        v in the compute dtype, read once before a loop (`attend`), or None.
+        `step_scores`: a function of the query for Eq. 4 fused (`step_scores`), or None;
+        `score_kernel`: v in the compute dtype, read once before a loop (`attend`), or None.
         """
         alpha = self.attend(projected, hidden, query, **attend_options(step_scores, score_kernel))
         matmuls = context_matmuls or [None]
