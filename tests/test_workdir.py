@@ -21,7 +21,9 @@ from keras_saat.experiment.preparation import check_pretrained_for
 from keras_saat.workdir import (
     BACKBONE_RECORD_FILE,
     BACKBONE_WEIGHTS_FILE,
+    CHECKPOINT_DIR,
     CONFIG_FILE,
+    MODEL_FILE,
     workdir_lock,
 )
 from tests.helpers import DEFAULTS, ROOT
@@ -135,6 +137,48 @@ def test_a_varied_world_drawn_under_other_pages_or_light_is_made_anew(tmp_path):
     told = next(line for line in lines if "; generating" in line)
     assert "(pages and light not recorded); generating" in told
     assert "(pages 0-255; light falling off by up to 0.35)" in told
+
+
+@pytest.mark.parametrize("trained", [MODEL_FILE, CHECKPOINT_DIR])
+def test_a_trained_workdirs_world_is_kept_and_another_is_refused(tmp_path, trained):
+    """Once a model learned from the workdir's world, neither `evaluate` nor a resumed
+    `train` regenerates it or deletes its CNN: a world drawn by another version (no
+    setting changes that) is read as it is, with a note; other counts or seed are refused."""
+    read = get_reader("shapes")
+    lines = []
+    first = read(shapes_data(varied=0.5), tmp_path, lines.append)
+    path = tmp_path / "data" / "dataset_shapes.json"
+    stored = json.loads(path.read_text())
+    stored["generator"]["varied_light"] = 0.1  # drawn by another version
+    path.write_text(json.dumps(stored))
+    images = {r.path: r.path.read_bytes() for r in first.records}
+    (tmp_path / BACKBONE_WEIGHTS_FILE).write_bytes(b"the CNN the model's features came from")
+    if trained == CHECKPOINT_DIR:
+        (tmp_path / trained).mkdir()
+    else:
+        (tmp_path / trained).write_bytes(b"a trained model")
+    again = read(shapes_data(varied=0.5), tmp_path, lines.append)
+    assert [r.path for r in again.records] == [r.path for r in first.records]
+    assert json.loads(path.read_text()) == stored  # the file as it was
+    note = next(line for line in lines if line.startswith("note: the Shapes world"))
+    assert (
+        "light falling off by up to 0.1)" in note and f"since {tmp_path / trained} learned" in note
+    )
+    with pytest.raises(
+        KerasSaatError, match="that .* learned from, and the config asks for"
+    ) as err:
+        read(shapes_data(seed=4, varied=0.5), tmp_path, lines.append)
+    assert "point data.path at a new file" in str(err.value)
+    assert "use a new --workdir" in str(err.value)
+    assert json.loads(path.read_text()) == stored
+    assert {p: p.read_bytes() for p in images} == images  # no image redrawn
+    assert (
+        tmp_path / BACKBONE_WEIGHTS_FILE
+    ).read_bytes() == b"the CNN the model's features came from"
+    # Pointed at a new file, the model can be scored on another world; its own is untouched.
+    other = tmp_path / "seed4" / "dataset_shapes.json"
+    read(shapes_data(path=str(other), seed=4), tmp_path, lines.append)
+    assert other.is_file() and json.loads(path.read_text()) == stored
 
 
 @pytest.mark.parametrize(

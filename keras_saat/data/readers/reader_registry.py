@@ -15,7 +15,13 @@ from pathlib import Path
 
 from keras_saat.errors import KerasSaatError
 from keras_saat.registries import Registry
-from keras_saat.workdir import BACKBONE_RECORD_FILE, BACKBONE_WEIGHTS_FILE, DATA_DIR
+from keras_saat.workdir import (
+    BACKBONE_RECORD_FILE,
+    BACKBONE_WEIGHTS_FILE,
+    CHECKPOINT_DIR,
+    DATA_DIR,
+    MODEL_FILE,
+)
 
 READERS = Registry("dataset reader")
 register_reader = READERS.register
@@ -31,12 +37,21 @@ def _required_path(data):
     return data.path
 
 
+def _trained_in(workdir):
+    """The trained model or checkpoints in `workdir` (what learned from its data), or None."""
+    found = [Path(workdir) / n for n in (MODEL_FILE, CHECKPOINT_DIR)]
+    return next((path for path in found if path.exists()), None)
+
+
 def _shapes(data, workdir, log):
     """The Shapes world, generated into <workdir>/data when data.path is empty and missing.
 
-    A world already there is reused only when it was generated with the config's counts
-    and seed: the workdir's own is generated anew otherwise, and a file named by
-    data.path is refused.
+    A world already there is reused when it was generated with the config's counts and
+    seed. Otherwise a file named by data.path is refused, and so is the workdir's own
+    world once the workdir holds a trained model or checkpoints (its decoder and CNN
+    learned from that world), except for a world that differs only in how its varied
+    scenes were drawn, which no setting changes: that one is read as it is, with a note.
+    The world of a workdir with nothing trained is generated anew.
     """
     from keras_saat.data.readers.karpathy import read_karpathy
     from keras_saat.data.shapes import (
@@ -55,11 +70,13 @@ def _shapes(data, workdir, log):
     stored = stored_generator_settings(path) if path.is_file() else None
     if stored is not None and stored != wanted:
         described = describe_generator_settings(stored)
+        drawn = {"varied_pages", "varied_light"}  # how, not what: no setting changes it
+        only_drawn = {k: v for k, v in stored.items() if k not in drawn} == {
+            k: v for k, v in wanted.items() if k not in drawn
+        }
+        trained = _trained_in(workdir)
         if data.path:
-            drawn = {"varied_pages", "varied_light"}  # how, not what: no setting changes it
-            if {k: v for k, v in stored.items() if k not in drawn} == {
-                k: v for k, v in wanted.items() if k not in drawn
-            }:
+            if only_drawn:
                 how = (
                     "its varied scenes were drawn on other pages or under other light than "
                     "this version draws, which no setting changes: move it away to generate "
@@ -71,6 +88,21 @@ def _shapes(data, workdir, log):
                 f"{path} holds a Shapes world of {described}, but the config asks for "
                 f"{describe_generator_settings(wanted)}; {how}, or point data.path at a new "
                 "file to generate one"
+            )
+        if trained is not None and only_drawn:
+            log(
+                f"note: the Shapes world in {path.parent} is {described}, and this version "
+                f"draws {describe_generator_settings(wanted)}; it is read as it is, since "
+                f"{trained} learned from it (a new --workdir trains on a world drawn anew)"
+            )
+            return read_karpathy(path, data.images_dir or None, strict=data.strict)
+        if trained is not None:
+            raise KerasSaatError(
+                f"{path} holds the Shapes world of {described} that {trained} learned from, "
+                f"and the config asks for {describe_generator_settings(wanted)}; set "
+                "data.shapes_train/val/test/seed/varied to match it, point data.path at a new "
+                "file to score the model on another world, or use a new --workdir to train "
+                "on one"
             )
         log(
             f"the Shapes world in {path.parent} is {described}; generating {describe_generator_settings(wanted)}"
