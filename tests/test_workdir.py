@@ -161,24 +161,77 @@ def test_a_trained_workdirs_world_is_kept_and_another_is_refused(tmp_path, train
     assert [r.path for r in again.records] == [r.path for r in first.records]
     assert json.loads(path.read_text()) == stored  # the file as it was
     note = next(line for line in lines if line.startswith("note: the Shapes world"))
-    assert (
-        "light falling off by up to 0.1)" in note and f"since {tmp_path / trained} learned" in note
-    )
-    with pytest.raises(
-        KerasSaatError, match="that .* learned from, and the config asks for"
-    ) as err:
+    assert "light falling off by up to 0.1)" in note
+    assert f"since {tmp_path / trained} was trained on it" in note
+    with pytest.raises(KerasSaatError, match="that .* was trained on, and the config asks") as err:
         read(shapes_data(seed=4, varied=0.5), tmp_path, lines.append)
-    assert "point data.path at a new file" in str(err.value)
-    assert "use a new --workdir" in str(err.value)
+    for way in ("--out at a folder", "use a new --workdir", "move model.keras and checkpoints/"):
+        assert way in str(err.value)
     assert json.loads(path.read_text()) == stored
     assert {p: p.read_bytes() for p in images} == images  # no image redrawn
-    assert (
-        tmp_path / BACKBONE_WEIGHTS_FILE
-    ).read_bytes() == b"the CNN the model's features came from"
-    # Pointed at a new file, the model can be scored on another world; its own is untouched.
-    other = tmp_path / "seed4" / "dataset_shapes.json"
-    read(shapes_data(path=str(other), seed=4), tmp_path, lines.append)
-    assert other.is_file() and json.loads(path.read_text()) == stored
+    kept = (tmp_path / BACKBONE_WEIGHTS_FILE).read_bytes()
+    assert kept == b"the CNN the model's features came from"
+    # The same world named by data.path: refused to a workdir with nothing trained (a new
+    # run should train on a world drawn anew), read as it is by a trained one.
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(KerasSaatError, match="which no setting changes: move it away"):
+        read(shapes_data(path=str(path), varied=0.5), other, lines.append)
+    (other / MODEL_FILE).write_bytes(b"another trained model")
+    lines.clear()
+    named = read(shapes_data(path=str(path), varied=0.5), other, lines.append)
+    assert len(named.records) == len(first.records) and json.loads(path.read_text()) == stored
+    assert lines[0].startswith("note: the Shapes world")
+
+
+def test_a_refused_train_leaves_the_trained_workdirs_config_as_it_was(tmp_path, capsys):
+    """`train` with another world's settings in a workdir whose model learned from its
+    own (checkpoints moved away, model.keras kept) is refused before config.yaml is
+    rewritten, so `evaluate` still reads the config the model was trained with."""
+    workdir = tmp_path / "run"
+    small = ["data.dataset=shapes", "data.shapes_train=6", "data.shapes_val=2",
+             "data.shapes_test=2", "train.epochs=1"]  # fmt: skip
+    config = load_config(DEFAULTS, small)
+    workdir.mkdir()
+    get_reader("shapes")(config.data, workdir, lambda _: None)
+    from keras_saat.config import save_config
+
+    save_config(config, workdir / CONFIG_FILE)
+    before = (workdir / CONFIG_FILE).read_bytes()
+    (workdir / MODEL_FILE).write_bytes(b"a trained model")
+    argv = ["train", "--config", DEFAULTS, "--workdir", str(workdir)]
+    for setting in [*small, "data.shapes_seed=4"]:
+        argv += ["--set", setting]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "that " + str(workdir / MODEL_FILE) + " was trained on" in err
+    assert (workdir / CONFIG_FILE).read_bytes() == before
+
+
+@pytest.mark.slow
+def test_evaluate_on_other_data_writes_only_where_out_says(trained_workdir, tmp_path, capsys):
+    """`evaluate --set data.path=...` scores the model on another dataset: it asks for
+    --out, encodes the images as it reads them, and leaves the workdir's own scores and
+    feature cache as they were."""
+    from keras_saat.data.shapes import write_shapes_dataset
+
+    other = tmp_path / "other"
+    write_shapes_dataset(other, train=2, val=2, test=3, seed=11)
+
+    def files():
+        found = [p for d in ("eval", "features") for p in (trained_workdir / d).rglob("*")]
+        return {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in found if p.is_file()}
+
+    before = files()
+    argv = ["evaluate", "--workdir", str(trained_workdir), "--beam-size", "1",
+            "--set", f"data.path={other / 'dataset_shapes.json'}"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--set data.path scores the model on other data" in err and "--out DIR" in err
+    assert main([*argv, "--out", str(tmp_path / "scores")]) == 0
+    metrics = json.loads((tmp_path / "scores" / "metrics.json").read_text())
+    assert metrics["images"] == 3
+    assert files() == before
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ Shapes world the attention localisation), write predictions.json and metrics.jso
 import time
 from pathlib import Path
 
+from keras_saat.config import load_config
 from keras_saat.data.feature_cache.shard_checks import naming_damaged_shards
 from keras_saat.data.pipeline.image_file_source import ImageFiles
 from keras_saat.errors import KerasSaatError
@@ -16,7 +17,7 @@ from keras_saat.experiment.trained_models import trained_model
 from keras_saat.io_utils import write_json_atomic
 from keras_saat.models.batch_decoder import BatchDecoder
 from keras_saat.models.preset import preset_metadata
-from keras_saat.workdir import EVAL_DIR, METRICS_FILE, PREDICTIONS_FILE
+from keras_saat.workdir import CONFIG_FILE, EVAL_DIR, METRICS_FILE, PREDICTIONS_FILE
 
 
 def caption_split(
@@ -78,6 +79,21 @@ def score_captions(records, captions, log=print):
     return metrics, "pycocoevalcap without Java: no METEOR, keras-saat tokens"
 
 
+# The data settings that say which images and captions a split holds (not where or how
+# they are read).
+WHICH_DATA = (
+    "dataset", "path", "val_path", "tfds_data_dir", "shapes_train", "shapes_val",
+    "shapes_test", "shapes_seed", "shapes_varied", "shapes_varied_copies",
+)  # fmt: skip
+
+
+def other_data(workdir, config):
+    """The `data.KEY` settings of `config` that name other images or captions than the
+    config the workdir was trained with (its config.yaml)."""
+    saved = load_config(Path(workdir) / CONFIG_FILE).data
+    return [f"data.{k}" for k in WHICH_DATA if getattr(saved, k) != getattr(config.data, k)]
+
+
 def evaluate(
     workdir,
     split="test",
@@ -130,6 +146,13 @@ def evaluate(
                 f"the preset {workdir} carries no training config, so its dataset is unknown; "
                 "name it with --set data.dataset=... --set data.path=..."
             )
+    other = [] if preset or prepared is not None else other_data(workdir, config)
+    if other and out is None:
+        raise KerasSaatError(
+            f"--set {', '.join(other)} scores the model on other data than it was trained "
+            f"on: name a folder for those scores with --out DIR ({workdir / EVAL_DIR} "
+            "holds the scores of its own)"
+        )
     if out is None:
         out = (Path(f"{workdir.name}-eval") if preset else workdir / EVAL_DIR) / split
     out = Path(out)
@@ -141,7 +164,7 @@ def evaluate(
         source = ImageFiles(model.image_size, config.data.resize)
     else:
         dataset = load_dataset(config, workdir, log)
-        if model.encoder.trainable_layers:
+        if model.encoder.trainable_layers or other:  # other data: the cache stays its own
             source = ImageFiles(model.image_size, config.data.resize)
         else:
             source = extract(config, model.encoder, dataset, workdir, log)

@@ -70,8 +70,10 @@ def _train(config, workdir, log, callbacks):
     runtime = start_runtime(config.train, workdir)
     get_backbone_spec(config.model.backbone)  # an unknown name fails before any work
     check_resume_config(config, workdir)
-    save_config(config, workdir / CONFIG_FILE)
+    # The dataset first: a world the workdir's trained model refuses to see redrawn
+    # leaves its config.yaml as it was.
     dataset = load_dataset(config, workdir, log)
+    save_config(config, workdir / CONFIG_FILE)
     vocabulary = build_vocabulary(config.data, dataset, workdir, log)
     model = build_model(config, dataset, vocabulary, runtime, workdir, log)
     source = feature_source(config, model, dataset, workdir, log)

@@ -46,12 +46,13 @@ def _trained_in(workdir):
 def _shapes(data, workdir, log):
     """The Shapes world, generated into <workdir>/data when data.path is empty and missing.
 
-    A world already there is reused when it was generated with the config's counts and
-    seed. Otherwise a file named by data.path is refused, and so is the workdir's own
-    world once the workdir holds a trained model or checkpoints (its decoder and CNN
-    learned from that world), except for a world that differs only in how its varied
-    scenes were drawn, which no setting changes: that one is read as it is, with a note.
-    The world of a workdir with nothing trained is generated anew.
+    A world already there is reused when it was generated with the config's settings
+    (counts, seed, varied share). Once the workdir holds a trained model or checkpoints
+    (its decoder and CNN learned from that world), one that differs only in how its
+    varied scenes were drawn, which no setting changes, is read as it is, with a note.
+    Otherwise a file named by data.path is refused, and so is the workdir's own world
+    when the workdir holds a trained model; the world of a workdir with nothing trained
+    is generated anew.
     """
     from keras_saat.data.readers.karpathy import read_karpathy
     from keras_saat.data.shapes import (
@@ -75,6 +76,14 @@ def _shapes(data, workdir, log):
             k: v for k, v in wanted.items() if k not in drawn
         }
         trained = _trained_in(workdir)
+        if trained is not None and only_drawn:
+            log(
+                f"note: the Shapes world in {path.parent} is {described}, and this version "
+                f"draws {describe_generator_settings(wanted)}; it is read as it is, since "
+                f"{trained} was trained on it (a new --workdir trains on a world drawn anew)"
+            )
+            return read_karpathy(path, data.images_dir or None, strict=data.strict)
+        keys = "data.shapes_train/val/test/seed/varied/varied_copies"
         if data.path:
             if only_drawn:
                 how = (
@@ -83,26 +92,20 @@ def _shapes(data, workdir, log):
                     "it anew there"
                 )
             else:
-                how = "set data.shapes_train/val/test/seed/varied to match it"
+                how = f"set {keys} to match it"
             raise KerasSaatError(
                 f"{path} holds a Shapes world of {described}, but the config asks for "
                 f"{describe_generator_settings(wanted)}; {how}, or point data.path at a new "
                 "file to generate one"
             )
-        if trained is not None and only_drawn:
-            log(
-                f"note: the Shapes world in {path.parent} is {described}, and this version "
-                f"draws {describe_generator_settings(wanted)}; it is read as it is, since "
-                f"{trained} learned from it (a new --workdir trains on a world drawn anew)"
-            )
-            return read_karpathy(path, data.images_dir or None, strict=data.strict)
         if trained is not None:
             raise KerasSaatError(
-                f"{path} holds the Shapes world of {described} that {trained} learned from, "
-                f"and the config asks for {describe_generator_settings(wanted)}; set "
-                "data.shapes_train/val/test/seed/varied to match it, point data.path at a new "
-                "file to score the model on another world, or use a new --workdir to train "
-                "on one"
+                f"{path} holds the Shapes world of {described} that {trained} was trained "
+                f"on, and the config asks for {describe_generator_settings(wanted)}; set "
+                f"{keys} to match it. To score the model on another world, point data.path "
+                "at a new file (generated there) and --out at a folder for its scores; to "
+                "train on one, use a new --workdir, or move model.keras and checkpoints/ "
+                "away to draw it anew here"
             )
         log(
             f"the Shapes world in {path.parent} is {described}; generating {describe_generator_settings(wanted)}"
