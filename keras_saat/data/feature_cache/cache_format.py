@@ -267,6 +267,31 @@ def file_stamp(record):
     return f"{found.st_size}|{found.st_mtime_ns}"
 
 
+def shard_content(records):
+    """A hash of the bytes of a shard's image files (BLAKE2b), the fallback `shard_inputs`
+    asks for when the files' sizes or modification times differ from a shard's record:
+    a dataset copied without its times (`cp -r`, `scp`, an object store's copy) keeps
+    the features of the images whose bytes are the same. None when an image is not a
+    local file that can be read (a streamed image, a missing file): no fallback then.
+
+    Args:
+        records: sequence of ImageRecord. The shard's images, in position order.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for record in records:
+        if record.path is None:
+            return None
+        digest.update(f"{record.name}|".encode())
+        try:
+            with open(record.path, "rb") as file:
+                while chunk := file.read(1 << 20):
+                    digest.update(chunk)
+        except (OSError, ValueError):
+            return None
+        digest.update(b"|")
+    return digest.hexdigest()
+
+
 def shard_inputs(records):
     """A hash of a shard's image files by their size and modification time, so images
     regenerated or replaced under the same names make that shard be extracted again,

@@ -16,6 +16,7 @@ from keras_saat.data.feature_cache.cache_format import (
     dataset_fingerprint,
     encoder_fingerprint,
     format_name,
+    shard_content,
     shard_inputs,
 )
 from keras_saat.data.readers.caption_dataset import SPLITS
@@ -149,6 +150,7 @@ def read_index(directory):
                     written=int(entry["written"]),
                     skipped=list(entry["skipped"]),
                     inputs=entry.get("inputs"),
+                    content=entry.get("content"),
                     bytes=entry.get("bytes"),
                 )
             except (ValueError, KeyError, IndexError, TypeError, OverflowError, RecursionError):
@@ -156,7 +158,7 @@ def read_index(directory):
     return index
 
 
-def finish_shard(directory, split, number, shard, written, skipped, inputs):
+def finish_shard(directory, split, number, shard, written, skipped, inputs, content=None):
     """Records a shard whose file is in place: its index entry (`shard`) is updated and one
     line appended to progress.jsonl (flushed to disk before the next).
 
@@ -167,9 +169,11 @@ def finish_shard(directory, split, number, shard, written, skipped, inputs):
         written: int. Records in the file.
         skipped: list of [position, reason].
         inputs: str. The shard's `shard_inputs`, taken before its images were read.
+        content: str or None. Its `shard_content`, taken then too. Defaults to None.
     """
     size = os.path.getsize(Path(directory) / shard["file"])  # checked when the cache opens
     shard.update(done=True, written=written, skipped=skipped, inputs=inputs, bytes=size)
+    shard["content"] = content
     line = json.dumps(
         {
             "split": split,
@@ -177,6 +181,7 @@ def finish_shard(directory, split, number, shard, written, skipped, inputs):
             "written": written,
             "skipped": skipped,
             "inputs": inputs,
+            "content": content,
             "bytes": size,
         }
     )
@@ -289,7 +294,10 @@ def split_entry(directory, index, split, records, shard_size, log=print):
         set_split(index, split, count, shard_size, entries)
         write_index(directory, index)
     entry = index["splits"][split]
-    changed = reopen_changed(entry, records, entry["shard_size"])
+    changed, retimed = reopen_changed(entry, records, entry["shard_size"])
+    if retimed:
+        write_index(directory, index)  # the new times, so the bytes are not read again
+        log(f"  extract {split}: {len(retimed)} shard(s) kept: new file times, same bytes")
     if changed:
         log(f"  extract {split}: images changed in {len(changed)} shard(s) since extraction")
     return entry
@@ -302,22 +310,26 @@ def shard_records(records, number, shard_size):
 
 def reopen_changed(entry, records, shard_size):
     """Marks not done each finished shard whose images changed since it was written (their
-    `shard_inputs` differ from the ones it recorded), so only those shards are extracted
-    again; returns their numbers.
-
-    Args:
-        entry: dict. The split's index entry (`split_entry`).
-        records: sequence of ImageRecord. The split's images, in position order.
-        shard_size: int. Images a shard.
-    """
-    changed = []
+    `shard_inputs` differ from its record's and, where it recorded their `shard_content`,
+    so do their bytes), so only those are extracted again. Returns (changed, retimed):
+    the shards' numbers marked not done, and kept with new inputs (files of new times
+    and the same bytes: a copied dataset). `entry`: the split's index entry; `records`:
+    its images in position order; `shard_size`: images a shard."""
+    changed, retimed = [], []
     for number, shard in enumerate(entry["shards"]):
         if not shard["done"]:
             continue
-        if shard.get("inputs") != shard_inputs(shard_records(records, number, shard_size)):
-            shard["done"] = False
-            changed.append(number)
-    return changed
+        images = shard_records(records, number, shard_size)
+        inputs = shard_inputs(images)
+        if shard.get("inputs") == inputs:
+            continue
+        if shard.get("content") and shard_content(images) == shard["content"]:
+            shard["inputs"] = inputs
+            retimed.append(number)
+            continue
+        shard["done"] = False
+        changed.append(number)
+    return changed, retimed
 
 
 def todo_shards(directory, entry):

@@ -3,7 +3,8 @@
 Layout of a cache folder:
     index.json                          what was extracted, how (the encoder's and the
                                         dataset's fingerprints), and per shard: its
-                                        images' stamps (`shard_inputs`), what was skipped
+                                        images' stamps (`shard_inputs`) and bytes' hash
+                                        (`shard_content`), what was skipped
     <split>-<i>-of-<n>.tfrecord         one tf.train.Example per image:
                                         position (int64, the image's index in its split),
                                         features (bytes: the (L, C) grid in the cache
@@ -13,7 +14,7 @@ Layout of a cache folder:
     progress.jsonl                      only while an extraction runs or after it was
                                         killed: one JSON line per finished shard
                                         ({"split", "shard", "written", "skipped",
-                                        "inputs", "bytes"}),
+                                        "inputs", "content", "bytes"}),
                                         folded into index.json when extraction ends
 
 `FeatureCache` is the one reader of this layout (its properties answer what the index

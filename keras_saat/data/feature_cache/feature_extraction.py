@@ -18,7 +18,11 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from keras_saat.data.feature_cache.cache_format import check_format, shard_inputs
+from keras_saat.data.feature_cache.cache_format import (
+    check_format,
+    shard_content,
+    shard_inputs,
+)
 from keras_saat.data.feature_cache.cache_index import (
     compact_index,
     file_skip_reason,
@@ -143,7 +147,8 @@ def extract_features(
         for i in todo:
             shard = entry["shards"][i]
             start, stop = i * size, min(count, (i + 1) * size)
-            inputs = shard_inputs(shard_records(records, i, size))  # before reading
+            images = shard_records(records, i, size)
+            inputs, content = shard_inputs(images), shard_content(images)  # before reading
             shard_skips = Skips(strict)
             stream = _image_stream(
                 dataset, split, records, start, stop, encoder.image_size, resize, shard_skips
@@ -167,7 +172,7 @@ def extract_features(
                         f"cannot write the feature cache shard {tmp}: {writer.error}"
                     )
             reasons = skipped_entries(records, range(start, stop), writer.written, shard_skips)
-            finish_shard(directory, split, i, shard, len(writer.written), reasons, inputs)
+            finish_shard(directory, split, i, shard, len(writer.written), reasons, inputs, content)
             skips.merge(shard_skips)
             done += stop - start
             rate = done / max(time.perf_counter() - start_time, 1e-9)

@@ -193,6 +193,35 @@ def test_a_changed_image_extracts_only_its_shard_again(shapes_copy, encoder, tmp
     assert "  extract train: cached (40 images)" in lines  # recorded: not extracted a third time
 
 
+def test_a_dataset_copied_without_its_file_times_keeps_its_features(shapes_copy, encoder, tmp_path):
+    """A copy that gives every image a new modification time (`cp -r`, scp, an object
+    store) reads its shards' bytes once, keeps the features of those whose bytes are the
+    same and extracts only the shard whose image changed; the kept shards' records take
+    the new times, so a third run reads no bytes."""
+    quiet = lambda _: None  # noqa: E731
+    directory = tmp_path / "c"
+    extract_features(encoder, shapes_copy, directory, shard_size=16, log=quiet)
+    shards = sorted(p.name for p in directory.glob("train-*.tfrecord"))
+    before = {name: (directory / name).read_bytes() for name in shards}
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(shapes_copy.split("train")[0].path.parents[1], moved, copy_function=shutil.copy)
+    copied = read_karpathy(moved / "dataset_shapes.json")
+    train = copied.split("train")
+    old = shapes_copy.split("train")[0].path.stat().st_mtime_ns
+    os.utime(train[0].path, ns=(old + 10**9, old + 10**9))  # new times even on a coarse clock
+    shutil.copy(train[1].path, train[20].path)  # shard 1: other bytes
+    lines = []
+    extract_features(encoder, copied, directory, shard_size=16, log=lines.append)
+    assert "  extract train: 2 shard(s) kept: new file times, same bytes" in lines
+    assert "  extract train: images changed in 1 shard(s) since extraction" in lines
+    after = {name: (directory / name).read_bytes() for name in shards}
+    assert [after[n] == before[n] for n in shards] == [True, False, True]
+    lines.clear()
+    extract_features(encoder, copied, directory, shard_size=16, log=lines.append)
+    assert "  extract train: cached (40 images)" in lines
+    assert not any("kept: new file times" in line for line in lines)  # the times recorded
+
+
 def test_a_cache_keeps_the_shard_size_it_was_made_with(shapes_copy, encoder, tmp_path):
     quiet = lambda _: None  # noqa: E731
     directory = tmp_path / "c"
