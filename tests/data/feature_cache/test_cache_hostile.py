@@ -124,3 +124,32 @@ def test_a_crafted_record_is_named_on_the_streamed_and_resident_paths(
             list(cache.dataset("train"))
     with pytest.raises(KerasSaatError, match=resident):
         ResidentFeatures(cache, "train")
+
+
+def test_a_shards_content_hash_reads_only_regular_files_and_never_waits_on_a_fifo(tmp_path):
+    """`shard_content` reads what the extraction reads: a FIFO, a folder or a missing file
+    count as unread (a FIFO with no writer is never opened blocking), a changed byte
+    changes the hash, and a streamed image (no file) gives no hash."""
+    import os
+    import threading
+
+    from keras_saat.data.feature_cache.cache_format import shard_content
+    from keras_saat.data.readers.caption_dataset import ImageRecord
+
+    image = tmp_path / "a.png"
+    image.write_bytes(b"pixels")
+    fifo = tmp_path / "b.png"
+    os.mkfifo(fifo)
+    (tmp_path / "c.png").mkdir()
+    paths = [image, fifo, tmp_path / "c.png", tmp_path / "gone.png"]
+    records = [ImageRecord(i, p, "train", ["a caption"]) for i, p in enumerate(paths)]
+    found = []
+    reader = threading.Thread(target=lambda: found.append(shard_content(records)), daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert not reader.is_alive() and isinstance(found[0], str)  # did not wait on the FIFO
+    image.write_bytes(b"pixelz")
+    assert shard_content(records) != found[0]
+    image.write_bytes(b"pixels")
+    assert shard_content(records) == found[0]
+    assert shard_content([ImageRecord(0, None, "train", ["a caption"])]) is None
