@@ -24,11 +24,7 @@ from keras_saat.beam.extraction import (
     write_shard_list,
 )
 from keras_saat.beam.pipeline_runs import run_pipeline
-from keras_saat.data.feature_cache.cache_format import (
-    check_format,
-    shard_content,
-    shard_inputs,
-)
+from keras_saat.data.feature_cache.cache_format import check_format, shard_inputs
 from keras_saat.data.feature_cache.cache_index import (
     compact_index,
     finish_shard,
@@ -61,12 +57,12 @@ def _finished_record(directory, file):
         return None
 
 
-def _fold_finished(directory, index, split, numbers, skips, inputs, contents):
+def _fold_finished(directory, index, split, numbers, skips, inputs):
     """Records the shards among `numbers` that a Beam run wrote (file and record in
-    CACHE/.beam both there) in progress.jsonl, with their `contents[number]`; returns
-    their numbers. A shard whose record was written from other images than
-    `inputs[number]` (the shard's `shard_inputs` now: an image changed after a run was
-    stopped) is not recorded, so it is extracted again."""
+    CACHE/.beam both there) in progress.jsonl; returns their numbers. A shard whose
+    record was written from other images than `inputs[number]` (the shard's
+    `shard_inputs` now: an image changed after a run was stopped) is not recorded, so
+    it is extracted again."""
     folded = []
     for number in numbers:
         shard = shard_entry(index, split, number)
@@ -75,9 +71,7 @@ def _fold_finished(directory, index, split, numbers, skips, inputs, contents):
             continue
         _, shard_skips, written, skipped, _ = found
         skips.merge(shard_skips)  # strict: raises before the shard is recorded
-        finish_shard(
-            directory, split, number, shard, written, skipped, inputs[number], contents[number]
-        )
+        finish_shard(directory, split, number, shard, written, skipped, inputs[number])
         folded.append(number)
     return folded
 
@@ -115,18 +109,16 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
 
     directory = Path(directory)
     index, fingerprint = open_extraction(directory, encoder, dataset, resize, dtype, compression)
-    skips, todo, total, inputs, contents = Skips(strict), [], 0, {}, {}
+    skips, todo, total, inputs = Skips(strict), [], 0, {}
     for split in splits:
         records = dataset.split(split)
         entry = split_entry(directory, index, split, records, shard_size, log)
         size = entry["shard_size"]
-        inputs[split], contents[split] = {}, {}
-        for n in todo_shards(directory, entry):  # as the launcher sees them, before workers read
-            images = shard_records(records, n, size)
-            inputs[split][n], contents[split][n] = shard_inputs(images), shard_content(images)
+        inputs[split] = {
+            n: shard_inputs(shard_records(records, n, size)) for n in todo_shards(directory, entry)
+        }
         # Shards a stopped Beam run finished are recorded first, then kept.
-        numbers = list(inputs[split])
-        _fold_finished(directory, index, split, numbers, skips, inputs[split], contents[split])
+        _fold_finished(directory, index, split, list(inputs[split]), skips, inputs[split])
         numbers = todo_shards(directory, entry)
         if not says_todo(split, entry, numbers, len(records), log):
             continue
@@ -166,9 +158,7 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
         seconds = time.perf_counter() - start_time
         for split in {s for s, _ in todo}:
             numbers = [n for s, n in todo if s == split]
-            folded = _fold_finished(
-                directory, index, split, numbers, skips, inputs[split], contents[split]
-            )
+            folded = _fold_finished(directory, index, split, numbers, skips, inputs[split])
             if len(folded) < len(numbers):
                 raise KerasSaatError(
                     f"{len(numbers) - len(folded)} of {split}'s shards were not written; "

@@ -51,7 +51,15 @@ def assert_same_cache(found, expected):
     """The same index.json, shard files, and every record's position and features (to the
     last bits of a convolution)."""
     found, expected = FeatureCache(found), FeatureCache(expected)
-    assert found.index == expected.index
+
+    def without_content(index):  # Beam's shards record no hash of their images' bytes
+        splits = {
+            name: {**entry, "shards": [{**s, "content": None} for s in entry["shards"]]}
+            for name, entry in index["splits"].items()
+        }
+        return {**index, "splits": splits}
+
+    assert without_content(found.index) == without_content(expected.index)
     assert sorted(p.name for p in found.directory.iterdir()) == sorted(
         p.name for p in expected.directory.iterdir()
     )  # nothing else left behind (the run's lists and records)

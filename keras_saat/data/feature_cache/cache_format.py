@@ -254,10 +254,11 @@ def dataset_fingerprint(dataset):
     return digest.hexdigest()[:16]
 
 
-def file_stamp(record):
+def file_stamp(record, fresh=False):
     """An image file's "size|mtime_ns": the one its reader took (`ImageRecord.stamp`),
-    else a stat now; "missing" when there is no file, "" for a streamed image."""
-    if record.stamp is not None:
+    else (or when `fresh`) a stat now; "missing" when there is no file, "" for a
+    streamed image."""
+    if record.stamp is not None and not fresh:
         return record.stamp
     if record.path is None:
         return ""
@@ -270,39 +271,49 @@ def file_stamp(record):
 
 def shard_content(records):
     """A hash of the bytes of a shard's image files (SHA-256: about 1 GB/s where the CPU
-    has SHA instructions), the fallback `shard_inputs` asks for when the files' sizes or
-    modification times differ from a shard's record: a dataset copied without its times
-    (`cp -r`, `scp`, an object store's copy) keeps the features of the images whose bytes
-    are the same. Files are read as the extraction reads them (`read_image_file`: regular
-    files of at most 64 MiB, a FIFO never waited on); one it does not read counts as
-    unread. None when an image is streamed (no file): no fallback then.
+    has SHA instructions), which `reopen_changed` compares when the files' stamps differ
+    from a shard's record: a dataset copied without its times (`cp -r`, `scp`, an object
+    store's copy) keeps the features of the images whose bytes are the same.
+
+    The hash stands for the files `shard_inputs` stamped: a file whose size or
+    modification time, checked before and after it is read, is not its stamp gives None
+    (no fallback). Files are read with `read_image_file` (regular files up to its bound,
+    a FIFO never waited on); one it refuses, or one stamped missing, counts as unread.
+    None too for a streamed image (no file).
 
     Args:
         records: sequence of ImageRecord. The shard's images, in position order.
     """
     digest = hashlib.sha256()
     for record in records:
+        stamp = file_stamp(record)
         if record.path is None:
             return None
-        try:
-            data = read_image_file(record.path)
-        except (OSError, ValueError):
-            data = None
-        size = "unread" if data is None else len(data)
-        digest.update(f"{record.name}|{size}|".encode())
+        data = None
+        if stamp != "missing":
+            try:
+                if file_stamp(record, fresh=True) != stamp:
+                    return None
+                data = read_image_file(record.path)
+                if file_stamp(record, fresh=True) != stamp:
+                    return None
+            except (OSError, ValueError):
+                data = None
+        digest.update(f"{record.name}|{'unread' if data is None else len(data)}|".encode())
         digest.update(data or b"")
     return digest.hexdigest()[:32]
 
 
-def shard_inputs(records):
+def shard_inputs(records, fresh=False):
     """A hash of a shard's image files by their size and modification time, so images
     regenerated or replaced under the same names make that shard be extracted again,
     without reading any file.
 
     Args:
         records: sequence of ImageRecord. The shard's images, in position order.
+        fresh: bool. Stat every file now, not taking the reader's stamps. Defaults to False.
     """
     digest = hashlib.sha256()
     for record in records:
-        digest.update(f"{record.name}|{file_stamp(record)}|".encode())
+        digest.update(f"{record.name}|{file_stamp(record, fresh)}|".encode())
     return digest.hexdigest()[:16]

@@ -295,8 +295,9 @@ def split_entry(directory, index, split, records, shard_size, log=print):
         write_index(directory, index)
     entry = index["splits"][split]
     changed, retimed = reopen_changed(entry, records, entry["shard_size"])
-    if retimed:
-        write_index(directory, index)  # the new times, so the bytes are not read again
+    if retimed:  # the new times recorded (progress.jsonl's lines are in the index too)
+        write_index(directory, index)
+        (Path(directory) / PROGRESS).unlink(missing_ok=True)
         log(f"  extract {split}: {len(retimed)} shard(s) kept: new file times, same bytes")
     if changed:
         log(f"  extract {split}: images changed in {len(changed)} shard(s) since extraction")

@@ -11,6 +11,7 @@ thread, `ShardWriter`) overlap. The index and progress bookkeeping lives in
 writes this same layout.
 """
 
+import concurrent.futures
 import sys
 import time
 from pathlib import Path
@@ -134,51 +135,60 @@ def extract_features(
     index, _ = open_extraction(directory, encoder, dataset, resize, dtype, compression)
     encode = encoder.compiled("float32" if dtype == "int8" else dtype)  # int8: per image, on write
     skips = Skips(strict)
-    for split in splits:
-        records = dataset.split(split)
-        count = len(records)
-        entry = split_entry(directory, index, split, records, shard_size, log)
-        size = entry["shard_size"]
-        todo = todo_shards(directory, entry)
-        if not says_todo(split, entry, todo, count, log):
-            continue
-        start_time, done = time.perf_counter(), 0
-        total = sum(min(count, (j + 1) * size) - j * size for j in todo)
-        for i in todo:
-            shard = entry["shards"][i]
-            start, stop = i * size, min(count, (i + 1) * size)
-            images = shard_records(records, i, size)
-            inputs, content = shard_inputs(images), shard_content(images)  # before reading
-            shard_skips = Skips(strict)
-            stream = _image_stream(
-                dataset, split, records, start, stop, encoder.image_size, resize, shard_skips
-            )
-            with atomic_path(directory / shard["file"]) as tmp:
-                writer = ShardWriter(tmp, dtype, compression)
-                writer.start()
-                try:
-                    if stream is not None:
-                        for positions, pixels in stream.batch(batch_size).prefetch(2):
-                            features = encode(pixels).numpy()  # (B, L, C)
-                            writer.queue.put((positions.numpy(), features))
-                            _bar(split, done + len(writer.written), total, start_time)
-                            if writer.error:
-                                break
-                finally:
-                    writer.queue.put(None)
-                    writer.join()
-                if writer.error:
-                    raise KerasSaatError(
-                        f"cannot write the feature cache shard {tmp}: {writer.error}"
-                    )
-            reasons = skipped_entries(records, range(start, stop), writer.written, shard_skips)
-            finish_shard(directory, split, i, shard, len(writer.written), reasons, inputs, content)
-            skips.merge(shard_skips)
-            done += stop - start
-            rate = done / max(time.perf_counter() - start_time, 1e-9)
-            log(
-                f"  extract {split}: {done}/{total} images (shard {todo.index(i) + 1}/{len(todo)}), {rate:.0f} img/s"
-            )
+    with concurrent.futures.ThreadPoolExecutor(1, "shard-content") as hashing:
+        for split in splits:
+            records = dataset.split(split)
+            count = len(records)
+            entry = split_entry(directory, index, split, records, shard_size, log)
+            size = entry["shard_size"]
+            todo = todo_shards(directory, entry)
+            if not says_todo(split, entry, todo, count, log):
+                continue
+            start_time, done = time.perf_counter(), 0
+            total = sum(min(count, (j + 1) * size) - j * size for j in todo)
+            for i in todo:
+                shard = entry["shards"][i]
+                start, stop = i * size, min(count, (i + 1) * size)
+                images = shard_records(records, i, size)
+                inputs = shard_inputs(images)  # before reading
+                # The bytes' hash is read beside the encoder's work (hashlib and file reads
+                # let go of the GIL).
+                content = hashing.submit(shard_content, images)
+                shard_skips = Skips(strict)
+                stream = _image_stream(
+                    dataset, split, records, start, stop, encoder.image_size, resize, shard_skips
+                )
+                with atomic_path(directory / shard["file"]) as tmp:
+                    writer = ShardWriter(tmp, dtype, compression)
+                    writer.start()
+                    try:
+                        if stream is not None:
+                            for positions, pixels in stream.batch(batch_size).prefetch(2):
+                                features = encode(pixels).numpy()  # (B, L, C)
+                                writer.queue.put((positions.numpy(), features))
+                                _bar(split, done + len(writer.written), total, start_time)
+                                if writer.error:
+                                    break
+                    finally:
+                        writer.queue.put(None)
+                        writer.join()
+                    if writer.error:
+                        raise KerasSaatError(
+                            f"cannot write the feature cache shard {tmp}: {writer.error}"
+                        )
+                reasons = skipped_entries(records, range(start, stop), writer.written, shard_skips)
+                content = content.result()
+                if shard_inputs(images, fresh=True) != inputs:  # a file changed while it was read
+                    content = None
+                finish_shard(
+                    directory, split, i, shard, len(writer.written), reasons, inputs, content
+                )
+                skips.merge(shard_skips)
+                done += stop - start
+                rate = done / max(time.perf_counter() - start_time, 1e-9)
+                log(
+                    f"  extract {split}: {done}/{total} images (shard {todo.index(i) + 1}/{len(todo)}), {rate:.0f} img/s"
+                )
     compact_index(directory, index)
     for line in skips.summary():
         log(f"  {line}")

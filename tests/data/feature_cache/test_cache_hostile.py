@@ -153,3 +153,9 @@ def test_a_shards_content_hash_reads_only_regular_files_and_never_waits_on_a_fif
     image.write_bytes(b"pixels")
     assert shard_content(records) == found[0]
     assert shard_content([ImageRecord(0, None, "train", ["a caption"])]) is None
+    # A reader's stamp that is not the file's now (it changed since the reader looked):
+    # no hash, so the shard is never kept on bytes other than those stamped.
+    stale = ImageRecord(0, image, "train", ["a caption"], stamp="6|1")
+    assert shard_content([stale]) is None
+    stamped = f"{image.stat().st_size}|{image.stat().st_mtime_ns}"
+    assert shard_content([ImageRecord(0, image, "train", ["a caption"], stamp=stamped)])
