@@ -278,8 +278,9 @@ def shard_content(records):
     The hash stands for the files `shard_inputs` stamped: a file whose size or
     modification time, checked before and after it is read, is not its stamp gives None
     (no fallback). Files are read with `read_image_file` (regular files up to its bound,
-    a FIFO never waited on); one it refuses, or one stamped missing, counts as unread.
-    None too for a streamed image (no file).
+    a FIFO never waited on); one it refuses as no file or too long, or one stamped
+    missing, counts as unread; a read that fails otherwise gives None, as does a
+    streamed image (no file).
 
     Args:
         records: sequence of ImageRecord. The shard's images, in position order.
@@ -291,14 +292,16 @@ def shard_content(records):
             return None
         data = None
         if stamp != "missing":
+            if file_stamp(record, fresh=True) != stamp:
+                return None
             try:
-                if file_stamp(record, fresh=True) != stamp:
-                    return None
                 data = read_image_file(record.path)
-                if file_stamp(record, fresh=True) != stamp:
-                    return None
-            except (OSError, ValueError):
+            except (ValueError, IsADirectoryError):  # refused, as the extraction refuses it
                 data = None
+            except OSError:  # a failed read stands for no bytes: no hash
+                return None
+            if file_stamp(record, fresh=True) != stamp:
+                return None
         digest.update(f"{record.name}|{'unread' if data is None else len(data)}|".encode())
         digest.update(data or b"")
     return digest.hexdigest()[:32]

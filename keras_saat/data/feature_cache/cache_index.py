@@ -172,19 +172,9 @@ def finish_shard(directory, split, number, shard, written, skipped, inputs, cont
         content: str or None. Its `shard_content`, taken then too. Defaults to None.
     """
     size = os.path.getsize(Path(directory) / shard["file"])  # checked when the cache opens
-    shard.update(done=True, written=written, skipped=skipped, inputs=inputs, bytes=size)
-    shard["content"] = content
-    line = json.dumps(
-        {
-            "split": split,
-            "shard": number,
-            "written": written,
-            "skipped": skipped,
-            "inputs": inputs,
-            "content": content,
-            "bytes": size,
-        }
-    )
+    fields = dict(written=written, skipped=skipped, inputs=inputs, content=content, bytes=size)
+    shard.update(done=True, **fields)
+    line = json.dumps({"split": split, "shard": number, **fields})
     with open(Path(directory) / PROGRESS, "a", encoding="utf-8") as progress:
         progress.write(line + "\n")
         progress.flush()
@@ -267,7 +257,7 @@ def split_entry(directory, index, split, records, shard_size, log=print):
     to index.json before any shard is recorded against it; an existing split keeps the
     shard size it was made with (its entry's "shard_size"), whatever `shard_size` asks,
     and its finished shards whose images changed since are marked not done
-    (`reopen_changed`).
+    (`reopen_changed`), on disk before any shard file is replaced.
 
     Args:
         directory: Path. The cache folder.
@@ -295,9 +285,14 @@ def split_entry(directory, index, split, records, shard_size, log=print):
         write_index(directory, index)
     entry = index["splits"][split]
     changed, retimed = reopen_changed(entry, records, entry["shard_size"])
-    if retimed:  # the new times recorded (progress.jsonl's lines are in the index too)
+    # On disk before a shard file is replaced: the shards to write are not done (no hash).
+    todo = [n for n in todo_shards(directory, entry) if entry["shards"][n]["done"]]
+    for number in changed + todo:
+        entry["shards"][number].update(done=False, content=None)
+    if changed or retimed or todo:
         write_index(directory, index)
-        (Path(directory) / PROGRESS).unlink(missing_ok=True)
+        (Path(directory) / PROGRESS).unlink(missing_ok=True)  # its lines are in the index
+    if retimed:
         log(f"  extract {split}: {len(retimed)} shard(s) kept: new file times, same bytes")
     if changed:
         log(f"  extract {split}: images changed in {len(changed)} shard(s) since extraction")
@@ -318,18 +313,15 @@ def reopen_changed(entry, records, shard_size):
     its images in position order; `shard_size`: images a shard."""
     changed, retimed = [], []
     for number, shard in enumerate(entry["shards"]):
-        if not shard["done"]:
-            continue
         images = shard_records(records, number, shard_size)
-        inputs = shard_inputs(images)
-        if shard.get("inputs") == inputs:
+        if not shard["done"] or shard.get("inputs") == (inputs := shard_inputs(images)):
             continue
         if shard.get("content") and shard_content(images) == shard["content"]:
             shard["inputs"] = inputs
             retimed.append(number)
-            continue
-        shard["done"] = False
-        changed.append(number)
+        else:
+            shard["done"] = False
+            changed.append(number)
     return changed, retimed
 
 

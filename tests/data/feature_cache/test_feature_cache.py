@@ -222,6 +222,34 @@ def test_a_dataset_copied_without_its_file_times_keeps_its_features(shapes_copy,
     assert not any("kept: new file times" in line for line in lines)  # the times recorded
 
 
+def test_a_reopened_shard_is_not_done_on_disk_before_its_file_is_replaced(
+    shapes_copy, encoder, tmp_path
+):
+    """A run killed while it re-extracts a changed shard leaves that shard not done in
+    index.json (and hashing nothing), so bytes put back later under new times cannot
+    keep the features of the bytes it was re-extracting."""
+    quiet = lambda _: None  # noqa: E731
+    directory = tmp_path / "c"
+    extract_features(encoder, shapes_copy, directory, shard_size=16, log=quiet)
+    train = shapes_copy.split("train")
+    original = train[20].path.read_bytes()
+    shutil.copy(train[1].path, train[20].path)  # shard 1: other bytes
+
+    def killed(line):
+        if "images changed in 1 shard(s)" in line:
+            raise KeyboardInterrupt  # as a kill would, before any shard file is written
+
+    with pytest.raises(KeyboardInterrupt):
+        extract_features(encoder, shapes_copy, directory, shard_size=16, log=killed)
+    shard = json.loads((directory / "index.json").read_text())["splits"]["train"]["shards"][1]
+    assert shard["done"] is False and shard["content"] is None
+    train[20].path.write_bytes(original)  # the old bytes back, under a new time
+    lines = []
+    extract_features(encoder, shapes_copy, directory, shard_size=16, log=lines.append)
+    assert not any("kept: new file times" in line for line in lines)
+    assert any("2/3 shards already done, extracting the other 1" in line for line in lines)
+
+
 def test_a_cache_keeps_the_shard_size_it_was_made_with(shapes_copy, encoder, tmp_path):
     quiet = lambda _: None  # noqa: E731
     directory = tmp_path / "c"
