@@ -122,7 +122,10 @@ def evaluate(
         prepared: (dataset, source) or None. The dataset and its feature source
             `train` already has, so they are not read and fingerprinted again. Defaults to None.
         out: path or None. The folder for predictions.json and metrics.json. Defaults to
-            <workdir>/eval/<split>, or for a preset ./<preset name>-eval/<split>.
+            <workdir>/eval/<split>, or for a preset ./<preset name>-eval/<split>. Required
+            when `config_overrides` name other images or captions than a workdir's
+            config.yaml (`other_data`); those are then encoded as they are read, so the
+            workdir's feature cache stays its own.
         robustness: int. On the Shapes world, also caption this many fresh scenes under
             each of `keras_saat.evaluation.robustness.SHIFTS` (0 = none). Defaults to 0.
 
