@@ -23,6 +23,8 @@ def add_parser(sub):
             "keras-saat evaluate --workdir runs/shapes_soft --split val --beam-size 1",
             "keras-saat evaluate --preset presets/shapes_soft --out scores/",
             "keras-saat evaluate --workdir runs/shapes_soft --robustness",
+            "keras-saat evaluate --workdir runs/shapes_soft --set data.path=other/dataset_shapes.json "
+            "--set data.shapes_seed=7 --out scores/seed7",
         ),
     )
     trained_model_arguments(p)
@@ -31,7 +33,8 @@ def add_parser(sub):
         "--out",
         metavar="DIR",
         help="folder for predictions.json and metrics.json (default: WORKDIR/eval/SPLIT, "
-        "or PRESET-eval/SPLIT here)",
+        "or PRESET-eval/SPLIT here; needed when --set data.* names other images than the "
+        "workdir's)",
     )
     p.add_argument(
         "--robustness",
