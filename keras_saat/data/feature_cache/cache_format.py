@@ -287,17 +287,16 @@ def shard_content(records):
     """
     digest = hashlib.sha256()
     for record in records:
-        stamp = file_stamp(record)
         if record.path is None:
             return None
-        data = None
+        stamp, data = file_stamp(record), None
         if stamp != "missing":
             if file_stamp(record, fresh=True) != stamp:
                 return None
             try:
                 data = read_image_file(record.path)
             except (ValueError, IsADirectoryError):  # refused, as the extraction refuses it
-                data = None
+                pass
             except OSError:  # a failed read stands for no bytes: no hash
                 return None
             if file_stamp(record, fresh=True) != stamp:
