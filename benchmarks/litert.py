@@ -50,6 +50,7 @@ def main():
     import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
+    from keras_saat.bench.runner import machine
     from keras_saat.experiment import export_workdir
 
     scratch = Path(tempfile.mkdtemp(prefix="litert-bench-"))
@@ -91,6 +92,8 @@ def main():
                 json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})
             )
         if args.out:
+            for row in rows:
+                row["machine"] = machine()
             Path(args.out).write_text(json.dumps(rows, indent=1))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
