@@ -1,25 +1,29 @@
-"""`keras-saat serve` over REST with a trained workdir's export: latency of one image,
-throughput of batches, and how often the bfloat16 export gives the float32 export's caption.
+"""`keras-saat serve` over REST with a trained Shapes workdir's export: latency of one
+image, throughput of batches, and how often the bfloat16 export gives the float32
+export's caption.
 
-    python benchmarks/serve_rest.py --workdir runs/demo [--requests 100] [--out FILE.json]
+    python benchmarks/serve_rest.py --workdir runs/demo [--requests 100] [--batch 32]
+        [--out FILE.jsonl]
 
 Exports the workdir's model twice into one model base (version 1 float32, version 2
-`--precision bfloat16`), serves each with `keras-saat serve` in turn, and times from
-this process, over the loopback:
-one test-split PNG a request, p50 and p90 over REQUESTS calls after 5 warm-up calls,
-cycling through the test images; and batches of 32 PNGs, images a second over
-REQUESTS // 10 batches. Then every test image is captioned by both versions, and the
-share of identical captions is recorded. Beside them, the float32 SavedModel called in
-this process, one image a call, on the PNG's bytes and on its pixels (`in_process`). The client is `keras_saat.serving.RestClient`
-(standard library HTTP, base64 JSON): its encoding and the JSON parse are in the times,
-as they are for any REST client.
+`--precision bfloat16`). First the float32 SavedModel is called in this process, one
+test image a call, on the PNG's bytes (`serving_default`: header checks, decode and
+beam search in the graph) and on its pixels (`serving_pixels`), p50 over REQUESTS calls
+(`in_process`; the pixels are the PNG's own, so the test images must be at the model's
+size, as the Shapes world's are). Then each version is served in turn by `keras-saat
+serve` and timed from this process over the loopback: one test PNG a request, p50 and
+p90 over REQUESTS requests after 5 warm-up ones, cycling through the test split; and
+REQUESTS // 10 requests of BATCH PNGs one after another, after one warm-up, as images
+a second. Then every test image is captioned by both versions and the share of identical
+captions recorded. The client is `keras_saat.serving.RestClient` (standard library
+HTTP, base64 JSON): its encoding and parsing are in the REST times, as for any REST
+client. A refused image stops the run. With --out, the row is appended as one JSON line.
 """
 
 import argparse
 import contextlib
 import io
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -28,8 +32,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port():
@@ -51,11 +53,11 @@ def serving(base, version):
     from keras_saat.serving import RestClient
 
     port = free_port()
+    log = tempfile.TemporaryFile("w+")
     server = subprocess.Popen(
         [sys.executable, "-m", "keras_saat.cli", "serve", "--model-base", str(base),
          "--port", str(port), "--name", "captioner", "--model-version", str(version)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL, stderr=log, text=True,
     )  # fmt: skip
     url, started = f"http://127.0.0.1:{port}", time.perf_counter()
     try:
@@ -65,12 +67,20 @@ def serving(base, version):
                 break
             except Exception:
                 if server.poll() is not None or time.perf_counter() - started > 300:
-                    sys.exit(f"the server did not start:\n{server.stderr.read()[-3000:]}")
+                    server.kill()
+                    server.wait()
+                    log.seek(0)
+                    sys.exit(f"the server did not start:\n{log.read()[-3000:]}")
                 time.sleep(0.5)
         yield url
     finally:
         server.terminate()
-        server.wait(30)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
 
 
 def in_process(version, images, count):
@@ -95,6 +105,14 @@ def in_process(version, images, count):
     }
 
 
+def checked(rows):
+    """The server's answer rows, or an exit naming the first image it refused."""
+    for row in rows:
+        if not row["valid"]:
+            sys.exit(f"the server refused a test image: {row['error']}")
+    return rows
+
+
 def latencies(call, count, warmup=5):
     for _ in range(warmup):
         call(0)
@@ -115,14 +133,14 @@ def main():
     args = parser.parse_args()
 
     from keras_saat.bench.runner import machine
-    from keras_saat.config import load_config
-    from keras_saat.data import read_karpathy
+    from keras_saat.experiment.preparation import load_dataset
+    from keras_saat.experiment.trained_models import trained_model
     from keras_saat.serving import RestClient
 
     workdir = Path(args.workdir).resolve()
-    config = load_config(workdir / "config.yaml")
-    path = config.data.path or str(workdir / "data" / "dataset_shapes.json")
-    images = [r.path.read_bytes() for r in read_karpathy(path).split("test")]
+    _, config, _ = trained_model(workdir)
+    records = load_dataset(config, workdir, log=lambda *_: None).split("test")
+    images = [r.path.read_bytes() for r in records]
 
     with tempfile.TemporaryDirectory() as scratch:
         base = Path(scratch) / "captioner"
@@ -145,14 +163,14 @@ def main():
             with serving(base, version) as url:
                 client = RestClient(url, "captioner")
                 one = latencies(
-                    lambda i, client=client: client.caption(images[i % len(images)]),
+                    lambda i, client=client: checked(client.caption(images[i % len(images)])),
                     args.requests,
                 )
-                size, batches = args.batch, max(1, args.requests // 10)
+                size, batches = min(args.batch, len(images)), max(1, args.requests // 10)
 
                 def batch(i, client=client, size=size):
-                    start = (i * size) % max(1, len(images) - size)
-                    client.caption(images[start : start + size])
+                    start = (i * size) % (len(images) - size + 1)
+                    checked(client.caption(images[start : start + size]))
 
                 many = latencies(batch, batches, warmup=1)
                 row[precision] = {
@@ -163,7 +181,7 @@ def main():
                 captions[precision] = [
                     r["caption"]
                     for start in range(0, len(images), size)
-                    for r in client.caption(images[start : start + size])
+                    for r in checked(client.caption(images[start : start + size]))
                 ]
                 print(precision, row[precision], flush=True)
         same = sum(a == b for a, b in zip(*captions.values(), strict=True))
