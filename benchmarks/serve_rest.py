@@ -100,8 +100,8 @@ def in_process(version, images, count):
     one = latencies(lambda i: by_bytes(image_bytes=encoded[i % len(images)]), count)
     raw = latencies(lambda i: by_pixels(pixels=pixels[i % len(images)]), count)
     return {
-        "png_bytes_p50_ms": round(1000 * float(np.percentile(one, 50)), 2),
-        "pixels_p50_ms": round(1000 * float(np.percentile(raw, 50)), 2),
+        "png_bytes_p50_ms": ms(one, 50),
+        "pixels_p50_ms": ms(raw, 50),
     }
 
 
@@ -111,6 +111,11 @@ def checked(rows):
         if not row["valid"]:
             sys.exit(f"the server refused a test image: {row['error']}")
     return rows
+
+
+def ms(times, percent):
+    """The percentile of `times` (seconds) in milliseconds, two decimals."""
+    return round(1000 * float(np.percentile(times, percent)), 2)
 
 
 def latencies(call, count, warmup=5):
@@ -174,8 +179,8 @@ def main():
 
                 many = latencies(batch, batches, warmup=1)
                 row[precision] = {
-                    "one_image_p50_ms": round(1000 * float(np.percentile(one, 50)), 2),
-                    "one_image_p90_ms": round(1000 * float(np.percentile(one, 90)), 2),
+                    "one_image_p50_ms": ms(one, 50),
+                    "one_image_p90_ms": ms(one, 90),
                     f"batch_{size}_images_per_s": round(size * batches / float(many.sum()), 1),
                 }
                 captions[precision] = [
