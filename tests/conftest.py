@@ -8,6 +8,21 @@ import shutil
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+
+def _fast_xla_compiles():
+    """XLA's CPU backend without LLVM's optimisation passes (-O0), for this process and
+    the children it starts (before TensorFlow loads): the same HLO, the same fusions and
+    kernels, machine code that LLVM does not optimise. The suite compiles hundreds of small
+    XLA programs and runs each a few steps; at -O0 the tiny hard-attention train step's
+    first call takes about half as long and later steps about twice as long
+    (docs/testing.md). A level the user's XLA_FLAGS names is kept."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_backend_optimization_level" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level=0".strip()
+
+
+_fast_xla_compiles()
+
 import pytest  # noqa: E402
 
 from keras_saat.data.shapes import write_shapes_dataset  # noqa: E402
@@ -96,6 +111,7 @@ def trained_workdir(shapes_dir, tmp_path_factory):
             "train.learning_rate=0.005",
             "train.batch_size=16",
             "decode.max_length=8",
+            "decode.meteor=false",  # no test reads its METEOR (10-20 s of Java)
         ):
             argv += ["--set", setting]
         assert main(argv) == 0

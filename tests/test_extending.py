@@ -88,6 +88,7 @@ def test_a_registered_attention_reader_and_export_format_train_and_export(
         "train.batch_size=64",
         "decode.max_length=6",
         "decode.beam_size=1",
+        "decode.meteor=false",  # its scores are not read
     ]
     argv = ["train", "--config", DEFAULTS, "--workdir", str(workdir)]
     for setting in settings:

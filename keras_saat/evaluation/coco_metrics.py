@@ -86,7 +86,7 @@ def bleu_scores(references, hypotheses):
     return {f"bleu_{n + 1}": float(s) for n, s in enumerate(scores)}
 
 
-def coco_scores(references, hypotheses, use_java=None):
+def coco_scores(references, hypotheses, use_java=None, meteor=True):
     """BLEU-1..4, METEOR, ROUGE-L and CIDEr of generated captions (0-1 scale).
 
     Args:
@@ -94,10 +94,12 @@ def coco_scores(references, hypotheses, use_java=None):
         hypotheses: list (per image) of generated caption strings.
         use_java: bool or None. Use the PTB tokenizer and METEOR (Java). Defaults to
             None: when `java` is on the PATH.
+        meteor: bool. Score METEOR when Java is used (about 10 s for its Java process
+            to load; false leaves it out). Defaults to True.
 
     Returns:
-        dict: the scores, plus "tokenizer" ("ptb" or "keras_saat") and "meteor" only
-        when Java ran.
+        dict: the scores, plus "tokenizer" ("ptb" or "keras_saat"); "meteor" only when
+        Java ran and `meteor` is true.
     """
     _pycocoevalcap()
     from pycocoevalcap.bleu.bleu import Bleu
@@ -118,7 +120,7 @@ def coco_scores(references, hypotheses, use_java=None):
     with contextlib.redirect_stdout(io.StringIO()):
         bleu, _ = Bleu(4).compute_score(gts, res, verbose=0)
         result.update({f"bleu_{n + 1}": float(s) for n, s in enumerate(bleu)})
-        if use_java:
+        if use_java and meteor:
             from pycocoevalcap.meteor.meteor import Meteor
 
             meteor = Meteor()

@@ -64,16 +64,22 @@ def caption_split(
     return captions
 
 
-def score_captions(records, captions, log=print):
-    """The COCO metrics of one split's captions (pycocoevalcap), and how they were computed."""
+def score_captions(records, captions, log=print, meteor=True):
+    """The COCO metrics of one split's captions (pycocoevalcap), and how they were computed
+    (`meteor`: score METEOR when Java is there, `decode.meteor`)."""
     references = [r.captions for r in records]
     try:
-        metrics = coco_scores(references, captions)
+        metrics = coco_scores(references, captions, meteor=meteor)
     except KerasSaatError as err:
         log(f"  {err}")
         words = [c.split() for c in captions]
         metrics = corpus_bleu_scores([r.references for r in records], words)
         return metrics, "nltk corpus BLEU (pycocoevalcap not installed)"
+    if metrics["tokenizer"] == "ptb" and not meteor:
+        return (
+            metrics,
+            "pycocoevalcap with the PTB tokenizer (Java), METEOR left out (decode.meteor)",
+        )
     if metrics["tokenizer"] == "ptb":
         return metrics, "pycocoevalcap with the PTB tokenizer (Java)"
     return metrics, "pycocoevalcap without Java: no METEOR, keras-saat tokens"
@@ -193,7 +199,7 @@ def evaluate(
     seconds = time.perf_counter() - start
     decoding = "greedy" if beam_size == 1 else f"beam {beam_size}"
     log(f"captioned {len(captions)} {split} images ({decoding}) in {seconds:.1f}s")
-    metrics, method = score_captions(scored, captions, log)
+    metrics, method = score_captions(scored, captions, log, meteor=config.decode.meteor)
     localisation = None
     if localised:
         localisation = attention_localisation(

@@ -53,13 +53,15 @@ def test_coco_scores_without_java_use_our_tokens_and_skip_meteor():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not java_available(), reason="METEOR and the PTB tokenizer need Java")
-def test_coco_scores_with_java_tokenise_like_coco_and_add_meteor():
+def test_coco_scores_with_java_tokenise_like_coco_and_add_meteor_unless_told():
     references, hypotheses = shapes_predictions(20, seed=2)
     # PTB tokenisation lowercases and drops punctuation: these must score as the plain captions.
     shouting = [h.upper() + "." for h in hypotheses]
     scores = coco_scores(references, shouting, use_java=True)
     plain = coco_scores(references, hypotheses, use_java=False)
     assert scores["tokenizer"] == "ptb" and 0.0 < scores["meteor"] <= 1.0
+    quiet = coco_scores(references, shouting, use_java=True, meteor=False)  # decode.meteor
+    assert quiet == {k: v for k, v in scores.items() if k != "meteor"}
     for key in ("bleu_4", "rouge_l", "cider"):
         assert scores[key] == pytest.approx(plain[key], rel=1e-6)
     empty = coco_scores(references[:2], ["", "a red circle"], use_java=True)

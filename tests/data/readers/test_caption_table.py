@@ -11,6 +11,7 @@ from keras_saat.cli import main
 from keras_saat.data.readers.caption_table import auto_split, read_caption_table
 from keras_saat.data.readers.karpathy import read_karpathy
 from keras_saat.errors import KerasSaatError
+from keras_saat.evaluation.coco_metrics import java_available
 from tests.helpers import DEFAULTS
 
 
@@ -136,12 +137,17 @@ def test_captions_file_to_train_evaluate_and_caption(folder, capsys):
     workdir = root / "run"
     argv = ["train", "--config", DEFAULTS, "--workdir", str(workdir)]
     for setting in ("data.dataset=captions", f"data.path={captions}", "train.epochs=1",
-                    "train.batch_size=8", "decode.max_length=6"):  # fmt: skip
+                    "train.batch_size=8", "decode.max_length=6", "decode.meteor=false"):  # fmt: skip
         argv += ["--set", setting]
     assert main(argv) == 0
     assert main(["evaluate", "--workdir", str(workdir), "--split", "test"]) == 0
     predictions = json.loads((workdir / "eval" / "test" / "predictions.json").read_text())
     assert len(predictions) == 2
+    # decode.meteor=false, kept in the workdir's config.yaml: evaluate leaves METEOR out
+    metrics = json.loads((workdir / "eval" / "test" / "metrics.json").read_text())
+    assert "meteor" not in metrics and {"bleu_4", "rouge_l", "cider"} <= set(metrics)
+    if java_available():
+        assert metrics["method"].endswith("PTB tokenizer (Java), METEOR left out (decode.meteor)")
     out = root / "new.jsonl"
     assert (
         main(["caption", "--workdir", str(workdir), str(root / "photos"), "--out", str(out)]) == 0
