@@ -12,10 +12,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 def _fast_xla_compiles():
     """XLA's CPU backend without LLVM's optimisation passes (-O0), for this process and
     the children it starts (before TensorFlow loads): the same HLO, the same fusions and
-    kernels, machine code that LLVM does not optimise. The suite compiles hundreds of small
-    XLA programs and runs each a few steps; at -O0 the tiny hard-attention train step's
-    first call takes about half as long and later steps about twice as long
-    (docs/testing.md). A level the user's XLA_FLAGS names is kept."""
+    kernels, machine code that LLVM does not optimise. The suite compiles many small XLA
+    programs and runs each for a few steps; at -O0 a tiny train step's first call (trace
+    and compile) takes 0.5-0.7 times as long and each later step 2-2.5 times
+    (docs/performance.md, "The test suite"). A level the user's XLA_FLAGS names is kept."""
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_backend_optimization_level" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level=0".strip()
