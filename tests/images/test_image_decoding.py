@@ -1,5 +1,6 @@
 """In-graph image decoding: every bad image is caught, the good ones decode as in training."""
 
+import collections
 import io
 import resource
 
@@ -17,7 +18,7 @@ from keras_saat.images.decoding import (
     load_images,
     resize_image,
 )
-from keras_saat.images.header_checks import inspect_images
+from keras_saat.images.header_checks import inspect_image, inspect_images
 from tests.helpers import BAD, GOOD, encode, forged_gif, forged_png, gif_of_frames
 
 SIZE = 32
@@ -33,6 +34,24 @@ def batch():
         items.append((good_name, good(), ""))
         items.append((bad_name, bad(), message))
     return items
+
+
+def test_the_header_checks_trace_to_the_graph_autograph_would_give():
+    """`inspect_image` tells AutoGraph not to convert it (3-4 s a process): converted,
+    it gives the same ops, in the graph and in its tf.cond and tf.while_loop bodies."""
+
+    def ops(autograph):
+        function = tf.function(inspect_image.__wrapped__, autograph=autograph)
+        graph = function.get_concrete_function(tf.TensorSpec([], tf.string)).graph
+        definition = graph.as_graph_def()
+        count = collections.Counter(node.op for node in definition.node)
+        for body in definition.library.function:
+            count.update(node.op for node in body.node_def)
+        return count
+
+    converted = ops(autograph=True)
+    assert converted["StatelessWhile"] + converted["While"] >= 4  # the walkers' loops
+    assert ops(autograph=False) == converted
 
 
 def test_one_bad_image_never_fails_the_batch(batch):
