@@ -3,6 +3,7 @@ core (`-n auto --dist loadgroup`): the session fixtures that train or write a da
 are made once for all workers (`made_once`), and the tests that share the tutorials'
 trained model run on one worker, in order (`tests.helpers.TUTORIALS`)."""
 
+import contextlib
 import os
 import shutil
 
@@ -15,17 +16,46 @@ def _fast_xla_compiles():
     kernels, machine code that LLVM does not optimise. The suite compiles many small XLA
     programs and runs each for a few steps; at -O0 a tiny train step's first call (trace
     and compile) takes 0.5-0.7 times as long and each later step 2-2.5 times
-    (docs/performance.md, "The test suite"). A level the user's XLA_FLAGS names is kept."""
+    (docs/performance.md, "The test suite"). A level the user's XLA_FLAGS names is kept.
+    The tutorials run as a reader runs them (`readers_xla_flags`)."""
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_backend_optimization_level" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level=0".strip()
 
 
+_READERS_XLA_FLAGS = os.environ.get("XLA_FLAGS")  # before the suite's own
 _fast_xla_compiles()
+
 
 import pytest  # noqa: E402
 
 from keras_saat.data.shapes import write_shapes_dataset  # noqa: E402
+
+
+@contextlib.contextmanager
+def readers_xla_flags():
+    """XLA_FLAGS as the user had them, without the suite's -O0, while the block runs (and in
+    the processes it starts): the demo and the executed notebooks, whose pages show their
+    step times, compile as a reader's run does."""
+    suite = os.environ.get("XLA_FLAGS")
+    if _READERS_XLA_FLAGS is None:
+        os.environ.pop("XLA_FLAGS", None)
+    else:
+        os.environ["XLA_FLAGS"] = _READERS_XLA_FLAGS
+    try:
+        yield
+    finally:
+        if suite is None:
+            os.environ.pop("XLA_FLAGS", None)
+        else:
+            os.environ["XLA_FLAGS"] = suite
+
+
+@pytest.fixture
+def as_a_reader():
+    """`readers_xla_flags` for the test (the executed notebooks)."""
+    with readers_xla_flags():
+        yield
 
 
 def pytest_xdist_auto_num_workers(config):
@@ -171,7 +201,11 @@ def tutorial_runs(tmp_path_factory):
     notebooks 3 to 6 show that model."""
     from tools.docs import train_demo
 
-    return made_once(tmp_path_factory, "notebooks", lambda out: train_demo(out / "runs")) / "runs"
+    def demo(out):
+        with readers_xla_flags():  # the README's main job, as a newcomer runs it
+            train_demo(out / "runs")
+
+    return made_once(tmp_path_factory, "notebooks", demo) / "runs"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -149,11 +149,12 @@ def test_the_prose_number_scan_finds_claims_and_passes_citations():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs(path, tutorial_runs, monkeypatch):
+def test_notebook_runs(path, tutorial_runs, monkeypatch, as_a_reader):
     """Each notebook runs top to bottom; the executed copy is what the docs site shows
     (`tools/docs.py` reuses it while the notebook's source is unchanged). Executing it
     raises TutorialError when its page shows a model that has not learned, stderr or
-    build paths (`page_problems`)."""
+    build paths (`page_problems`). Its kernel compiles XLA as a reader's does
+    (`as_a_reader`: without the suite's -O0), so the page's step times are a reader's."""
     pytest.importorskip("nbclient")
     from tools.docs import execute_notebook, executed_copy, save_executed
 

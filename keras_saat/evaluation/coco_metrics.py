@@ -123,11 +123,11 @@ def coco_scores(references, hypotheses, use_java=None, meteor=True):
         if use_java and meteor:
             from pycocoevalcap.meteor.meteor import Meteor
 
-            meteor = Meteor()
+            scorer = Meteor()
             try:
-                result["meteor"] = float(meteor.compute_score(gts, res)[0])
+                result["meteor"] = float(scorer.compute_score(gts, res)[0])
             finally:
-                meteor.meteor_p.kill()
+                scorer.meteor_p.kill()
         result["rouge_l"] = float(Rouge().compute_score(gts, res)[0])
         result["cider"] = float(Cider().compute_score(gts, res)[0])
     result["tokenizer"] = "ptb" if use_java else "keras_saat"

@@ -18,7 +18,8 @@ def trained_model(path, overrides=()):
     A workdir's config is its config.yaml; a preset's is the training config its
     metadata.json carries (defaults when it has none), with the decode section,
     `data.resize` and `export.max_pixels` taken from the model itself, so both decode as
-    the model does. `overrides` ("section.key=value") apply last, each parsed once,
+    the model does, and `decode.meteor` at its default (how the workdir it came from was
+    scored is not the preset's). `overrides` ("section.key=value") apply last, each parsed once,
     before the model loads. The model takes the config's `export.max_pixels`, so its
     `generate` refuses the images the config's SavedModel refuses, and no others.
 
@@ -39,6 +40,7 @@ def trained_model(path, overrides=()):
                 max_length=model.max_length,
                 beam_size=model.beam_size,
                 length_penalty=model.length_penalty,
+                meteor=ExperimentConfig().decode.meteor,
             ),
             data=dataclasses.replace(config.data, resize=model.resize),
             export=dataclasses.replace(config.export, max_pixels=model.max_pixels),

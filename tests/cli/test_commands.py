@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras_saat import load_captioner
 from keras_saat.cli import main
 from keras_saat.data import read_karpathy
+from keras_saat.evaluation.coco_metrics import java_available
 from keras_saat.evaluation.robustness import SHIFTS
 from keras_saat.training.trainer import resolve_jit_compile
 from tests.helpers import DEFAULTS, TUTORIALS
@@ -190,6 +191,7 @@ def test_the_demo_learns_and_its_workdir_evaluates_and_captions(tutorial_runs, t
     assert metrics["bleu_4"] >= MIN_BLEU_4["04_decoding_evaluation"] and metrics["images"] == 200
     assert f"BLEU-4 {100 * metrics['bleu_4']:.1f}" in out
     assert metrics["method"].startswith("beam 3, pycocoevalcap") and metrics["beam_size"] == 3
+    assert ("meteor" in metrics) == java_available()  # decode.meteor: true by default
     where = metrics["attention_localisation"]
     assert where["hit_rate"] > 3 * where["chance"], where
     assert tf.train.latest_checkpoint(str(workdir / "checkpoints")) is not None

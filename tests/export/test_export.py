@@ -276,6 +276,7 @@ def test_a_preset_written_from_a_workdir_evaluates_and_captions_as_the_model(
     """`export --format preset` keeps the training config; `evaluate --preset` and
     `caption --preset` use it, and agree with the model's own `generate`."""
     from keras_saat import Captioner
+    from keras_saat.experiment.trained_models import trained_model
     from keras_saat.models.preset import preset_metadata
 
     preset = tmp_path / "preset"
@@ -296,8 +297,12 @@ def test_a_preset_written_from_a_workdir_evaluates_and_captions_as_the_model(
     metadata = preset_metadata(preset)
     assert metadata["config"]["decode"]["max_length"] == 8 and metadata["experiment"]
 
+    # The workdir was trained with decode.meteor=false; its preset scores METEOR unless told.
+    assert trained_model(trained_workdir)[1].decode.meteor is False
+    assert trained_model(preset)[1].decode.meteor is True
     out = tmp_path / "scores"
-    assert main(["evaluate", "--preset", str(preset), "--out", str(out), "--beam-size", "1"]) == 0
+    argv = ["evaluate", "--preset", str(preset), "--out", str(out), "--beam-size", "1"]
+    assert main([*argv, "--set", "decode.meteor=false"]) == 0
     assert "test scores x100 (greedy" in capsys.readouterr().out
     predictions = json.loads((out / "predictions.json").read_text())
     workdir_metrics = json.loads((trained_workdir / "eval" / "test" / "metrics.json").read_text())
