@@ -15,7 +15,7 @@ def _fast_xla_compiles():
     the children it starts (before TensorFlow loads): the same HLO, the same fusions and
     kernels, machine code that LLVM does not optimise. The suite compiles many small XLA
     programs and runs each for a few steps; at -O0 a tiny train step's first call (trace
-    and compile) takes 0.5-0.7 times as long and each later step 2-2.5 times
+    and compile) takes 0.5-0.7 times as long and each later step 2.1-2.6 times
     (docs/performance.md, "The test suite"). A level the user's XLA_FLAGS names is kept.
     The tutorials run as a reader runs them (`readers_xla_flags`)."""
     flags = os.environ.get("XLA_FLAGS", "")

@@ -37,7 +37,7 @@ def batch():
 
 
 def test_the_header_checks_trace_to_the_graph_autograph_would_give():
-    """`inspect_image` tells AutoGraph not to convert it (3-4 s a process): converted,
+    """`inspect_image` tells AutoGraph not to convert it (2-4 s a process): converted,
     it gives the same ops, in the graph and in its tf.cond and tf.while_loop bodies."""
 
     def ops(autograph):
