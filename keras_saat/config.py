@@ -129,6 +129,15 @@ class DataConfig:
     # not fit data.resident_budget, or resident_features is false) and captions are not
     # bucketed, else per_caption.
     batching: str = "auto"
+    # What becomes of a batch the epoch cannot fill. Batches are cut window by window
+    # (data.shuffle_buffer), so each window (and length bucket) may end with one.
+    # "pad": kept at the full batch size, its empty places padding that weighs nothing
+    # in the loss (a caption of <pad> alone): every caption is trained on once an epoch
+    # and every batch has one static shape, at the cost of computing the padding (at most
+    # a batch a window). "drop": left out, a different few each epoch (fewer steps; at a
+    # batch near the window's size, a large share of the split). A training backbone
+    # reading image files drops the epoch's last partial batch either way.
+    partial_batches: str = "pad"
     # Hold the train split's cached features in the training device's memory, so each step
     # receives only int32 image indices and tokens and gathers the rows on the device
     # (the same batches, order and weights as streaming them from the cache). true, false

@@ -47,6 +47,7 @@ CHOICES = {
     ("data", "cache_dtype"): ("float16", "float32", "int8"),
     ("data", "cache_compression"): ("none", "zlib"),
     ("data", "batching"): ("auto", "per_caption", "per_image"),
+    ("data", "partial_batches"): ("pad", "drop"),
     ("data", "resident_features"): (True, False, "auto"),
     ("train", "optimizer"): ("adam", "rmsprop"),
     ("train", "lr_schedule"): ("constant", "cosine", "exponential"),

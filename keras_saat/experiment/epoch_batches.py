@@ -22,11 +22,15 @@ class EpochBatches:
     """The batches of a run's epochs.
 
     Args:
-        steps: int. Full batches an epoch (of the whole train split).
+        steps: int. Batches an epoch, counted over the whole train split: full ones, and
+            with `pad` the last partial one too (an epoch cut window by window may hold
+            a few more with `pad`, or fewer without).
         units: int. Rows a batch: captions, or images with `per_image`.
         per_image: int or None. Caption rows per image group; None: per-caption batches.
         captions: int. Readable training captions.
         text: str. The batch shape in words, for the training line.
+        pad: bool. Partial batches are padded to the full size (`data.partial_batches`
+            "pad"), not dropped. Defaults to True.
     """
 
     steps: int
@@ -34,6 +38,7 @@ class EpochBatches:
     per_image: int | None
     captions: int
     text: str
+    pad: bool = True
 
     @property
     def mode(self):
@@ -45,6 +50,7 @@ class EpochBatches:
 
     def plan(self, data, seed, start_step=0):
         """The `BatchPlan` of one epoch (`data`: the run's DataConfig)."""
+        remainder = {"drop_remainder": not self.pad, "pad_remainder": self.pad}
         if self.per_image is None:
             return BatchPlan(
                 self.units,
@@ -52,6 +58,7 @@ class EpochBatches:
                 seed=seed,
                 bucket_by_length=data.bucket_by_length,
                 start_step=start_step,
+                **remainder,
             )
         return BatchPlan(
             self.units,
@@ -59,7 +66,13 @@ class EpochBatches:
             shuffle_buffer=max(data.shuffle_buffer // self.per_image, 1),
             seed=seed,
             start_step=start_step,
+            **remainder,
         )
+
+
+def _batch_count(units, size, pad):
+    """Batches of `size` in `units`: the last partial one counted when padded."""
+    return -(-units // size) if pad else units // size
 
 
 def batching_mode(data, source):
@@ -74,11 +87,14 @@ def batching_mode(data, source):
 def batching(config, records, source, replicas):
     """The `EpochBatches` of `data.batching` (the train split's `records`; images the
     source knows to be unreadable are left out; `source` the FeatureSource the epochs
-    read). The steps count full batches of the whole split; an epoch's plan cuts batches
-    window by window (`data.pipeline.epoch_order`), so it may hold a few fewer (up to
-    batch_size - 1 captions a window are left for the epoch: about 1 % at the default
-    shuffle_buffer and batch 64)."""
+    read). The steps count the batches of the whole split: with `data.partial_batches`
+    "pad" the last partial one too, with "drop" full ones only. An epoch's plan cuts
+    batches window by window (`data.pipeline.epoch_order`), so with "pad" it may hold a
+    few more (a padded batch a window), with "drop" a few fewer (up to batch_size - 1
+    units a window left for the epoch: about 1 % at the default shuffle_buffer and
+    batch 64)."""
     batch_size, data = config.train.batch_size, config.data
+    pad = data.partial_batches == "pad"
     unreadable = {p for p, _ in source.skipped("train")}
     captions = sum(len(r.captions) for p, r in enumerate(records) if p not in unreadable)
     mode = batching_mode(data, source)
@@ -91,26 +107,29 @@ def batching(config, records, source, replicas):
         per_image = captions_per_image(records)
         images_per_batch = max(batch_size // per_image, 1)
         groups = image_group_count(records, per_image, unreadable)
-        steps, units = groups // images_per_batch, images_per_batch
+        steps, units = _batch_count(groups, images_per_batch, pad), images_per_batch
         text = f"per-image batches of {images_per_batch} images x {per_image} captions"
         if data.batching == "auto":
             text += " (data.batching auto: the features stream from the cache)"
     else:
         per_image, steps, units, text = (
             None,
-            captions // batch_size,
+            _batch_count(captions, batch_size, pad),
             batch_size,
             f"batch {batch_size}",
         )
     if steps == 0:
+        fix = "" if pad else ": lower train.batch_size or set data.partial_batches pad"
         raise KerasSaatError(
-            f"only {captions} training captions for a batch size of {batch_size} ({text})"
+            f"only {captions} training captions for a batch size of {batch_size} ({text}){fix}"
         )
     if units % replicas:
         raise KerasSaatError(
             f"train.batch_size {batch_size} ({text}) does not split evenly over {replicas} replicas"
         )
-    return EpochBatches(steps, units, per_image, captions, text)
+    if not pad:
+        text += ", partial batches dropped"
+    return EpochBatches(steps, units, per_image, captions, text, pad)
 
 
 def epoch_datasets(config, dataset, vocabulary, source, batches):

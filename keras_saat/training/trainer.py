@@ -189,7 +189,12 @@ class Trainer:
         reinforce = model.reinforce
         resident = self.resident
 
-        def replica_step(batch):
+        def caption_count(batch):
+            """Captions in a replica's batch: rows with a word (padding rows have none)."""
+            targets = model.caption_tokens(batch["tokens"])[:, 1:]
+            return tf.reduce_sum(tf.cast(tf.reduce_any(targets != PAD_ID, axis=1), tf.float32))
+
+        def replica_step(batch, total_captions):
             if "image_index" in batch:  # rows of the device-resident features
                 if resident is None:
                     raise KerasSaatError(
@@ -200,11 +205,11 @@ class Trainer:
                     "features": resident.gather(batch["image_index"]),
                     "tokens": batch["tokens"],
                 }
-            # Per-image batches (n, k, T + 1) split over the replicas by image.
-            local = tf.cast(tf.shape(batch["tokens"])[0], tf.float32)
+            # Per-image batches (n, k, T + 1) split over the replicas by image. The loss is
+            # a mean over the global batch's captions: a replica's mean weighs its share
+            # of them (replicas hold unequal numbers where a batch has padding rows).
             tokens = model.caption_tokens(batch["tokens"])
-            global_batch = local * strategy.num_replicas_in_sync
-            share = local / global_batch  # this replica's part of the global mean
+            share = caption_count(batch) / tf.maximum(total_captions, 1.0)
             with tf.GradientTape() as tape:
                 outputs = model(batch, training=True)
                 terms = model.loss_terms(outputs, tokens)
@@ -238,7 +243,10 @@ class Trainer:
 
         @tf.function(autograph=False, jit_compile=True if whole else None)
         def step(batch):
-            per_replica = strategy.run(replica_fn, args=(batch,))
+            total_captions = strategy.reduce(
+                tf.distribute.ReduceOp.SUM, strategy.run(caption_count, args=(batch,)), axis=None
+            )
+            per_replica = strategy.run(replica_fn, args=(batch, total_captions))
             gradients, sums = tf.nest.map_structure(  # one tensor at a time (MWMS packs lists)
                 lambda v: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None), per_replica
             )

@@ -41,7 +41,7 @@ else:
     strategy = tf.distribute.get_strategy()
 import keras
 from keras_saat import Captioner
-from keras_saat.text import Vocabulary
+from keras_saat.text import PAD_ID, Vocabulary
 from keras_saat.training.trainer import Trainer
 
 words = "a red blue circle square at the top left on right".split()
@@ -49,8 +49,12 @@ vocab = Vocabulary.build([words])
 rng = np.random.default_rng(0)
 features = rng.normal(size=(32, 64, 128)).astype("float32")
 captions = [list(rng.choice(words, size=rng.integers(2, 6))) for _ in range(32)]
+tokens = np.array(vocab.encode_batch(captions, 6))
+# Padding rows (a padded last batch's) fill most of the first replica's half of each global
+# batch: 3 captions there, 8 in the other; the loss is the mean over the 11.
+tokens[np.arange(32) % 16 < 5] = PAD_ID
 data = tf.data.Dataset.from_tensor_slices(
-    {"features": features, "tokens": vocab.encode_batch(captions, 6)}
+    {"features": features, "tokens": tokens}
 ).batch(16, drop_remainder=True)
 with strategy.scope():
     keras.utils.set_random_seed(1)
@@ -146,12 +150,14 @@ def test_multi_worker_mirrored_two_processes(tmp_path, shapes_dir):
     for worker, (_, stderr) in zip(workers, outputs, strict=True):
         assert worker.returncode == 0, stderr[-3000:]
     chief, other = (json.loads(o[0].split("RESULT ")[1]) for o in outputs)
-    assert chief == {"chief": True, "steps": 12} and other == {"chief": False, "steps": 12}
+    # 200 captions at batch 16: 12 full batches and one padded (its 8 captions all on the
+    # first worker, the second's rows padding).
+    assert chief == {"chief": True, "steps": 13} and other == {"chief": False, "steps": 13}
     assert "distribute multi_worker: 2 replicas in sync" in outputs[0][0]
     # data.resident_features auto: each worker holds the (small) train split and gathers.
     assert all("features resident on CPU: 40 images" in o[0] for o in outputs)
     # Only the chief keeps checkpoints, the best model and the scores.
-    assert tf.train.latest_checkpoint(str(tmp_path / "w0" / "checkpoints")).endswith("ckpt-12")
+    assert tf.train.latest_checkpoint(str(tmp_path / "w0" / "checkpoints")).endswith("ckpt-13")
     assert (tmp_path / "w0" / "model.keras").exists()
     assert (tmp_path / "w0" / "eval" / "test" / "metrics.json").exists()
     assert not (tmp_path / "w1" / "checkpoints").exists()
@@ -191,7 +197,7 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path, shapes_dir):
 
     path_a, a = checkpoint_values(tmp_path / "straight")
     path_b, b = checkpoint_values(tmp_path / "resumed")
-    assert path_a.endswith("ckpt-24") and path_b.endswith("ckpt-24")
+    assert path_a.endswith("ckpt-26") and path_b.endswith("ckpt-26")  # 2 epochs of 13 steps
     assert a.keys() == b.keys()
     assert any("seed_generator" in str(v) for v in a) or len(a) > 40
     for name in a:

@@ -242,7 +242,7 @@ class FeatureCache:
         batches go), each batch gathered from them (`feature_source`)."""
         files = tf.constant(self.files(split))
         parse = self.parse_fn(keep_dtype=True)
-        partial = not plan.drop_remainder
+        partial = plan.sliced
         batch_splits = windows["window_batches"]
         shards = tf.RaggedTensor.from_row_splits(
             windows["window_shards"], windows["window_shard_splits"]

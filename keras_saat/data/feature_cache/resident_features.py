@@ -139,11 +139,12 @@ class ResidentFeatures:
     def planned_batches(self, split, records, batches, windows, tokens, plan):
         """Each batch's image positions ("image_index": the table's rows, gathered on the
         device by the train step) beside its tokens; nothing is read."""
-        partial = not plan.drop_remainder
+        partial = plan.sliced
 
         def indexed(b):
             size = b["sizes"]
-            index = b["positions"][:size] if partial else b["positions"]
+            # A padded batch's empty places (-1) read row 0: their captions weigh nothing.
+            index = b["positions"][:size] if partial else tf.maximum(b["positions"], 0)
             return {"image_index": index, "tokens": tokens(b["rows"], size, b["widths"])}
 
         out = tf.data.Dataset.from_tensor_slices(batches)

@@ -22,6 +22,12 @@ class BatchPlan:
             shape, best for XLA).
         drop_remainder: bool. Drop each window's (and length bucket's) last partial batch
             (static shapes), or keep it. Defaults to True.
+        pad_remainder: bool. With drop_remainder False: keep a last partial batch at the
+            full batch size, its empty places padding (a caption of <pad> alone, which
+            weighs nothing in the loss, beside any image's features), so every unit is in
+            the epoch once and every batch has the same static shape. Decoded images drop
+            the epoch's last partial batch instead (a backbone's batch statistics would
+            see padding images). Defaults to False (kept at its own size).
         repeat: bool. Repeat forever, reshuffling each pass (pair with `steps_per_epoch`).
             Defaults to False.
         start_step: int. The first batch (a resumed epoch's step): the batches before it
@@ -34,12 +40,20 @@ class BatchPlan:
     seed: object = None
     bucket_by_length: bool = False
     drop_remainder: bool = True
+    pad_remainder: bool = False
     repeat: bool = False
     start_step: int = 0
 
     def __post_init__(self):
         if self.per_image is not None and self.bucket_by_length:
             raise ValueError("per-image groups are not bucketed by caption length")
+        if self.pad_remainder and self.drop_remainder:
+            raise ValueError("pad_remainder pads the partial batches drop_remainder drops")
+
+    @property
+    def sliced(self):
+        """Whether a partial batch is kept at its own size (a smaller batch)."""
+        return not self.drop_remainder and not self.pad_remainder
 
     @property
     def float_images(self):

@@ -64,9 +64,10 @@ class ImageFiles:
         spec = units.element_spec
         shapes = {"images": spec["images"].shape, "tokens": spec["tokens"].shape}
         padding = {"images": tf.constant(0, tf.uint8), "tokens": tf.constant(PAD_ID, tf.int32)}
-        out = units.padded_batch(
-            plan.batch_size, shapes, padding, drop_remainder=plan.drop_remainder
-        )
+        # The units of every window are batched as one stream, so at most the epoch's last
+        # batch is partial; padding images would reach a training backbone's batch
+        # statistics, so `pad_remainder` drops it.
+        out = units.padded_batch(plan.batch_size, shapes, padding, drop_remainder=not plan.sliced)
         if not plan.float_images:
             return out
         return out.map(

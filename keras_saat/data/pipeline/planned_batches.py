@@ -66,14 +66,14 @@ def planned_batches(source, split, records, arrays, tokens_of, plan):
         arrays: dict of arrays. `plan_arrays` of the plan.
         tokens_of: the split's `token_table`.
         plan: BatchPlan. Its bucket_by_length (each batch's tokens sliced to its width),
-            drop_remainder (every batch full, static shapes) and batch_size.
+            partial batches (`sliced`: kept at their own size) and batch_size.
     """
     flat = tokens_of.flat_values  # (R, W)
     width = int(flat.shape[-1])
     # Row -1 (no caption: a group's padding) reads the all-<pad> row appended at R.
     table = tf.concat([flat, tf.fill([1, width], tf.constant(PAD_ID, flat.dtype))], 0)
     pad_row = tf.shape(flat, out_type=tf.int32)[0]
-    partial = not plan.drop_remainder
+    partial = plan.sliced
 
     def tokens(rows, size, row_width):
         rows = tf.where(rows < 0, pad_row, rows)

@@ -15,7 +15,7 @@ from keras_saat.data.pipeline.epoch_order import epoch_plan, from_step
 from keras_saat.data.pipeline.input_pipeline import caption_batches, token_table
 from keras_saat.errors import KerasSaatError
 from keras_saat.testing.synthetic_data import write_synthetic_cache
-from keras_saat.text import Vocabulary
+from keras_saat.text import PAD_ID, Vocabulary
 
 SIZE = {"locations": 16, "channels": 8}
 SKIPPED = (4, 11)
@@ -53,15 +53,19 @@ def world(tmp_path_factory):
     return records, folder, vocabulary
 
 
-def batches_of(mode, source, records, vocabulary, start_step=0):
-    """One epoch (seed 3, windows of 30 captions or 6 groups) of `mode`'s batches."""
+def batches_of(mode, source, records, vocabulary, start_step=0, pad=False):
+    """One epoch (seed 3, windows of 30 captions or 6 groups) of `mode`'s batches, the
+    partial batches dropped or padded."""
     tokens = token_table(records, vocabulary, 20)
+    remainder = {"drop_remainder": not pad, "pad_remainder": pad}
     if mode == "per_image":
-        plan = BatchPlan(2, per_image=5, shuffle_buffer=6, seed=3, start_step=start_step)
+        plan = BatchPlan(
+            2, per_image=5, shuffle_buffer=6, seed=3, start_step=start_step, **remainder
+        )
     else:
         plan = BatchPlan(
             4, shuffle_buffer=30, seed=3, bucket_by_length=mode == "bucketed",
-            start_step=start_step,
+            start_step=start_step, **remainder,
         )  # fmt: skip
     return caption_batches(source, "train", records, tokens, plan)
 
@@ -70,21 +74,46 @@ def as_numpy(batches):
     return [{k: v.numpy() for k, v in b.items()} for b in batches]
 
 
-@pytest.mark.parametrize("mode", ["caption", "bucketed", "per_image", "resident"])
+@pytest.mark.parametrize("mode", ["caption", "bucketed", "per_image", "resident", "padded"])
 def test_a_resumed_epoch_starts_at_the_uninterrupted_runs_batch(world, mode):
     records, folder, vocabulary = world
     cache = FeatureCache(folder)
     source = ResidentFeatures(cache) if mode == "resident" else cache
-    mode = "caption" if mode == "resident" else mode
-    whole = as_numpy(batches_of(mode, source, records, vocabulary))
+    pad = mode == "padded"
+    mode = "caption" if mode in ("resident", "padded") else mode
+    whole = as_numpy(batches_of(mode, source, records, vocabulary, pad=pad))
     assert len(whole) > 8
     for step in (1, 5, len(whole) - 1):
-        resumed = as_numpy(batches_of(mode, source, records, vocabulary, start_step=step))
+        resumed = as_numpy(batches_of(mode, source, records, vocabulary, start_step=step, pad=pad))
         assert len(resumed) == len(whole) - step
         for a, b in zip(whole[step:], resumed, strict=True):
             assert a.keys() == b.keys()
             for key in a:
                 np.testing.assert_array_equal(a[key], b[key], err_msg=f"{mode} {step} {key}")
+
+
+@pytest.mark.parametrize("mode", ["caption", "bucketed", "per_image", "resident"])
+def test_padded_epochs_hold_every_caption_once_in_full_batches(world, mode):
+    records, folder, vocabulary = world
+    cache = FeatureCache(folder)
+    source = ResidentFeatures(cache) if mode == "resident" else cache
+    mode = "caption" if mode == "resident" else mode
+    readable = [p for p in range(len(records)) if p not in SKIPPED]
+    words = [np.asarray(vocabulary.encode(c, 20)) for p in readable for c in records[p].references]
+    expected = sorted(tuple(t[t != PAD_ID]) for t in words)
+    seen, dropped = [], []
+    for pad, out in ((True, seen), (False, dropped)):
+        for batch in as_numpy(batches_of(mode, source, records, vocabulary, pad=pad)):
+            tokens = batch["tokens"]
+            image_side = next(batch[k] for k in ("features", "image_index") if k in batch)
+            # One static shape: every batch as full as the plan's batch size.
+            assert image_side.shape[0] == tokens.shape[0] == (2 if mode == "per_image" else 4)
+            if "image_index" in batch:
+                assert (image_side >= 0).all()  # padding reads a real row, weighing nothing
+            rows = tokens.reshape(-1, tokens.shape[-1])
+            out += [tuple(r[r != PAD_ID]) for r in rows if (r != PAD_ID).any()]
+    assert sorted(seen) == expected  # each caption once
+    assert len(dropped) < len(seen)  # dropping leaves some out
 
 
 def test_a_resumed_epoch_reads_only_the_windows_from_its_batch(world):

@@ -129,3 +129,30 @@ def test_a_trainer_step_on_per_image_batches_equals_the_per_caption_step():
     np.testing.assert_allclose(grouped_values["nll"], flat_values["nll"], rtol=1e-5)
     for a, b in zip(grouped_weights, flat_weights, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["per_caption", "per_image"])
+def test_a_padded_batchs_step_equals_the_step_on_its_real_rows(grouped):
+    """`data.partial_batches: pad`: the padding places (a caption of <pad> alone, beside
+    the features of any image) change neither the loss nor the update."""
+    batch, flat = _groups()
+    real = batch if grouped else flat
+    padded = {
+        "features": np.concatenate([real["features"], np.repeat(real["features"][:1], 3, 0)]),
+        "tokens": np.concatenate(
+            [real["tokens"], np.full((3, *real["tokens"].shape[1:]), PAD_ID, np.int32)]
+        ),
+    }
+    results = []
+    for data in (real, padded):
+        model = _model()
+        trainer = Trainer(
+            model, keras.optimizers.SGD(0.5), clipnorm=1.0, jit_compile=False, log=lambda _: None
+        )
+        values = trainer.train_step({k: tf.constant(v) for k, v in data.items()})
+        results.append((values, [v.numpy() for v in model.trainable_variables]))
+    (real_values, real_weights), (padded_values, padded_weights) = results
+    for key in ("loss", "nll", "attention_penalty", "grad_norm"):
+        np.testing.assert_allclose(padded_values[key], real_values[key], rtol=1e-5)
+    for a, b in zip(real_weights, padded_weights, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
