@@ -133,10 +133,11 @@ class DataConfig:
     # (data.shuffle_buffer), so each window (and length bucket) may end with one.
     # "pad": kept at the full batch size, its empty places padding that weighs nothing
     # in the loss (a caption of <pad> alone): every caption is trained on once an epoch
-    # and every batch has one static shape, at the cost of computing the padding (at most
-    # a batch a window). "drop": left out, a different few each epoch (fewer steps; at a
-    # batch near the window's size, a large share of the split). A training backbone
-    # reading image files drops the epoch's last partial batch either way.
+    # and every batch has the full batch size (no second XLA compile), at the cost of
+    # computing the padding (at most a batch a window, or a length bucket's). "drop":
+    # left out, a different few each epoch (fewer steps; at a batch near the window's
+    # size, a large share of the split). A training backbone reading image files drops
+    # the epoch's last partial batch either way.
     partial_batches: str = "pad"
     # Hold the train split's cached features in the training device's memory, so each step
     # receives only int32 image indices and tokens and gathers the rows on the device

@@ -145,10 +145,14 @@ def measure_input(size_name, batching, batch_size, images=1000, epochs=2, reside
         def dataset(epoch):
             if batching == "per_image":
                 plan = BatchPlan(
-                    max(batch_size // per_image, 1), per_image, 5000 // per_image, epoch
+                    max(batch_size // per_image, 1),
+                    per_image,
+                    5000 // per_image,
+                    epoch,
+                    pad_remainder=True,  # as training's data.partial_batches pad
                 )
             else:
-                plan = BatchPlan(batch_size, shuffle_buffer=5000, seed=epoch)
+                plan = BatchPlan(batch_size, shuffle_buffer=5000, seed=epoch, pad_remainder=True)
             return caption_batches(source, "train", records, tokens_of, plan)
 
         def captions_of(batch, gather=resident):

@@ -135,7 +135,8 @@ def measure_scale(shape, images, evaluate=True):
             validation_positions(len(val), config.data.val_images, 0)
 
         timed("epoch", epoch)
-        # 95 %: an epoch may hold a few batches fewer than `steps` (epoch_order.py).
+        # 95 %: a step inside the epoch, whichever way its partial batches go (an epoch
+        # holds a few batches more or fewer than `steps`: epoch_batches.py).
         resume_step = batches.steps * 19 // 20
         timed("resume", lambda: next(iter(epoch_dataset(1, resume_step))))
         timed(

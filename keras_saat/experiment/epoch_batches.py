@@ -30,7 +30,7 @@ class EpochBatches:
         captions: int. Readable training captions.
         text: str. The batch shape in words, for the training line.
         pad: bool. Partial batches are padded to the full size (`data.partial_batches`
-            "pad"), not dropped. Defaults to True.
+            "pad", on a source that pads them), not dropped. Defaults to True.
     """
 
     steps: int
@@ -50,7 +50,7 @@ class EpochBatches:
 
     def plan(self, data, seed, start_step=0):
         """The `BatchPlan` of one epoch (`data`: the run's DataConfig)."""
-        remainder = {"drop_remainder": not self.pad, "pad_remainder": self.pad}
+        remainder = {"pad_remainder": self.pad}
         if self.per_image is None:
             return BatchPlan(
                 self.units,
@@ -88,13 +88,14 @@ def batching(config, records, source, replicas):
     """The `EpochBatches` of `data.batching` (the train split's `records`; images the
     source knows to be unreadable are left out; `source` the FeatureSource the epochs
     read). The steps count the batches of the whole split: with `data.partial_batches`
-    "pad" the last partial one too, with "drop" full ones only. An epoch's plan cuts
+    "pad" the last partial one too (where the source pads it: not decoded images), with
+    "drop" full ones only. An epoch's plan cuts
     batches window by window (`data.pipeline.epoch_order`), so with "pad" it may hold a
     few more (a padded batch a window), with "drop" a few fewer (up to batch_size - 1
     units a window left for the epoch: about 1 % at the default shuffle_buffer and
     batch 64)."""
     batch_size, data = config.train.batch_size, config.data
-    pad = data.partial_batches == "pad"
+    pad = data.partial_batches == "pad" and source.pads_partial_batches
     unreadable = {p for p, _ in source.skipped("train")}
     captions = sum(len(r.captions) for p, r in enumerate(records) if p not in unreadable)
     mode = batching_mode(data, source)
@@ -119,7 +120,9 @@ def batching(config, records, source, replicas):
             f"batch {batch_size}",
         )
     if steps == 0:
-        fix = "" if pad else ": lower train.batch_size or set data.partial_batches pad"
+        fix = ": lower train.batch_size"
+        if not pad and source.pads_partial_batches:
+            fix += " or set data.partial_batches pad"
         raise KerasSaatError(
             f"only {captions} training captions for a batch size of {batch_size} ({text}){fix}"
         )

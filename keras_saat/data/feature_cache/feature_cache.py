@@ -48,6 +48,7 @@ class FeatureCache:
     (`keras_saat.data.pipeline.feature_source`) whose batches hold "features"."""
 
     streams = True  # an epoch reads every row from disk
+    pads_partial_batches = True
 
     def __init__(self, directory):
         self.directory = Path(directory)

@@ -59,6 +59,7 @@ class ResidentFeatures:
     """
 
     streams = False  # read from the cache once, when the table is filled
+    pads_partial_batches = True
 
     def __init__(self, cache, split="train", dtype=None, strategy=None, chunk=1024):
         self.cache, self.split = cache, split

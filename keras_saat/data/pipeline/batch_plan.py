@@ -22,8 +22,8 @@ class BatchPlan:
             shape, best for XLA).
         drop_remainder: bool. Drop each window's (and length bucket's) last partial batch
             (static shapes), or keep it. Defaults to True.
-        pad_remainder: bool. With drop_remainder False: keep a last partial batch at the
-            full batch size, its empty places padding (a caption of <pad> alone, which
+        pad_remainder: bool. Keep a last partial batch (drop_remainder does not apply) at
+            the full batch size, its empty places padding (a caption of <pad> alone, which
             weighs nothing in the loss, beside any image's features), so every unit is in
             the epoch once and every batch has the same static shape. Decoded images drop
             the epoch's last partial batch instead (a backbone's batch statistics would
@@ -47,8 +47,8 @@ class BatchPlan:
     def __post_init__(self):
         if self.per_image is not None and self.bucket_by_length:
             raise ValueError("per-image groups are not bucketed by caption length")
-        if self.pad_remainder and self.drop_remainder:
-            raise ValueError("pad_remainder pads the partial batches drop_remainder drops")
+        if self.pad_remainder:  # what becomes of a partial batch: padded, not dropped
+            object.__setattr__(self, "drop_remainder", False)
 
     @property
     def sliced(self):

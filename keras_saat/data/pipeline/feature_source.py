@@ -15,10 +15,14 @@ class FeatureSource(Protocol):
     Attributes:
         streams: bool. Whether an epoch reads the features from disk (then per-image
             batches read each image once, not once per caption: `data.batching` auto).
+        pads_partial_batches: bool. Whether a plan's `pad_remainder` pads a partial batch
+            (features: padding rows weigh nothing) or drops it (decoded images: padding
+            images would reach a training backbone's batch statistics).
         cache: FeatureCache or None. The cache whose rows the source holds.
     """
 
     streams: bool
+    pads_partial_batches: bool
     cache: object
 
     def shard_positions(self, split, records):

@@ -21,6 +21,7 @@ class ImageFiles:
     """
 
     streams = False  # no features on disk: per-image groups save nothing
+    pads_partial_batches = False  # padding images would reach the backbone's batch statistics
     cache = None
 
     def __init__(self, image_size, resize="crop"):
@@ -65,8 +66,7 @@ class ImageFiles:
         shapes = {"images": spec["images"].shape, "tokens": spec["tokens"].shape}
         padding = {"images": tf.constant(0, tf.uint8), "tokens": tf.constant(PAD_ID, tf.int32)}
         # The units of every window are batched as one stream, so at most the epoch's last
-        # batch is partial; padding images would reach a training backbone's batch
-        # statistics, so `pad_remainder` drops it.
+        # batch is partial; `pad_remainder` drops it (`pads_partial_batches`).
         out = units.padded_batch(plan.batch_size, shapes, padding, drop_remainder=not plan.sliced)
         if not plan.float_images:
             return out

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_saat.config import from_dict
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.feature_cache.resident_features import ResidentFeatures
 from keras_saat.data.feature_cache.shard_checks import naming_damaged_shards
@@ -14,6 +15,7 @@ from keras_saat.data.pipeline.batch_plan import BatchPlan
 from keras_saat.data.pipeline.epoch_order import epoch_plan, from_step
 from keras_saat.data.pipeline.input_pipeline import caption_batches, token_table
 from keras_saat.errors import KerasSaatError
+from keras_saat.experiment.epoch_batches import batching
 from keras_saat.testing.synthetic_data import write_synthetic_cache
 from keras_saat.text import PAD_ID, Vocabulary
 
@@ -114,6 +116,30 @@ def test_padded_epochs_hold_every_caption_once_in_full_batches(world, mode):
             out += [tuple(r[r != PAD_ID]) for r in rows if (r != PAD_ID).any()]
     assert sorted(seen) == expected  # each caption once
     assert len(dropped) < len(seen)  # dropping leaves some out
+
+
+@pytest.mark.parametrize("partial", ["pad", "drop"])
+@pytest.mark.parametrize("mode", ["per_caption", "per_image"])
+def test_an_epoch_holds_the_steps_its_batching_counts(world, mode, partial):
+    records, folder, vocabulary = world
+    cache = FeatureCache(folder)
+    settings = {"partial_batches": partial, "batching": mode, "shuffle_buffer": 1000}
+    config = from_dict({"data": settings, "train": {"batch_size": 15}})
+    batches = batching(config, records, cache, 1)
+    plan = batches.plan(config.data, seed=3)
+    epoch = list(
+        caption_batches(cache, "train", records, token_table(records, vocabulary, 20), plan)
+    )
+    # 38 readable images of 5 captions in one window: 190 captions in batches of 15, or
+    # 38 images in batches of 3; 12 full batches and a partial one, padded or dropped.
+    assert len(epoch) == batches.steps == (13 if partial == "pad" else 12)
+    # A split smaller than one batch: one padded batch, or an error that says what to change.
+    bigger = from_dict({"data": settings, "train": {"batch_size": 200}})
+    if partial == "pad":
+        assert batching(bigger, records, cache, 1).steps == 1
+    else:
+        with pytest.raises(KerasSaatError, match="or set data.partial_batches pad$"):
+            batching(bigger, records, cache, 1)
 
 
 def test_a_resumed_epoch_reads_only_the_windows_from_its_batch(world):
