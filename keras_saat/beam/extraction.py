@@ -10,7 +10,8 @@ CACHE/.beam/<shard file>.txt (its split, number, and its images' positions, ids 
 paths) and saves the frozen encoder's weights there; the pipeline reads an image a
 worker, encodes batches on the workers (`EncoderHandler`, one encoder a worker), and
 writes each shard file whole (`feature_example`, the one-process path's records),
-then CACHE/.beam/<shard file>.json: the shard's progress.jsonl line. The driver folds
+then CACHE/.beam/<shard file>.json: the shard's progress.jsonl line (with the hash of its
+images' bytes, `shard_content`, read again by the writer). The driver folds
 those lines into index.json as the one-process path does.
 """
 
@@ -192,6 +193,23 @@ def _failed(failure):
         yield file, ("skip", position, reason)
 
 
+def _content(header, images):
+    """The shard's `shard_content` (its images' bytes, as the one-process path records
+    it, so a copy of the cache whose images have new times keeps their features), or
+    None where a file's stamp is no longer the one the launcher took (`inputs`)."""
+    from keras_saat.data.feature_cache.cache_format import shard_content, shard_inputs
+    from keras_saat.data.readers.caption_dataset import ImageRecord
+
+    records = [
+        ImageRecord(image.imgid, Path(image.path), header["split"], [])
+        for _, image in sorted(images.items())
+    ]
+    content = shard_content(records)  # stats each file now, before and after its read
+    if shard_inputs(records, fresh=True) != header["inputs"]:  # changed since the launch
+        return None
+    return content
+
+
 class _WriteShard(beam.DoFn):
     """(file, items) -> the shard file, written whole, then its record in CACHE/.beam."""
 
@@ -224,6 +242,7 @@ class _WriteShard(beam.DoFn):
             "split": header["split"],
             "shard": header["shard"],
             "inputs": header["inputs"],
+            "content": _content(header, images),
             "written": len(written),
             "skipped": skipped_entries(images, images, written, skips),
             "skips": dict(skips.where),

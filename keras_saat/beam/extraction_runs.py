@@ -52,7 +52,11 @@ def _finished_record(directory, file):
         for reason, places in record["skips"].items():
             for place in places:
                 skips.add(reason, place)
-        return record, skips, int(record["written"]), list(record["skipped"]), record["inputs"]
+        content = record.get("content")
+        if not isinstance(content, (str, type(None))):
+            return None
+        written, skipped = int(record["written"]), list(record["skipped"])
+        return record, skips, written, skipped, record["inputs"], content
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
         return None
 
@@ -69,9 +73,9 @@ def _fold_finished(directory, index, split, numbers, skips, inputs):
         found = _finished_record(directory, shard["file"])
         if found is None or found[4] != inputs[number]:
             continue
-        _, shard_skips, written, skipped, _ = found
+        _, shard_skips, written, skipped, _, content = found
         skips.merge(shard_skips)  # strict: raises before the shard is recorded
-        finish_shard(directory, split, number, shard, written, skipped, inputs[number])
+        finish_shard(directory, split, number, shard, written, skipped, inputs[number], content)
         folded.append(number)
     return folded
 
