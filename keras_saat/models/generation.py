@@ -93,6 +93,10 @@ class CaptionGeneration:
         if key not in self._decode_fns:
             # A partial, not a lambda: TensorFlow counts retracings per function's code,
             # so one lambda per key would read as one function retraced at every new key.
+            # Not converted by AutoGraph: the searches are written as tf.while_loop, and the
+            # layers' Python branches are on Python values, so the graph is the one
+            # AutoGraph would give (tests/models/test_generation.py), 4-6 s sooner in a
+            # fresh process.
             self._decode_fns[key] = tf.function(
                 functools.partial(
                     self.generate_step,
@@ -101,6 +105,7 @@ class CaptionGeneration:
                     length_penalty=float(length_penalty),
                 ),
                 jit_compile=self.decode_jit_compile,
+                autograph=False,
             )
         return self._decode_fns[key](tf.convert_to_tensor(features, tf.float32))
 
