@@ -9,6 +9,7 @@ shards are kept. `train` reads the result as any other cache.
 """
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -34,10 +35,13 @@ from keras_saat.data.feature_cache.cache_index import (
     shard_records,
     split_entry,
     todo_shards,
+    whole_entry,
 )
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.readers.caption_dataset import SPLITS, Skips
 from keras_saat.errors import KerasSaatError
+
+_HASH = re.compile(r"[0-9a-f]{32}")  # a `shard_content`
 
 
 def _finished_record(directory, file):
@@ -53,10 +57,9 @@ def _finished_record(directory, file):
             for place in places:
                 skips.add(reason, place)
         content = record.get("content")
-        if not isinstance(content, (str, type(None))):
+        if not (content is None or (isinstance(content, str) and _HASH.fullmatch(content))):
             return None
-        written, skipped = int(record["written"]), list(record["skipped"])
-        return record, skips, written, skipped, record["inputs"], content
+        return record, skips, record["written"], record["skipped"], record["inputs"], content
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
         return None
 
@@ -68,12 +71,16 @@ def _fold_finished(directory, index, split, numbers, skips, inputs):
     `shard_inputs` now: an image changed after a run was stopped) is not recorded, so
     it is extracted again."""
     folded = []
+    entry = index["splits"][split]
     for number in numbers:
         shard = shard_entry(index, split, number)
         found = _finished_record(directory, shard["file"])
         if found is None or found[4] != inputs[number]:
             continue
         _, shard_skips, written, skipped, _, content = found
+        fields = {"done": True, "written": written, "skipped": skipped}
+        if not whole_entry(fields, entry["shard_size"], entry["count"]):
+            continue  # a record of another shape: the shard is written again
         skips.merge(shard_skips)  # strict: raises before the shard is recorded
         finish_shard(directory, split, number, shard, written, skipped, inputs[number], content)
         folded.append(number)

@@ -233,3 +233,35 @@ def test_missing_files_and_a_batch_the_encoder_raises_on_are_skips_not_failures(
         assert_that(done, equal_to([expected]))
     written = list(tf.data.TFRecordDataset(str(directory / "val-00000-of-00001.tfrecord")))
     assert len(written) == 1
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("written", "4"), ("written", -1), ("written", 10**9), ("skipped", "xy"),
+     ("skipped", [[99, "x"]]), ("content", 7), ("content", "not a hash")],
+)  # fmt: skip
+def test_a_beam_record_of_another_shape_is_not_folded(tmp_path, field, value):
+    """A shard's record in CACHE/.beam (a stopped run's, or one planted there) is folded
+    into the index only with the layout's fields; another shape leaves the shard to be
+    written again rather than an index.json no cache opens."""
+    from keras_saat.beam.extraction import BEAM_DIR, DONE_SUFFIX
+    from keras_saat.beam.extraction_runs import _fold_finished
+    from keras_saat.data.readers.caption_dataset import Skips
+
+    file = "train-00000-of-00001.tfrecord"
+    (tmp_path / file).write_bytes(b"written by a worker")
+    (tmp_path / BEAM_DIR).mkdir()
+    record = {"split": "train", "shard": 0, "inputs": "stamps", "content": "0123abcd" * 4,
+              "written": 4, "skipped": [[1, "undecodable image"]], "skips": {}}  # fmt: skip
+
+    def fold(record):
+        shard = {"file": file, "done": False, "written": 0, "skipped": []}
+        index = {"splits": {"train": {"count": 5, "shard_size": 5, "shards": [shard]}}}
+        (tmp_path / BEAM_DIR / (file + DONE_SUFFIX)).write_text(json.dumps(record))
+        folded = _fold_finished(tmp_path, index, "train", [0], Skips(), {0: "stamps"})
+        return folded, shard
+
+    folded, shard = fold(record)
+    assert folded == [0] and shard["done"] and shard["content"] == record["content"]
+    folded, shard = fold({**record, field: value})
+    assert folded == [] and not shard["done"]

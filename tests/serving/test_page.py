@@ -95,14 +95,27 @@ def test_the_page_captions_uploads_and_shows_attention_per_word(
 
     # Each word its own map, drawn by the page's own `showCard`: the small model above
     # attends almost uniformly (its steps' maps may shade alike), so a prediction whose
-    # steps attend to opposite corners of the grid, then the first corner again.
+    # steps attend to the grid's top-right and bottom-left cells, then top-right again.
     def corner(row, col):
         return [[float((i, j) == (row, col)) for j in range(8)] for i in range(8)]
+
+    def brightness(quarter):  # the canvas's mean RGB over its top-right or bottom-left quarter
+        return browser.execute_script(
+            """const canvas = arguments[0].querySelector('canvas');
+            const half = canvas.width / 2, right = arguments[1] === 'top right';
+            const data = canvas.getContext('2d').getImageData(
+                right ? half : 0, right ? 0 : half, half, half).data;
+            let sum = 0;
+            for (let i = 0; i < data.length; i += 4) sum += data[i] + data[i + 1] + data[i + 2];
+            return sum / (data.length / 4);""",
+            card,
+            quarter,
+        )
 
     suffix = test_images[0].suffix.lstrip(".").replace("jpg", "jpeg")
     image = f"data:image/{suffix};base64," + base64.b64encode(test_images[0].read_bytes()).decode()
     prediction = {"valid": True, "tokens": ["top", "bottom", "<end>"], "log_prob": -1.0,
-                  "attention": [corner(0, 0), corner(7, 7), corner(0, 0)]}  # fmt: skip
+                  "attention": [corner(0, 7), corner(7, 0), corner(0, 7)]}  # fmt: skip
     browser.execute_script(
         "showCard(arguments[0], arguments[1])", {"name": "corners", "url": image}, prediction
     )
@@ -115,7 +128,7 @@ def test_the_page_captions_uploads_and_shows_attention_per_word(
             "return arguments[0].querySelector('canvas').toDataURL().length > 5000", card
         )
     )
-    drawn = []
+    drawn, quarters = [], []
     for step, word in enumerate(card.find_elements(By.CSS_SELECTOR, ".word")):
         ActionChains(browser).move_to_element(word).perform()
         wait.until(
@@ -124,7 +137,11 @@ def test_the_page_captions_uploads_and_shows_attention_per_word(
             )
         )
         drawn.append(canvas_pixels(browser, card))
+        quarters.append((brightness("top right"), brightness("bottom left")))
     assert drawn[0] != drawn[1] and drawn[2] == drawn[0]  # each step its own map
+    # The attended cell is left bright where it lies on the image: top right at step 0,
+    # bottom left at step 1 (a transposed or turned map would swap them).
+    assert quarters[0][0] > quarters[1][0] and quarters[1][1] > quarters[0][1]
 
     raw = browser.find_element(By.ID, "request").get_attribute("textContent")
     assert "POST /v1/models/cap:predict" in raw and '"b64"' in raw

@@ -64,7 +64,7 @@ def _damaged(directory, what):
     )
 
 
-def _whole_entry(shard, shard_size, count):
+def whole_entry(shard, shard_size, count):
     """Whether a shard's entry has the layout's fields: done, written and skipped within the
     shard's size, each skip a [position, reason] inside the split."""
     written, skipped = shard.get("written"), shard.get("skipped")
@@ -111,7 +111,7 @@ def check_layout(directory, index):
         ):
             raise _damaged(directory, f"has no image count or shard size for {split}")
         for number, shard in enumerate(shards):
-            if not _whole_entry(shard, entry["shard_size"], entry["count"]):
+            if not whole_entry(shard, entry["shard_size"], entry["count"]):
                 raise _damaged(directory, f"has a malformed entry for {split}'s shard {number}")
             if shard.get("file") != shard_file(split, number, len(shards)):
                 raise _damaged(
