@@ -96,7 +96,7 @@ class CaptionGeneration:
             # Not converted by AutoGraph: the searches are written as tf.while_loop, and the
             # layers' Python branches are on Python values, so the graph is the one
             # AutoGraph would give (tests/models/test_generation.py), 2-3 s sooner in a
-            # fresh process.
+            # fresh process (benchmarks/decode_first_call.py).
             self._decode_fns[key] = tf.function(
                 functools.partial(
                     self.generate_step,

@@ -29,7 +29,7 @@ def _ops(concrete):
 def test_decoding_traces_to_the_graph_autograph_would_give(attention, beam_size, precision):
     """The searches are tf.while_loops and the layers branch on Python values only, so the
     decode function skips AutoGraph's conversion (2-3 s of a fresh process's first
-    caption) and traces the same ops, in the graph and the loops' bodies."""
+    decode: benchmarks/decode_first_call.py) and traces the same ops, in the graph and the loops' bodies."""
     vocabulary = Vocabulary.build([vocabulary_words()])
     with dtype_policy(precision):
         model = Captioner(
