@@ -13,6 +13,12 @@ from keras import ops
 from keras_saat.text.vocabulary import PAD_ID
 
 
+def caption_rows(tokens):
+    """1 where a token row holds a caption, 0 for a row of <pad> alone (the empty rows of
+    per-image groups and of padded batches, which weigh nothing): (B, T + 1) -> (B,)."""
+    return ops.cast(ops.any(ops.not_equal(tokens[:, 1:], PAD_ID), axis=1), "float32")
+
+
 def sequence_log_likelihood(logits, targets, mask):
     """log p(y | a) summed over the caption's words: (B, T, K), (B, T), (B, T) -> (B,)."""
     nll = ops.sparse_categorical_crossentropy(targets, logits, from_logits=True)  # (B, T)
@@ -90,8 +96,7 @@ def caption_loss(
     }
     targets = tokens[:, 1:]
     mask = ops.cast(ops.not_equal(targets, PAD_ID), "float32")  # (B, T)
-    # A row of <pad> alone is no caption (the empty rows of per-image batches): weight 0.
-    captions = ops.cast(ops.max(mask, axis=1) > 0, "float32")  # (B,)
+    captions = caption_rows(tokens)  # (B,): a row of <pad> alone weighs nothing
     caption_count = ops.maximum(ops.sum(captions), 1.0)
     log_p_y = sequence_log_likelihood(outputs["logits"], targets, mask)  # (B,)
     penalty = doubly_stochastic_penalty(outputs["alphas"], mask) * captions  # (B,)

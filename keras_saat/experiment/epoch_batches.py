@@ -50,7 +50,6 @@ class EpochBatches:
 
     def plan(self, data, seed, start_step=0):
         """The `BatchPlan` of one epoch (`data`: the run's DataConfig)."""
-        remainder = {"pad_remainder": self.pad}
         if self.per_image is None:
             return BatchPlan(
                 self.units,
@@ -58,7 +57,7 @@ class EpochBatches:
                 seed=seed,
                 bucket_by_length=data.bucket_by_length,
                 start_step=start_step,
-                **remainder,
+                pad_remainder=self.pad,
             )
         return BatchPlan(
             self.units,
@@ -66,7 +65,7 @@ class EpochBatches:
             shuffle_buffer=max(data.shuffle_buffer // self.per_image, 1),
             seed=seed,
             start_step=start_step,
-            **remainder,
+            pad_remainder=self.pad,
         )
 
 

@@ -20,6 +20,7 @@ import keras
 import tensorflow as tf
 
 from keras_saat.errors import KerasSaatError
+from keras_saat.losses import caption_rows
 from keras_saat.text.vocabulary import PAD_ID
 
 
@@ -190,11 +191,10 @@ class Trainer:
         resident = self.resident
 
         def caption_count(batch):
-            """Captions in a replica's batch: rows with a word (padding rows have none)."""
-            targets = model.caption_tokens(batch["tokens"])[:, 1:]
-            return tf.reduce_sum(tf.cast(tf.reduce_any(targets != PAD_ID, axis=1), tf.float32))
+            """Captions in a replica's batch (padding rows hold none)."""
+            return tf.reduce_sum(caption_rows(model.caption_tokens(batch["tokens"])))
 
-        def replica_step(batch, total_captions):
+        def replica_step(batch, captions, total_captions):
             if "image_index" in batch:  # rows of the device-resident features
                 if resident is None:
                     raise KerasSaatError(
@@ -209,7 +209,7 @@ class Trainer:
             # a mean over the global batch's captions: a replica's mean weighs its share
             # of them (replicas hold unequal numbers where a batch has padding rows).
             tokens = model.caption_tokens(batch["tokens"])
-            share = caption_count(batch) / tf.maximum(total_captions, 1.0)
+            share = captions / tf.maximum(total_captions, 1.0)
             with tf.GradientTape() as tape:
                 outputs = model(batch, training=True)
                 terms = model.loss_terms(outputs, tokens)
@@ -243,10 +243,9 @@ class Trainer:
 
         @tf.function(autograph=False, jit_compile=True if whole else None)
         def step(batch):
-            total_captions = strategy.reduce(
-                tf.distribute.ReduceOp.SUM, strategy.run(caption_count, args=(batch,)), axis=None
-            )
-            per_replica = strategy.run(replica_fn, args=(batch, total_captions))
+            captions = strategy.run(caption_count, args=(batch,))
+            total_captions = strategy.reduce(tf.distribute.ReduceOp.SUM, captions, axis=None)
+            per_replica = strategy.run(replica_fn, args=(batch, captions, total_captions))
             gradients, sums = tf.nest.map_structure(  # one tensor at a time (MWMS packs lists)
                 lambda v: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None), per_replica
             )

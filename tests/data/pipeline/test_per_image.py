@@ -114,17 +114,22 @@ def test_per_image_batches_give_the_per_caption_loss(attention):
         np.testing.assert_allclose(float(terms[key]), float(expected[key]), rtol=1e-5)
 
 
+def _one_step(batch, clipnorm=0.0):
+    """One SGD step of a fresh `_model` on `batch`: its scalars and the updated weights."""
+    model = _model()
+    trainer = Trainer(
+        model, keras.optimizers.SGD(0.5), clipnorm=clipnorm, jit_compile=False, log=lambda _: None
+    )
+    values = trainer.train_step({k: tf.constant(v) for k, v in batch.items()})
+    return values, [v.numpy() for v in model.trainable_variables]
+
+
 def test_a_trainer_step_on_per_image_batches_equals_the_per_caption_step():
     grouped, flat = _groups()
-    results = []
-    for batch in (grouped, flat):
-        model = _model()
-        trainer = Trainer(
-            model, keras.optimizers.SGD(0.5), clipnorm=0.0, jit_compile=False, log=lambda _: None
-        )
-        values = trainer.train_step({k: tf.constant(v) for k, v in batch.items()})
-        results.append((values, [v.numpy() for v in model.trainable_variables]))
-    (grouped_values, grouped_weights), (flat_values, flat_weights) = results
+    (grouped_values, grouped_weights), (flat_values, flat_weights) = (
+        _one_step(grouped),
+        _one_step(flat),
+    )
     np.testing.assert_allclose(grouped_values["loss"], flat_values["loss"], rtol=1e-5)
     np.testing.assert_allclose(grouped_values["nll"], flat_values["nll"], rtol=1e-5)
     for a, b in zip(grouped_weights, flat_weights, strict=True):
@@ -143,15 +148,10 @@ def test_a_padded_batchs_step_equals_the_step_on_its_real_rows(grouped):
             [real["tokens"], np.full((3, *real["tokens"].shape[1:]), PAD_ID, np.int32)]
         ),
     }
-    results = []
-    for data in (real, padded):
-        model = _model()
-        trainer = Trainer(
-            model, keras.optimizers.SGD(0.5), clipnorm=1.0, jit_compile=False, log=lambda _: None
-        )
-        values = trainer.train_step({k: tf.constant(v) for k, v in data.items()})
-        results.append((values, [v.numpy() for v in model.trainable_variables]))
-    (real_values, real_weights), (padded_values, padded_weights) = results
+    (real_values, real_weights), (padded_values, padded_weights) = (
+        _one_step(real, clipnorm=1.0),
+        _one_step(padded, clipnorm=1.0),
+    )
     for key in ("loss", "nll", "attention_penalty", "grad_norm"):
         np.testing.assert_allclose(padded_values[key], real_values[key], rtol=1e-5)
     for a, b in zip(real_weights, padded_weights, strict=True):
