@@ -151,7 +151,7 @@ def pretrain_shapes_cnn(
             ones). Defaults to 32.
         augment: bool. Vary photometry: the extra scenes on dark to light pages under
             uneven light (`keras_saat.data.shapes.page_scene`), every batch through
-            `keras_saat.images.photometry.photometric_augmentation` in the train step
+            `keras_saat.images.photometry.PhotometricViews` in the train step
             (`attribute_trainer`).
             Defaults to True.
         log: callable. Receives progress lines. Defaults to print.
@@ -217,25 +217,18 @@ def attribute_trainer(backbone, augment=True, seed=0):
     """The Keras model that pre-trains `backbone`: pixels in [0, 1] in, one 1x1-conv head of
     logits per attribute (`ATTRIBUTE_HEADS`) out.
 
-    With `augment`, its first layer ("augmentation") is `photometric_augmentation` and a
-    clip to [0, 1]: it runs inside the train step, on the step's device, and an XLA step
-    (Keras's "auto" on a GPU) compiles it with the CNN rather than leave it to one host
-    thread of tf.data (docs/performance.md, "The demo"). Keras's random layers pass
-    inference through, so `predict` sees the pixels as they are.
+    With `augment`, its first layer ("augmentation") is
+    `keras_saat.images.photometry.PhotometricViews`: `photometric_augmentation` and a
+    clip to [0, 1], in the train step, on the step's device, compiled by XLA on a CPU too
+    (docs/performance.md, "The demo"). Inference passes through it, so `predict` sees the
+    pixels as they are.
     """
     import keras
 
-    from keras_saat.images.photometry import photometric_augmentation
+    from keras_saat.images.photometry import PhotometricViews
 
     pixels = keras.Input(backbone.input.shape[1:], name="scenes")
-    seen = pixels
-    if augment:
-        augmentation = keras.Sequential(
-            # ReLU with a maximum of 1: the clip back to [0, 1]
-            [photometric_augmentation(seed), keras.layers.ReLU(max_value=1.0, name="clip")],
-            name="augmentation",
-        )
-        seen = augmentation(pixels)
+    seen = PhotometricViews(seed, name="augmentation")(pixels) if augment else pixels
     features = backbone(seen)
     heads = {
         name: keras.layers.Conv2D(classes, 1, name=name)(features)

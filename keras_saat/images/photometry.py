@@ -1,10 +1,14 @@
 """Photometric augmentation: Keras's own preprocessing layers, with ranges that vary a
 picture as light, exposure and a camera vary it and leave every colour its name.
 
-The Shapes CNN's pre-training runs each batch through it, and the Shapes world's varied
-training scenes (`write_shapes_dataset(varied=...)`) are drawn through it
-(docs/performance.md, "Robustness").
+The Shapes CNN's pre-training runs each batch through it (`PhotometricViews`, in its
+train step), and the Shapes world's varied training scenes
+(`write_shapes_dataset(varied=...)`) are drawn through it (docs/performance.md,
+"Robustness").
 """
+
+import keras
+import tensorflow as tf
 
 # The ranges, by what they cover (pixels in [0, 1]):
 BRIGHTNESS = 0.15  # exposure: every pixel moved by up to 0.15 (38 of 255), up or down
@@ -27,8 +31,6 @@ def photometric_augmentation(seed=0):
     Args:
         seed: int. The layers' seeds (seed .. seed + 3). Defaults to 0.
     """
-    import keras
-
     return keras.Sequential(
         [
             keras.layers.RandomBrightness(BRIGHTNESS, value_range=(0, 1), seed=seed),
@@ -51,3 +53,44 @@ def augmented_uint8(pixels, seed=0, batch_size=256):
         varied = np.clip(np.asarray(augmentation(batch, training=True)), 0, 1)
         out[start : start + batch_size] = np.rint(varied * 255).astype(np.uint8)
     return out
+
+
+@keras.saving.register_keras_serializable(package="keras_saat")
+class PhotometricViews(keras.layers.Layer):
+    """`photometric_augmentation` and a clip to [0, 1] as one layer, its training call
+    compiled by XLA wherever it runs; inference passes the pixels through.
+
+    Keras's `jit_compile="auto"` leaves a CPU's train step to TensorFlow op by op, and
+    there the hue and saturation layers' colour-space conversions take about a third of
+    the Shapes CNN's pre-training step; compiled on their own, they take a few percent
+    (docs/performance.md, "The demo"). Inside a step that XLA compiles anyway (a GPU's
+    "auto") the function is compiled with the rest.
+
+    XLA draws other random numbers than TensorFlow's kernels from the same seeds: the
+    views differ from `photometric_augmentation`'s own, seeded and repeatable alike.
+
+    Args:
+        seed: int. `photometric_augmentation`'s. Defaults to 0.
+        jit_compile: bool. Compile the training call by XLA. Defaults to True.
+    """
+
+    def __init__(self, seed=0, jit_compile=True, **kwargs):
+        super().__init__(**kwargs)
+        self.seed, self.jit_compile = seed, jit_compile
+        self.augmentation = photometric_augmentation(seed)
+        self._views = tf.function(self._draw, jit_compile=jit_compile, autograph=False)
+
+    def build(self, input_shape):
+        self.augmentation.build(input_shape)
+
+    def _draw(self, pixels):
+        return keras.ops.clip(self.augmentation(pixels, training=True), 0.0, 1.0)
+
+    def call(self, pixels, training=None):
+        return self._views(pixels) if training else pixels
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "seed": self.seed, "jit_compile": self.jit_compile}

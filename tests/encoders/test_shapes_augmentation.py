@@ -5,6 +5,8 @@ span dark to light pages."""
 import colorsys
 
 import numpy as np
+import pytest
+import tensorflow as tf
 
 from keras_saat.data.shapes import (
     COLOURS,
@@ -22,7 +24,11 @@ from keras_saat.encoders.shapes_cnn import (
     attribute_trainer,
     build_shapes_cnn,
 )
-from keras_saat.images.photometry import augmented_uint8, photometric_augmentation
+from keras_saat.images.photometry import (
+    PhotometricViews,
+    augmented_uint8,
+    photometric_augmentation,
+)
 
 CHROMATIC = {name: rgb for name, rgb in COLOURS.items() if name != "white"}
 
@@ -39,8 +45,11 @@ def nearest_colour(rgb):
     return min(CHROMATIC, key=distance)
 
 
-def test_every_augmented_colour_keeps_its_name_and_the_pictures_vary():
-    augment = photometric_augmentation(seed=3)
+@pytest.mark.parametrize("compiled", [False, True], ids=["keras layers", "PhotometricViews"])
+def test_every_augmented_colour_keeps_its_name_and_the_pictures_vary(compiled):
+    # The layers as Keras runs them, and compiled by XLA as the pre-training runs them:
+    # XLA draws other numbers from the seeds, within the same ranges.
+    augment = PhotometricViews(seed=3) if compiled else photometric_augmentation(seed=3)
     names = list(CHROMATIC)
     # 64 patches of each colour on a dark page, one pixel of colour in the middle of each.
     patches = np.zeros((64 * len(names), 8, 8, 3), np.float32) + 30 / 255
@@ -54,6 +63,29 @@ def test_every_augmented_colour_keeps_its_name_and_the_pictures_vary():
     spread = centres.reshape(len(names), 64, 3).std(axis=1)  # (colours, 3)
     assert (spread.max(axis=1) > 10).all(), spread  # exposure and contrast moved them
     assert np.array_equal(np.asarray(augment(patches, training=False)), patches)
+
+
+def test_the_views_are_compiled_on_their_own_and_repeat_by_seed():
+    """Inside a step that TensorFlow runs op by op (Keras's "auto" on a CPU) the views
+    are one XLA call; two layers of one seed draw the same views, another seed others."""
+    pixels = np.random.default_rng(5).random((4, 16, 16, 3)).astype(np.float32)
+    views = PhotometricViews(seed=1)
+    step = tf.function(lambda x: views(x, training=True) * 2.0)
+    graph = step.get_concrete_function(tf.TensorSpec(pixels.shape, tf.float32)).graph
+    compiled = [
+        op.type
+        for op in graph.get_operations()
+        if "_XlaMustCompile" in op.node_def.attr and op.get_attr("_XlaMustCompile")
+    ]
+    assert compiled == ["StatefulPartitionedCall"], compiled  # one call, XLA's
+    first = [np.asarray(views(pixels, training=True)) for _ in range(2)]
+    again = PhotometricViews(seed=1)
+    second = [np.asarray(again(pixels, training=True)) for _ in range(2)]
+    np.testing.assert_array_equal(first, second)  # the same views, step by step
+    assert not np.array_equal(first[0], first[1])  # a new view each step
+    other = np.asarray(PhotometricViews(seed=2)(pixels, training=True))
+    assert not np.allclose(other, first[0])
+    np.testing.assert_array_equal(views(pixels, training=False), pixels)
 
 
 def test_pages_run_from_dark_to_light():
