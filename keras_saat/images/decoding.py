@@ -74,6 +74,18 @@ def image_decoder(size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
     )
 
 
+@functools.lru_cache(maxsize=16)
+def batch_decoder(size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
+    """`decode_images` traced once a process for these settings (a tf.function of a (B,)
+    string batch), as `image_decoder` is for one image: a tf.data map that calls it
+    reuses the graph, so each new pipeline (each `Captioner.generate` over files) does
+    not trace the batch decoder again (docs/performance.md, "Decoding")."""
+    return tf.function(
+        lambda encoded: decode_images(encoded, size, mode, max_pixels),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+
+
 def decode_calls():
     """Parallel reads and decodes of images: one a core this process may run on (at
     least 2)."""

@@ -6,9 +6,9 @@ import numpy as np
 
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.decoding import (
+    batch_decoder,
     decode_error,
     decode_image,
-    decode_images,
     load_images,
     resize_image,
 )
@@ -68,45 +68,56 @@ class ImagePreprocessor:
     def batches(self, images, batch_size):
         """Batches of input pixels for a stream of image files or encoded bytes.
 
-        Files are read one at a time and decoded a batch at a time in a `tf.data`
-        pipeline, with the exported graph's decoder (`decode_images`), so memory holds a
-        few batches whatever the number of images, and a file that cannot be read or
-        decoded marks its own row invalid instead of failing the batch. A batch holds at
-        most MAX_BATCH_BYTES of encoded images (a larger file alone), so a folder of large
-        files costs a batch's bytes, not `batch_size` times the largest file.
+        Files are read one at a time and decoded a batch at a time, with the exported
+        graph's decoder (`decode_images`, traced once a process: `batch_decoder`), one
+        batch read and decoded ahead on a worker thread while the caller uses the last;
+        so memory holds a few batches whatever the number of images, and a file that
+        cannot be read or decoded marks its own row invalid instead of failing the
+        batch. A batch holds at most MAX_BATCH_BYTES of encoded images (a larger file
+        alone), so a folder of large files costs a batch's bytes, not `batch_size` times
+        the largest file. No tf.data pipeline is built for a call: each would optimise
+        and instantiate the decoder's graph again, about a second a call
+        (docs/performance.md, "Decoding").
 
         Args:
             images: iterable of paths or encoded image bytes (a generator is fine).
             batch_size: int. Images per batch.
 
-        Returns:
-            tf.data.Dataset of dicts: image (B,) string (the path, or "#<index>" for
-            bytes), pixels (B, S, S, 3) float32, valid (B,) bool, error (B,) string.
+        Yields:
+            dicts: image (list of str: the path, or "#<index>" for bytes), pixels
+            (B, S, S, 3) float32 tensor, valid (B,) bool array, error (list of str).
         """
-        import tensorflow as tf
+        import concurrent.futures
 
         from keras_saat.images.image_files import batches_by_bytes, encoded_images
 
-        def read():
-            for batch in batches_by_bytes(encoded_images(images), int(batch_size), size=_bytes):
-                yield tuple(list(column) for column in zip(*batch, strict=True))
+        decoder = batch_decoder(self.image_size, self.resize, self.max_pixels)
+        groups = batches_by_bytes(encoded_images(images), int(batch_size), size=_bytes)
 
-        text = tf.TensorSpec((None,), tf.string)
-        files = tf.data.Dataset.from_generator(read, output_signature=(text, text, text))
-
-        def decode(name, data, read_error):
-            pixels, decoded, error = decode_images(
-                data, self.image_size, self.resize, self.max_pixels
-            )
-            unread = tf.not_equal(read_error, "")
+        def next_batch():
+            group = next(groups, None)
+            if group is None:
+                return None
+            names, data, read_errors = (list(column) for column in zip(*group, strict=True))
+            pixels, decoded, errors = decoder(np.array(data, dtype=object))
+            errors = [e.decode("utf-8", "replace") for e in errors.numpy()]
             return {
-                "image": name,
+                "image": names,
                 "pixels": pixels,
-                "valid": tf.logical_and(decoded, tf.logical_not(unread)),
-                "error": tf.where(unread, read_error, error),
+                "valid": decoded.numpy() & np.array([not e for e in read_errors]),
+                "error": [
+                    unread or error for unread, error in zip(read_errors, errors, strict=True)
+                ],
             }
 
-        return files.map(decode).prefetch(1)
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="keras-saat-read")
+        try:
+            ahead = pool.submit(next_batch)
+            while (batch := ahead.result()) is not None:
+                ahead = pool.submit(next_batch)
+                yield batch
+        finally:
+            pool.shutdown(cancel_futures=True)
 
     def rows(self, images, batch_size):
         """Dicts of image (names), pixels, valid and error, `batch_size` rows each, for
@@ -119,13 +130,7 @@ class ImagePreprocessor:
             return
         if isinstance(images, (str, Path, bytes, bytearray)):
             images = [images]
-        for batch in self.batches(images, batch_size):
-            yield {
-                "image": [n.decode("utf-8", "replace") for n in batch["image"].numpy()],
-                "pixels": batch["pixels"],
-                "valid": batch["valid"].numpy(),
-                "error": [e.decode("utf-8", "replace") for e in batch["error"].numpy()],
-            }
+        yield from self.batches(images, batch_size)
 
     def _decode(self, encoded):
         import tensorflow as tf

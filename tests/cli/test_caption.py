@@ -3,6 +3,7 @@
 import csv
 import json
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -137,6 +138,27 @@ def test_generate_stream_reads_a_generator_a_few_batches_ahead(shapes_dir):
     assert len(pulled) <= 4 * 6  # the batch decoded plus tf.data's prefetch, not all 224
     rest = list(stream)
     assert len(rest) == len(paths) * 4 - 1 and len(pulled) == len(paths) * 4
+
+
+def test_later_generate_calls_over_files_reuse_the_traced_batch_decoder(shapes_dir):
+    """A notebook or a callback calls `generate` again and again: the files' batch decoder
+    is traced once a process, and a stream stopped early leaves no reader behind."""
+    from keras_saat.images.decoding import batch_decoder
+
+    model, _ = small_model(beam_size=1)
+    paths = sorted((shapes_dir / "images").glob("*.png"))
+    decoder = batch_decoder(model.image_size, model.resize, model.max_pixels)
+    first = model.generate(paths[:3], batch_size=2)
+    traced = decoder.experimental_get_tracing_count()
+    assert traced >= 1
+    assert model.generate(paths[:3], batch_size=2) == first
+    mixed = [paths[3], b"not an image", paths[4]]
+    assert model.generate(mixed, batch_size=4, errors="skip")[1] is None
+    assert decoder.experimental_get_tracing_count() == traced
+    stream = model.generate_stream(paths, batch_size=2)
+    next(stream)
+    stream.close()  # the worker thread is shut down with it
+    assert not [t for t in threading.enumerate() if t.name.startswith("keras-saat-read")]
 
 
 @pytest.mark.slow
