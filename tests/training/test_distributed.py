@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -187,8 +188,11 @@ def test_killed_run_resumes_to_the_same_weights(tmp_path, shapes_dir):
     assert straight.returncode == 0, straight.stderr[-3000:]
     assert "features resident" not in straight.stdout
 
+    # The same images and frozen backbone: the straight run's feature cache serves both.
+    shutil.copytree(tmp_path / "straight" / "features", tmp_path / "resumed" / "features")
     killed = python(TRAIN, str(tmp_path / "resumed"), resident, "6")  # mid-epoch, after ckpt-4
     assert killed.returncode == -9, killed.stderr[-3000:]
+    assert "extract train: cached (40 images)" in killed.stdout
     assert "features resident on CPU: 40 images" in killed.stdout
     assert tf.train.latest_checkpoint(str(tmp_path / "resumed" / "checkpoints")).endswith("ckpt-4")
     resumed = python(TRAIN, str(tmp_path / "resumed"), resident)
