@@ -62,27 +62,29 @@ def load_image(path, size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
         raise KerasSaatError(f"cannot read image {path}: {decode_error(err)}") from None
 
 
-@functools.lru_cache(maxsize=16)
 def image_decoder(size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
     """`decode_image` traced once a process for these settings (a tf.function of one
     scalar string): a call then runs one graph, not the header checks' ops one by one,
     calls from several threads run at once, and a tf.data map that calls it reuses the
     graph instead of tracing the decoder again for each new dataset."""
-    return tf.function(
-        lambda encoded: decode_image(encoded, size, mode, max_pixels),
-        input_signature=[tf.TensorSpec([], tf.string)],
-    )
+    return _traced(decode_image, (), int(size), mode, int(max_pixels))
 
 
-@functools.lru_cache(maxsize=16)
 def batch_decoder(size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
     """`decode_images` traced once a process for these settings (a tf.function of a (B,)
-    string batch), as `image_decoder` is for one image: a tf.data map that calls it
-    reuses the graph, so each new pipeline (each `Captioner.generate` over files) does
-    not trace the batch decoder again (docs/performance.md, "Decoding")."""
+    string batch), as `image_decoder` is for one image: each `Captioner.generate` over
+    files calls the same graph instead of tracing and optimising the batch decoder again
+    (docs/performance.md, "Decoding")."""
+    return _traced(decode_images, (None,), int(size), mode, int(max_pixels))
+
+
+@functools.lru_cache(maxsize=32)
+def _traced(decode, shape, size, mode, max_pixels):
+    """`decode` as a tf.function of a string tensor of `shape`, one a process for each
+    (size, mode, max_pixels), however its callers pass them."""
     return tf.function(
-        lambda encoded: decode_images(encoded, size, mode, max_pixels),
-        input_signature=[tf.TensorSpec([None], tf.string)],
+        lambda encoded: decode(encoded, size, mode, max_pixels),
+        input_signature=[tf.TensorSpec(list(shape), tf.string)],
     )
 
 

@@ -58,7 +58,8 @@ def augmented_uint8(pixels, seed=0, batch_size=256):
 @keras.saving.register_keras_serializable(package="keras_saat")
 class PhotometricViews(keras.layers.Layer):
     """`photometric_augmentation` and a clip to [0, 1] as one layer, its training call
-    compiled by XLA wherever it runs; inference passes the pixels through.
+    compiled by XLA wherever it runs; `training=False` (Keras's `predict`) passes the
+    pixels through.
 
     Keras's `jit_compile="auto"` leaves a CPU's train step to TensorFlow op by op, and
     there the hue and saturation layers' colour-space conversions take about a third of
@@ -86,7 +87,7 @@ class PhotometricViews(keras.layers.Layer):
     def _draw(self, pixels):
         return keras.ops.clip(self.augmentation(pixels, training=True), 0.0, 1.0)
 
-    def call(self, pixels, training=None):
+    def call(self, pixels, training=True):  # as Keras's random layers: views unless told
         return self._views(pixels) if training else pixels
 
     def compute_output_shape(self, input_shape):

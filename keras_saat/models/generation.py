@@ -7,6 +7,7 @@ words and attention grids). `generate` and `generate_stream` chain them a batch 
 time through `BatchDecoder`, which keeps every batch at one compiled shape.
 """
 
+import contextlib
 import functools
 
 import tensorflow as tf
@@ -128,7 +129,7 @@ class CaptionGeneration:
     ):
         """Captions images with the model's decoding settings (beam search by default).
 
-        Image files and encoded bytes stream through `tf.data` a batch at a time
+        Image files and encoded bytes are read and decoded a batch at a time
         (`generate_stream`), so memory does not grow with their number.
 
         Args:
@@ -191,18 +192,19 @@ class CaptionGeneration:
             batches = feature_batches(features, decoder.batch_size)
         else:
             batches = self.preprocessor(resize).rows(images, decoder.batch_size)
-        for batch in batches:
-            if "features" in batch:
-                details = decoder(features=batch["features"])
-            else:
-                details = decoder(pixels=batch["pixels"])
-            for name, valid, error, result in zip(
-                batch["image"], batch["valid"], batch["error"], details, strict=True
-            ):
-                if valid:
-                    yield {"image": name, **result, "error": ""}
-                elif errors == "raise":
-                    raise KerasSaatError(f"cannot caption {name}: {error}")
+        with contextlib.closing(batches):  # its reader stops with this stream, raised or not
+            for batch in batches:
+                if "features" in batch:
+                    details = decoder(features=batch["features"])
                 else:
-                    empty = dict.fromkeys(("caption", "words", "log_prob", "attention"))
-                    yield {"image": name, **empty, "error": error}
+                    details = decoder(pixels=batch["pixels"])
+                for name, valid, error, result in zip(
+                    batch["image"], batch["valid"], batch["error"], details, strict=True
+                ):
+                    if valid:
+                        yield {"image": name, **result, "error": ""}
+                    elif errors == "raise":
+                        raise KerasSaatError(f"cannot caption {name}: {error}")
+                    else:
+                        empty = dict.fromkeys(("caption", "words", "log_prob", "attention"))
+                        yield {"image": name, **empty, "error": error}

@@ -87,8 +87,6 @@ class ImagePreprocessor:
             dicts: image (list of str: the path, or "#<index>" for bytes), pixels
             (B, S, S, 3) float32 tensor, valid (B,) bool array, error (list of str).
         """
-        import concurrent.futures
-
         from keras_saat.images.image_files import batches_by_bytes, encoded_images
 
         decoder = batch_decoder(self.image_size, self.resize, self.max_pixels)
@@ -110,14 +108,7 @@ class ImagePreprocessor:
                 ],
             }
 
-        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="keras-saat-read")
-        try:
-            ahead = pool.submit(next_batch)
-            while (batch := ahead.result()) is not None:
-                ahead = pool.submit(next_batch)
-                yield batch
-        finally:
-            pool.shutdown(cancel_futures=True)
+        return one_ahead(next_batch, name="keras-saat-read")
 
     def rows(self, images, batch_size):
         """Dicts of image (names), pixels, valid and error, `batch_size` rows each, for
@@ -139,6 +130,44 @@ class ImagePreprocessor:
             return decode_image(encoded, self.image_size, self.resize, self.max_pixels).numpy()
         except tf.errors.InvalidArgumentError as err:
             raise KerasSaatError(f"cannot decode image bytes: {decode_error(err)}") from None
+
+
+def one_ahead(produce, name):
+    """Yields `produce()`'s results until it returns None, each next one made on a daemon
+    thread while the caller uses the last: at most two results held. An exception in
+    `produce` is raised to the caller; closing the generator (or dropping it) returns at
+    once, and the thread ends when the result in hand is made.
+
+    A plain thread, not a ThreadPoolExecutor: that one refuses work once the main thread
+    has returned, where a script's worker thread or an atexit handler may still caption.
+    """
+    import queue
+    import threading
+
+    requests, results = queue.SimpleQueue(), queue.SimpleQueue()
+
+    def work():
+        while requests.get():  # True: make the next one; False: stop
+            try:
+                result = produce()
+            except BaseException as err:  # raised to the caller
+                results.put(err)
+                return
+            results.put(result)
+            if result is None:
+                return
+
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    thread.start()
+    requests.put(True)
+    try:
+        while (result := results.get()) is not None:
+            if isinstance(result, BaseException):
+                raise result
+            requests.put(True)  # the next one, while the caller uses this one
+            yield result
+    finally:
+        requests.put(False)  # the thread ends once the result in hand is made; no wait here
 
 
 def _bytes(item):

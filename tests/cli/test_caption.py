@@ -157,8 +157,11 @@ def test_later_generate_calls_over_files_reuse_the_traced_batch_decoder(shapes_d
     assert decoder.experimental_get_tracing_count() == traced
     stream = model.generate_stream(paths, batch_size=2)
     next(stream)
-    stream.close()  # the worker thread is shut down with it
-    assert not [t for t in threading.enumerate() if t.name.startswith("keras-saat-read")]
+    stream.close()  # the reader thread ends with it, once the batch in hand is read
+    for thread in threading.enumerate():
+        if thread.name == "keras-saat-read":
+            thread.join(timeout=60)
+            assert not thread.is_alive()
 
 
 @pytest.mark.slow

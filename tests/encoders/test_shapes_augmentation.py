@@ -170,6 +170,7 @@ def test_the_trainer_augments_in_training_only_and_keeps_the_range():
             continue
         assert names[1:3] == ["augmentation", backbone.name]  # the CNN sees what it makes
         augmentation = trainer.get_layer("augmentation")
+        assert isinstance(augmentation, PhotometricViews)  # compiled (test below)
         # Inference sees the pixels as they are; training sees them augmented, clipped.
         np.testing.assert_allclose(augmentation(pixels, training=False), pixels, atol=1e-7)
         bright = np.clip(pixels * 1.5, 0, 1)  # brighter pixels: the clip has work to do
