@@ -76,7 +76,7 @@ class ImagePreprocessor:
         batch. A batch holds at most MAX_BATCH_BYTES of encoded images (a larger file
         alone), so a folder of large files costs a batch's bytes, not `batch_size` times
         the largest file. No tf.data pipeline is built for a call: each would optimise
-        and instantiate the decoder's graph again, about a second a call
+        and instantiate the decoder's graph again, seconds a call
         (docs/performance.md, "Decoding").
 
         Args:
