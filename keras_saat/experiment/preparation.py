@@ -9,6 +9,8 @@ from pathlib import Path
 import keras
 
 from keras_saat.data.feature_cache.cache_format import format_name
+from keras_saat.data.feature_cache.cache_index import open_finished
+from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.feature_cache.feature_extraction import extract_features
 from keras_saat.data.readers.reader_registry import get_reader
 from keras_saat.encoders.image_encoder import ImageEncoder
@@ -168,13 +170,21 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
 
 
 def extract(config, encoder, dataset, workdir, log=print, extractor=extract_features, **options):
-    """Fills <workdir>/features with the encoder's output for every split (resumable).
+    """Fills <workdir>/features with the encoder's output for every split (resumable), or
+    checks the finished cache `data.feature_cache` names and reads it as it is.
 
     Args:
         extractor: callable. `extract_features`, or one with its arguments (the Beam
             pipeline's `extract_features_beam`), given `options` too.
     """
     data = config.data
+    if data.feature_cache:  # another workdir's: read, never written
+        directory = Path(data.feature_cache).expanduser()
+        log(f"feature cache {directory} (data.feature_cache: read only)")
+        open_finished(
+            directory, encoder, dataset, data.resize, data.cache_dtype, data.cache_compression, log
+        )
+        return FeatureCache(directory)
     log(
         f"feature cache {Path(workdir) / FEATURES_DIR} ({format_name(data.cache_dtype, data.cache_compression)}, {data.cache_shard_size} images a shard)"
     )

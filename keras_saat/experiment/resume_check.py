@@ -19,7 +19,9 @@ MAY_CHANGE = {
         "checkpoint_every",
         "max_checkpoints",
     },
-    "data": {"resident_features", "resident_budget"},  # where the features are held
+    # where the features are held; a borrowed cache holds the features this run's
+    # extraction would make
+    "data": {"resident_features", "resident_budget", "feature_cache"},
 }
 
 

@@ -168,6 +168,31 @@ def test_extract_features_then_resume(shapes_dir, tmp_path, capsys):
     )
     assert code == 2 and "holds checkpoints of another config (changed: model.attention)" in err
 
+    # Another workdir trains a second decoder on this one's features: read, never written.
+    features = tmp_path / "features"
+    before = {p.name: p.stat().st_mtime_ns for p in features.iterdir()}
+    other = tmp_path / "hard"
+    borrow = [*argv[1:], "--set", f"data.feature_cache={features}", "--set", "train.epochs=1"]
+    borrow[borrow.index("--workdir") + 1] = str(other)
+    code, out, err = run(
+        capsys, "train", *borrow, "--set", "train.batch_size=16", "--set", "model.attention=hard"
+    )
+    assert code == 0, err
+    assert f"feature cache {features} (data.feature_cache: read only)" in out
+    assert "extract train: cached (40 images)" in out and "epoch 1/1" in out
+    assert not (other / "features").exists()
+    assert {p.name: p.stat().st_mtime_ns for p in features.iterdir()} == before
+    # A cache this run's extraction would not make, or no cache at all, is named.
+    borrow[borrow.index("--workdir") + 1] = str(tmp_path / "pad")
+    code, _, err = run(capsys, "train", *borrow, "--set", "data.resize=pad")
+    assert code == 2 and f"data.feature_cache {features} was made with another" in err
+    (tmp_path / "empty").mkdir()
+    code, _, err = run(
+        capsys, "train", *borrow, "--set", f"data.feature_cache={tmp_path / 'empty'}"
+    )
+    assert code == 2 and "no feature cache there (no index.json)" in err
+    assert {p.name: p.stat().st_mtime_ns for p in features.iterdir()} == before
+
 
 @pytest.mark.slow
 @TUTORIALS  # the tutorials' model is the demo's: one run, on the tutorials' worker

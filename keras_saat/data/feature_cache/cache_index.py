@@ -252,6 +252,64 @@ def open_extraction(directory, encoder, dataset, resize, dtype, compression):
     return open_index(directory, fingerprint, header), fingerprint
 
 
+def open_finished(directory, encoder, dataset, resize, dtype, compression, log=print):
+    """The index of a finished cache of `dataset` by `encoder` that this run reads and
+    never writes (`data.feature_cache`: another workdir's features): every split whole,
+    no image changed since. Nothing in the folder is written; each split logs "cached".
+
+    Args:
+        directory: Path. The cache folder.
+        encoder: ImageEncoder. The frozen backbone.
+        dataset: CaptionDataset.
+        resize, dtype, compression: str. The resize mode and the cache format.
+        log: callable. Defaults to print.
+
+    Raises:
+        KerasSaatError: no cache there, one this run's extraction would not make, or one
+            with a split missing, unfinished or whose images changed since.
+    """
+    import copy
+
+    directory = Path(directory)
+    where = f"data.feature_cache {directory}"
+    if not (directory / INDEX).is_file():
+        raise KerasSaatError(
+            f"{where}: no feature cache there (no {INDEX}); run keras-saat extract-features "
+            "for the workdir that owns it first, or set data.feature_cache to '' to "
+            "extract into this workdir"
+        )
+    index = read_index(directory)
+    fingerprint = {
+        "encoder": encoder_fingerprint(encoder, resize, format_name(dtype, compression)),
+        "dataset": dataset_fingerprint(dataset),
+    }
+    if index.get("version") != VERSION or index.get("fingerprint") != fingerprint:
+        raise KerasSaatError(
+            f"{where} was made with another backbone, weights, resize mode, cache format "
+            "(data.cache_dtype, data.cache_compression), compute precision or dataset, or "
+            "another keras-saat: give this run's settings, or set data.feature_cache to "
+            "'' to extract into this workdir"
+        )
+    for split in SPLITS:
+        records = dataset.split(split)
+        entry = copy.deepcopy(index["splits"].get(split))
+        if entry is None or todo_shards(directory, entry):
+            raise KerasSaatError(
+                f"{where} has the {split} split "
+                f"{'not extracted' if entry is None else 'unfinished'}; finish it with "
+                "keras-saat extract-features for the workdir that owns it"
+            )
+        changed, _ = reopen_changed(entry, records, entry["shard_size"])
+        if changed:
+            raise KerasSaatError(
+                f"{where}: images of the {split} split changed since extraction "
+                f"({len(changed)} shard(s)); extract them again with keras-saat "
+                "extract-features for the workdir that owns the cache"
+            )
+        says_todo(split, entry, [], len(records), log)
+    return index
+
+
 def split_entry(directory, index, split, records, shard_size, log=print):
     """The index's entry of `split`, ready to extract: a new split's shard list is written
     to index.json before any shard is recorded against it; an existing split keeps the

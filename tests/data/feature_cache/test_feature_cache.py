@@ -193,6 +193,40 @@ def test_a_changed_image_extracts_only_its_shard_again(shapes_copy, encoder, tmp
     assert "  extract train: cached (40 images)" in lines  # recorded: not extracted a third time
 
 
+def test_a_borrowed_cache_is_read_as_it_is_or_refused_and_never_written(
+    shapes_copy, encoder, tmp_path
+):
+    """`data.feature_cache`: another workdir's finished cache is checked and read; a
+    changed image or an unfinished split is named, and nothing in the folder changes."""
+    from keras_saat.data.feature_cache.cache_index import open_finished
+
+    quiet = lambda _: None  # noqa: E731
+    directory = tmp_path / "c"
+    extract_features(encoder, shapes_copy, directory, shard_size=16, log=quiet)
+
+    def state():
+        return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+    before, lines = state(), []
+    index = open_finished(directory, encoder, shapes_copy, "crop", "float16", "none", lines.append)
+    assert index == FeatureCache(directory).index
+    assert lines == [f"  extract {s}: cached ({n} images)" for s, n in (("train", 40), ("val", 8), ("test", 8))]  # fmt: skip
+    with pytest.raises(KerasSaatError, match="was made with another backbone"):
+        open_finished(directory, encoder, shapes_copy, "crop", "int8", "none", quiet)
+    train = shapes_copy.split("train")
+    original = train[20].path.read_bytes()
+    shutil.copy(train[1].path, train[20].path)  # shard 1's image 20: other pixels
+    with pytest.raises(KerasSaatError, match=r"images of the train split changed .*\(1 shard"):
+        open_finished(directory, encoder, shapes_copy, "crop", "float16", "none", quiet)
+    train[20].path.write_bytes(original)  # the same bytes again (new time): read as it is
+    open_finished(directory, encoder, shapes_copy, "crop", "float16", "none", quiet)
+    (directory / "val-00000-of-00001.tfrecord").unlink()  # damaged, deleted
+    with pytest.raises(KerasSaatError, match="has the val split unfinished"):
+        open_finished(directory, encoder, shapes_copy, "crop", "float16", "none", quiet)
+    del before["val-00000-of-00001.tfrecord"]
+    assert state() == before
+
+
 def test_a_dataset_copied_without_its_file_times_keeps_its_features(shapes_copy, encoder, tmp_path):
     """A copy that gives every image a new modification time (`cp -r`, scp, an object
     store) reads its shards' bytes once, keeps the features of those whose bytes are the
