@@ -109,10 +109,11 @@ class DataConfig:
     cache_shard_size: int = 1000
     # Another workdir's feature cache to read instead of extracting into this one's
     # features/ (say runs/shapes_soft/features, to train a second decoder on the same
-    # frozen backbone and images). Read only: this run checks that its own extraction
-    # would have made it (backbone and weights, resize, cache format, dataset), every
-    # split finished and no image changed since, and never writes it. "" = extract into
-    # <workdir>/features.
+    # frozen backbone and images; name the owner's data.path and model.backbone_weights
+    # too). Read only: this run checks that its own extraction would have made it
+    # (backbone and weights, resize, cache format, dataset), every split finished and no
+    # image changed since, and never writes it; the owner must not re-extract it while
+    # runs read it. "" = extract into <workdir>/features. docs/guides/your-data.md.
     feature_cache: str = ""
     # Captions shuffled together: an epoch reads the cache's shards in a seeded order, in
     # windows of whole shards holding at least this many, and permutes each window's

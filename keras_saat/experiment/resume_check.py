@@ -19,9 +19,7 @@ MAY_CHANGE = {
         "checkpoint_every",
         "max_checkpoints",
     },
-    # where the features are held; a borrowed cache holds the features this run's
-    # extraction would make
-    "data": {"resident_features", "resident_budget", "feature_cache"},
+    "data": {"resident_features", "resident_budget"},  # where the features are held
 }
 
 

@@ -185,12 +185,23 @@ def test_extract_features_then_resume(shapes_dir, tmp_path, capsys):
     # A cache this run's extraction would not make, or no cache at all, is named.
     borrow[borrow.index("--workdir") + 1] = str(tmp_path / "pad")
     code, _, err = run(capsys, "train", *borrow, "--set", "data.resize=pad")
-    assert code == 2 and f"data.feature_cache {features} was made with another" in err
+    assert (
+        code == 2
+        and f"data.feature_cache {features} was made with resize crop (this run: pad)" in err
+    )
     (tmp_path / "empty").mkdir()
     code, _, err = run(
         capsys, "train", *borrow, "--set", f"data.feature_cache={tmp_path / 'empty'}"
     )
-    assert code == 2 and "no feature cache there (no index.json)" in err
+    assert code == 2 and "no feature cache there (no index.json);" in err
+    code, _, err = run(capsys, "train", *borrow, "--set", f"data.feature_cache={tmp_path}")
+    assert code == 2 and f"(a workdir? its cache is {features})" in err
+    # The features a run trains on are part of its experiment: a resume keeps them.
+    code, _, err = run(
+        capsys, "train", *argv[1:], "--set", "train.batch_size=16",
+        "--set", f"data.feature_cache={features}",
+    )  # fmt: skip
+    assert code == 2 and "(changed: data.feature_cache)" in err
     assert {p.name: p.stat().st_mtime_ns for p in features.iterdir()} == before
 
 

@@ -273,22 +273,26 @@ def open_finished(directory, encoder, dataset, resize, dtype, compression, log=p
     directory = Path(directory)
     where = f"data.feature_cache {directory}"
     if not (directory / INDEX).is_file():
+        inside = directory / "features"  # a workdir named instead of its cache
+        hint = f" (a workdir? its cache is {inside})" if (inside / INDEX).is_file() else ""
         raise KerasSaatError(
-            f"{where}: no feature cache there (no {INDEX}); run keras-saat extract-features "
-            "for the workdir that owns it first, or set data.feature_cache to '' to "
-            "extract into this workdir"
+            f"{where}: no feature cache there (no {INDEX}){hint}; run keras-saat "
+            "extract-features for the workdir that owns it first, or set "
+            "data.feature_cache to '' to extract into this workdir"
         )
     index = read_index(directory)
+    if index.get("version") != VERSION:
+        raise KerasSaatError(
+            f"{where} has the layout of version {index.get('version')}, this keras-saat "
+            f"reads version {VERSION}; extract it again in the workdir that owns it"
+        )
     fingerprint = {
         "encoder": encoder_fingerprint(encoder, resize, format_name(dtype, compression)),
         "dataset": dataset_fingerprint(dataset),
     }
-    if index.get("version") != VERSION or index.get("fingerprint") != fingerprint:
+    if index.get("fingerprint") != fingerprint:
         raise KerasSaatError(
-            f"{where} was made with another backbone, weights, resize mode, cache format "
-            "(data.cache_dtype, data.cache_compression), compute precision or dataset, or "
-            "another keras-saat: give this run's settings, or set data.feature_cache to "
-            "'' to extract into this workdir"
+            f"{where} {_other_features(index, fingerprint, encoder, resize, dtype, compression)}"
         )
     for split in SPLITS:
         records = dataset.split(split)
@@ -299,15 +303,45 @@ def open_finished(directory, encoder, dataset, resize, dtype, compression, log=p
                 f"{'not extracted' if entry is None else 'unfinished'}; finish it with "
                 "keras-saat extract-features for the workdir that owns it"
             )
-        changed, _ = reopen_changed(entry, records, entry["shard_size"])
+        changed, retimed = reopen_changed(entry, records, entry["shard_size"])
         if changed:
             raise KerasSaatError(
                 f"{where}: images of the {split} split changed since extraction "
                 f"({len(changed)} shard(s)); extract them again with keras-saat "
                 "extract-features for the workdir that owns the cache"
             )
+        if retimed:  # not recorded here (read only): hashed again at every open
+            log(
+                f"  extract {split}: {len(retimed)} shard(s) kept: new file times, same "
+                "bytes (read again at each run: the owner's next extraction records them)"
+            )
         says_todo(split, entry, [], len(records), log)
     return index
+
+
+def _other_features(index, fingerprint, encoder, resize, dtype, compression):
+    """Why a borrowed cache's fingerprint is not this run's, as far as its index says."""
+    asked = {
+        "backbone": encoder.backbone_name, "image_size": encoder.image_size,
+        "resize": resize, "dtype": dtype, "compression": compression,
+        "compute_dtype": encoder.compute_dtype,
+    }  # fmt: skip
+    differ = [f"{key} {index.get(key)} (this run: {value})" for key, value in asked.items()
+              if index.get(key) != value]  # fmt: skip
+    if differ:
+        return f"was made with {', '.join(differ)}: give this run those settings"
+    stored = index.get("fingerprint")
+    if not isinstance(stored, dict) or stored.get("dataset") != fingerprint["dataset"]:
+        return (
+            "was made from another dataset (other images, splits or order): point "
+            "data.path at the owner's dataset (for the Shapes world, its "
+            "data/dataset_shapes.json)"
+        )
+    return (
+        "was made by the same backbone with other weights: point model.backbone_weights "
+        "at the owner's weights (its backbone.weights.h5 for a pre-trained Shapes CNN) and "
+        "keep its model.seed (the seed of a randomly initialised backbone)"
+    )
 
 
 def split_entry(directory, index, split, records, shard_size, log=print):

@@ -211,8 +211,12 @@ def test_a_borrowed_cache_is_read_as_it_is_or_refused_and_never_written(
     index = open_finished(directory, encoder, shapes_copy, "crop", "float16", "none", lines.append)
     assert index == FeatureCache(directory).index
     assert lines == [f"  extract {s}: cached ({n} images)" for s, n in (("train", 40), ("val", 8), ("test", 8))]  # fmt: skip
-    with pytest.raises(KerasSaatError, match="was made with another backbone"):
+    with pytest.raises(KerasSaatError, match=r"was made with dtype float16 \(this run: int8\)"):
         open_finished(directory, encoder, shapes_copy, "crop", "int8", "none", quiet)
+    tf.keras.utils.set_random_seed(1)
+    other = ImageEncoder("shapes_cnn")  # the same backbone, other random weights
+    with pytest.raises(KerasSaatError, match="same backbone with other weights: point model"):
+        open_finished(directory, other, shapes_copy, "crop", "float16", "none", quiet)
     train = shapes_copy.split("train")
     original = train[20].path.read_bytes()
     shutil.copy(train[1].path, train[20].path)  # shard 1's image 20: other pixels
