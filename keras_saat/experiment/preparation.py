@@ -8,8 +8,8 @@ from pathlib import Path
 
 import keras
 
+from keras_saat.data.feature_cache.borrowed_cache import open_finished
 from keras_saat.data.feature_cache.cache_format import format_name
-from keras_saat.data.feature_cache.cache_index import open_finished
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.feature_cache.feature_extraction import extract_features
 from keras_saat.data.readers.reader_registry import get_reader

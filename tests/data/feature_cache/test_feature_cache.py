@@ -198,7 +198,7 @@ def test_a_borrowed_cache_is_read_as_it_is_or_refused_and_never_written(
 ):
     """`data.feature_cache`: another workdir's finished cache is checked and read; a
     changed image or an unfinished split is named, and nothing in the folder changes."""
-    from keras_saat.data.feature_cache.cache_index import open_finished
+    from keras_saat.data.feature_cache.borrowed_cache import open_finished
 
     quiet = lambda _: None  # noqa: E731
     directory = tmp_path / "c"

@@ -1,0 +1,112 @@
+"""A finished feature cache another workdir owns, read by this run and never written
+(`data.feature_cache`): checked against what this run's own extraction would make."""
+
+import copy
+from pathlib import Path
+
+from keras_saat.data.feature_cache.cache_format import (
+    dataset_fingerprint,
+    encoder_fingerprint,
+    format_name,
+)
+from keras_saat.data.feature_cache.cache_index import (
+    INDEX,
+    VERSION,
+    read_index,
+    reopen_changed,
+    says_todo,
+    todo_shards,
+)
+from keras_saat.data.readers.caption_dataset import SPLITS
+from keras_saat.errors import KerasSaatError
+from keras_saat.workdir import FEATURES_DIR
+
+
+def open_finished(directory, encoder, dataset, resize, dtype, compression, log=print):
+    """The index of a finished cache of `dataset` by `encoder` that this run reads and
+    never writes (`data.feature_cache`: another workdir's features): every split whole,
+    no image changed since. Nothing in the folder is written; each split logs "cached".
+
+    Args:
+        directory: Path. The cache folder.
+        encoder: ImageEncoder. The frozen backbone.
+        dataset: CaptionDataset.
+        resize, dtype, compression: str. The resize mode and the cache format.
+        log: callable. Defaults to print.
+
+    Raises:
+        KerasSaatError: no cache there, one this run's extraction would not make, or one
+            with a split missing, unfinished or whose images changed since.
+    """
+    directory = Path(directory)
+    where = f"data.feature_cache {directory}"
+    if not (directory / INDEX).is_file():
+        inside = directory / FEATURES_DIR  # a workdir named instead of its cache
+        hint = f" (a workdir? its cache is {inside})" if (inside / INDEX).is_file() else ""
+        raise KerasSaatError(
+            f"{where}: no feature cache there (no {INDEX}){hint}; run keras-saat "
+            "extract-features for the workdir that owns it first, or set "
+            "data.feature_cache to '' to extract into this workdir"
+        )
+    index = read_index(directory)
+    if index.get("version") != VERSION:
+        raise KerasSaatError(
+            f"{where} has the layout of version {index.get('version')}, this keras-saat "
+            f"reads version {VERSION}; extract it again in the workdir that owns it"
+        )
+    fingerprint = {
+        "encoder": encoder_fingerprint(encoder, resize, format_name(dtype, compression)),
+        "dataset": dataset_fingerprint(dataset),
+    }
+    if index.get("fingerprint") != fingerprint:
+        raise KerasSaatError(
+            f"{where} {_other_features(index, fingerprint, encoder, resize, dtype, compression)}"
+        )
+    for split in SPLITS:
+        records = dataset.split(split)
+        entry = copy.deepcopy(index["splits"].get(split))
+        if entry is None or todo_shards(directory, entry):
+            raise KerasSaatError(
+                f"{where} has the {split} split "
+                f"{'not extracted' if entry is None else 'unfinished'}; finish it with "
+                "keras-saat extract-features for the workdir that owns it"
+            )
+        changed, retimed = reopen_changed(entry, records, entry["shard_size"])
+        if changed:
+            raise KerasSaatError(
+                f"{where}: images of the {split} split changed since extraction "
+                f"({len(changed)} shard(s)); extract them again with keras-saat "
+                "extract-features for the workdir that owns the cache"
+            )
+        if retimed:  # not recorded here (read only): hashed again at every open
+            log(
+                f"  extract {split}: {len(retimed)} shard(s) kept: new file times, same "
+                "bytes (read again at each run: the owner's next extraction records them)"
+            )
+        says_todo(split, entry, [], len(records), log)
+    return index
+
+
+def _other_features(index, fingerprint, encoder, resize, dtype, compression):
+    """Why a borrowed cache's fingerprint is not this run's, as far as its index says."""
+    asked = {
+        "backbone": encoder.backbone_name, "image_size": encoder.image_size,
+        "resize": resize, "dtype": dtype, "compression": compression,
+        "compute_dtype": encoder.compute_dtype,
+    }  # fmt: skip
+    differ = [f"{key} {index.get(key)} (this run: {value})" for key, value in asked.items()
+              if index.get(key) != value]  # fmt: skip
+    if differ:
+        return f"was made with {', '.join(differ)}: give this run those settings"
+    stored = index.get("fingerprint")
+    if not isinstance(stored, dict) or stored.get("dataset") != fingerprint["dataset"]:
+        return (
+            "was made from another dataset (other images, splits or order): point "
+            "data.path at the owner's dataset (for the Shapes world, its "
+            "data/dataset_shapes.json)"
+        )
+    return (
+        "was made by the same backbone with other weights: point model.backbone_weights "
+        "at the owner's weights (its backbone.weights.h5 for a pre-trained Shapes CNN) and "
+        "keep its model.seed (the seed of a randomly initialised backbone)"
+    )
