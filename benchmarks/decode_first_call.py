@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 
+from keras_saat.bench import benchmark_report
 from keras_saat.bench.runner import machine
 
 CHILD = """
@@ -74,11 +75,7 @@ def main():
                 r["first_call_s"] for r in rows if (r["mode"], r["beam_size"]) == (mode, beam_size)
             ]
             print(f"  beam {beam_size}, {mode}: " + ", ".join(f"{s:.2f} s" for s in seconds))
-    if args.out:
-        with open(args.out, "w") as out:
-            json.dump(
-                {"machine": where, "command": " ".join(sys.argv), "rows": rows}, out, indent=1
-            )
+    benchmark_report("decode_first_call.py", {"rows": rows}, args.out)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,7 @@ The first call of each holds the traces.
 """
 
 import argparse
-import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +23,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_saat import Captioner, Vocabulary  # noqa: E402
+from keras_saat.bench import benchmark_report  # noqa: E402
 from keras_saat.bench.runner import machine  # noqa: E402
 from keras_saat.data.shapes import render, sample_objects, vocabulary_words  # noqa: E402
 from keras_saat.images.decoding import decode_images  # noqa: E402
@@ -81,10 +80,7 @@ def main():
     for name in rows:
         seconds = [f"{r['seconds']:.2f}" for r in result if r["row"] == name]
         print(f"  {name}: {', '.join(seconds)} s")
-    if args.out:
-        with open(args.out, "w") as out:
-            json.dump({"machine": where, "command": " ".join(sys.argv), "rows": result}, out,
-                      indent=1)  # fmt: skip
+    benchmark_report("generate_calls.py", {"rows": result}, args.out)
 
 
 if __name__ == "__main__":

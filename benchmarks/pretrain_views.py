@@ -14,7 +14,6 @@ machine falls on all. `ms_per_step` is the timed epochs' wall time over their st
 import argparse
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")  # as keras-saat train runs
@@ -23,6 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from keras_saat.bench import benchmark_report  # noqa: E402
 from keras_saat.bench.runner import machine  # noqa: E402
 from keras_saat.data.shapes import render, sample_objects  # noqa: E402
 from keras_saat.encoders.shapes_cnn import (  # noqa: E402
@@ -89,11 +89,7 @@ def main():
     for variant in VARIANTS:
         times = [f"{r['ms_per_step']:.1f}" for r in rows if r["variant"] == variant]
         print(f"  {variant}: {', '.join(times)}")
-    if args.out:
-        with open(args.out, "w") as out:
-            json.dump(
-                {"machine": where, "command": " ".join(sys.argv), "rows": rows}, out, indent=1
-            )
+    benchmark_report("pretrain_views.py", {"rows": rows}, args.out)
 
 
 if __name__ == "__main__":
