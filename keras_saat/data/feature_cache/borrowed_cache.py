@@ -5,9 +5,8 @@ import copy
 from pathlib import Path
 
 from keras_saat.data.feature_cache.cache_format import (
-    dataset_fingerprint,
-    encoder_fingerprint,
-    format_name,
+    extraction_fingerprint,
+    extraction_header,
 )
 from keras_saat.data.feature_cache.cache_index import (
     INDEX,
@@ -54,14 +53,10 @@ def open_finished(directory, encoder, dataset, resize, dtype, compression, log=p
             f"{where} has the layout of version {index.get('version')}, this keras-saat "
             f"reads version {VERSION}; extract it again in the workdir that owns it"
         )
-    fingerprint = {
-        "encoder": encoder_fingerprint(encoder, resize, format_name(dtype, compression)),
-        "dataset": dataset_fingerprint(dataset),
-    }
+    fingerprint = extraction_fingerprint(encoder, dataset, resize, dtype, compression)
     if index.get("fingerprint") != fingerprint:
-        raise KerasSaatError(
-            f"{where} {_other_features(index, fingerprint, encoder, resize, dtype, compression)}"
-        )
+        header = extraction_header(encoder, resize, dtype, compression)
+        raise KerasSaatError(f"{where} {_other_features(index, fingerprint, header)}")
     for split in SPLITS:
         records = dataset.split(split)
         entry = copy.deepcopy(index["splits"].get(split))
@@ -87,14 +82,10 @@ def open_finished(directory, encoder, dataset, resize, dtype, compression, log=p
     return index
 
 
-def _other_features(index, fingerprint, encoder, resize, dtype, compression):
-    """Why a borrowed cache's fingerprint is not this run's, as far as its index says."""
-    asked = {
-        "backbone": encoder.backbone_name, "image_size": encoder.image_size,
-        "resize": resize, "dtype": dtype, "compression": compression,
-        "compute_dtype": encoder.compute_dtype,
-    }  # fmt: skip
-    differ = [f"{key} {index.get(key)} (this run: {value})" for key, value in asked.items()
+def _other_features(index, fingerprint, header):
+    """Why a borrowed cache's fingerprint is not this run's (whose index would have
+    `header`), as far as its index says."""
+    differ = [f"{key} {index.get(key)} (this run: {value})" for key, value in header.items()
               if index.get(key) != value]  # fmt: skip
     if differ:
         return f"was made with {', '.join(differ)}: give this run those settings"

@@ -319,3 +319,25 @@ def shard_inputs(records, fresh=False):
     for record in records:
         digest.update(f"{record.name}|{file_stamp(record, fresh)}|".encode())
     return digest.hexdigest()[:16]
+
+
+def extraction_fingerprint(encoder, dataset, resize, dtype, compression):
+    """What an extraction of `dataset` by `encoder` would record as its fingerprint."""
+    return {
+        "encoder": encoder_fingerprint(encoder, resize, format_name(dtype, compression)),
+        "dataset": dataset_fingerprint(dataset),
+    }
+
+
+def extraction_header(encoder, resize, dtype, compression):
+    """The index's header an extraction by `encoder` would write (backbone, grid, ...)."""
+    return {
+        "backbone": encoder.backbone_name,
+        "image_size": encoder.image_size,
+        "resize": resize,
+        "grid": list(encoder.grid_shape),
+        "channels": encoder.feature_channels,
+        "dtype": dtype,
+        "compression": compression,
+        "compute_dtype": encoder.compute_dtype,
+    }

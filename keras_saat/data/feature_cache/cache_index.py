@@ -13,8 +13,8 @@ from pathlib import Path
 from keras_saat.data.feature_cache.cache_format import (
     COMPRESSIONS,
     DTYPES,
-    dataset_fingerprint,
-    encoder_fingerprint,
+    extraction_fingerprint,
+    extraction_header,
     format_name,
     shard_content,
     shard_inputs,
@@ -235,20 +235,8 @@ def open_extraction(directory, encoder, dataset, resize, dtype, compression):
         resize, dtype, compression: str. The resize mode and the cache format.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    fingerprint = {
-        "encoder": encoder_fingerprint(encoder, resize, format_name(dtype, compression)),
-        "dataset": dataset_fingerprint(dataset),
-    }
-    header = {
-        "backbone": encoder.backbone_name,
-        "image_size": encoder.image_size,
-        "resize": resize,
-        "grid": list(encoder.grid_shape),
-        "channels": encoder.feature_channels,
-        "dtype": dtype,
-        "compression": compression,
-        "compute_dtype": encoder.compute_dtype,
-    }
+    fingerprint = extraction_fingerprint(encoder, dataset, resize, dtype, compression)
+    header = extraction_header(encoder, resize, dtype, compression)
     return open_index(directory, fingerprint, header), fingerprint
 
 
