@@ -3,7 +3,11 @@ and a threading server that serves at most `max_connections` connections at once
 
 A connection that has sent nothing of a request yet (a new one, or a kept-alive one
 between requests) is idle: when every slot is taken, the longest idle connection is
-closed to make room, so idle sockets never keep a client with a request waiting."""
+closed to make room, so idle sockets never keep a client with a request waiting. A
+connection is idle from the moment its answer is committed: a client that reads its
+answer and opens a new connection at once finds the old one's slot reclaimable, even
+while the old thread is still writing its last bytes or has not yet looked for the next
+request (it is closed once the answer is out)."""
 
 import contextlib
 import json
@@ -29,28 +33,43 @@ def http_handler(server):
         protocol_version = "HTTP/1.1"
         timeout = server.read_timeout  # each read on the socket, idle keep-alive included
 
+        def setup(self):
+            super().setup()
+            self._answer_lock = threading.Lock()
+            self._answering = self._reclaimed = False
+
         def handle_one_request(self):
             # The whole request must arrive within read_timeout: a client trickling
             # bytes resets the per-read timeout but not this deadline.
             self._deadline = threading.Timer(server.read_timeout, self._cut)
             self._deadline.daemon = True
             self._deadline.start()
-            server.idle_since(self, self._cut)
+            server.idle_since(self.connection, self._reclaim)
             try:
                 super().handle_one_request()
             except (ConnectionError, TimeoutError, OSError):
                 self.close_connection = True  # the client went away or was cut off
             finally:
-                server.not_idle(self)
                 self._deadline.cancel()
+            # Still idle when no request line came (the thread ends), or idle again
+            # since its answer was committed; BoundedHTTPServer forgets it at the end.
 
         def parse_request(self):
-            server.not_idle(self)  # a request line arrived: no longer a socket to reclaim
+            server.not_idle(self.connection)  # a request line arrived: not to reclaim
             return super().parse_request()
 
         def _cut(self):
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
+
+        def _reclaim(self):
+            """Frees this connection's slot for a new one: closes it now if it waits
+            for a request, or once the answer being written is out."""
+            with self._answer_lock:
+                if self._answering:
+                    self._reclaimed = True
+                    return
+            self._cut()
 
         def _answer(self, status, payload):
             kind = "application/json"
@@ -58,6 +77,11 @@ def http_handler(server):
                 data, kind = payload.encode("utf-8"), "text/html; charset=utf-8"
             else:
                 data = json.dumps(payload).encode("utf-8")
+            with self._answer_lock:
+                self._answering = True
+            # The answer is committed: the client may open its next connection as soon
+            # as it reads it, so this one is reclaimable from now on.
+            server.idle_since(self.connection, self._reclaim)
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", kind)
@@ -68,6 +92,11 @@ def http_handler(server):
                 self.wfile.write(data)
             except (ConnectionError, TimeoutError, OSError):
                 self.close_connection = True  # the client hung up: nobody to answer
+            finally:
+                with self._answer_lock:
+                    self._answering = False
+                    if self._reclaimed:
+                        self.close_connection = True  # its slot went to a new connection
 
         def _body(self, length, reserve):
             """The body's `length` bytes, read a chunk at a time and reserved (`reserve`,
@@ -173,7 +202,9 @@ class BoundedHTTPServer(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
+            # The slot first: a connection reclaimed meanwhile finds it free at once.
             self.dev.connection_slots.release()
+            self.dev.not_idle(request)
 
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
@@ -204,17 +235,19 @@ class RequestGate:
         self.connection_slots = threading.BoundedSemaphore(self.max_connections)
         self._count_lock = threading.Lock()
         self._reading = 0  # bytes of request bodies held
-        self._idle = {}  # handler -> (monotonic time it became idle, its cut-off)
+        self._idle = {}  # connection -> (monotonic time it became idle, its reclaim)
         self._http = None
 
-    def idle_since(self, handler, cut):
-        """Marks a connection idle (waiting for a request's first line) from now on."""
+    def idle_since(self, connection, reclaim):
+        """Marks a connection idle (its answer committed, or waiting for a request's
+        first line) from now on, or since it last became idle if it still is."""
         with self._count_lock:
-            self._idle[handler] = (time.monotonic(), cut)
+            since = self._idle.get(connection, (time.monotonic(),))[0]
+            self._idle[connection] = (since, reclaim)
 
-    def not_idle(self, handler):
+    def not_idle(self, connection):
         with self._count_lock:
-            self._idle.pop(handler, None)
+            self._idle.pop(connection, None)
 
     def close_longest_idle(self):
         """Closes the connection idle the longest, freeing its slot once its thread ends;
@@ -222,9 +255,9 @@ class RequestGate:
         with self._count_lock:
             if not self._idle:
                 return False
-            handler = min(self._idle, key=lambda h: self._idle[h][0])
-            _, cut = self._idle.pop(handler)
-        cut()
+            connection = min(self._idle, key=lambda c: self._idle[c][0])
+            _, reclaim = self._idle.pop(connection)
+        reclaim()
         return True
 
     def route(self, method, path, body):

@@ -136,6 +136,32 @@ def test_connections_over_the_limit_get_503_and_the_server_recovers(server):
         time.sleep(0.2)
 
 
+def test_a_client_opening_a_connection_a_request_is_never_refused_near_the_limit():
+    """All slots but one held mid-request: a client that reads each answer and opens a
+    new connection at once meets the previous one's thread still finishing; that
+    connection is idle from its answer on, so its slot is reclaimed, never a 503."""
+    import http.client
+
+    from keras_saat.serving.dev_http import RequestGate
+
+    gate = RequestGate(max_connections=3, read_timeout=READ_TIMEOUT).start_http()
+    held = [stalled(gate) for _ in range(2)]
+    try:
+        statuses = []
+        for _ in range(200):
+            connection = http.client.HTTPConnection(gate.host, gate.port, timeout=10)
+            connection.request("GET", "/v1/models/cap", headers={"Host": "127.0.0.1"})
+            response = connection.getresponse()
+            response.read()
+            connection.close()
+            statuses.append(response.status)
+        assert set(statuses) == {404}, {s: statuses.count(s) for s in set(statuses)}
+    finally:
+        for sock in held:
+            sock.close()
+        gate.stop_http()
+
+
 def test_idle_connections_hold_no_slot_a_client_needs(server):
     """Connections that send nothing (paced, five times the limit) and a kept-alive one
     between requests: each valid request is answered at once, the longest idle closed."""
