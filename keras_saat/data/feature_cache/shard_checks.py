@@ -19,17 +19,29 @@ import tensorflow as tf
 
 from keras_saat.data.feature_cache.cache_index import INDEX
 from keras_saat.errors import KerasSaatError
+from keras_saat.workdir import FEATURES_DIR
 
 _HEADER = 12  # length (uint64) and its crc (uint32)
 _FOOTER = 4  # the data's crc (uint32)
 
 
 def damaged_shard_error(path, reason):
-    """The one-line error for a damaged shard: its file, why, and what to do."""
+    """The one-line error for a damaged shard: its file, why, and what to do (in the
+    workdir that owns the cache, which a run reading another's cache is not)."""
     return KerasSaatError(
         f"the feature cache shard {path} is damaged ({reason}); delete that file and run "
-        "`keras-saat extract-features` again, which writes the missing shards anew"
+        f"`keras-saat extract-features` again{_for_owner(os.path.dirname(path))}, which "
+        "writes the missing shards anew"
     )
+
+
+def _for_owner(cache):
+    """ " for the workdir that owns the cache, W" where the cache folder `cache` is a
+    workdir's (named FEATURES_DIR), else ""."""
+    cache = os.path.abspath(cache)
+    if os.path.basename(cache) != FEATURES_DIR:
+        return ""
+    return f" for the workdir that owns the cache, {os.path.dirname(cache)}"
 
 
 def read_error_reason(err):
@@ -110,9 +122,10 @@ def naming_damaged_shards(paths):
     except tf.errors.DataLossError as err:
         path, reason = first_damaged(paths)
         if path is None:
+            owner = _for_owner(os.path.dirname(paths[0])) if paths else ""
             raise KerasSaatError(
                 f"a feature cache shard could not be read ({read_error_reason(err)}); "
-                "delete the cache folder and run `keras-saat extract-features` again"
+                f"delete the cache folder and run `keras-saat extract-features` again{owner}"
             ) from None
         raise damaged_shard_error(path, reason) from None
     except tf.errors.InvalidArgumentError as err:

@@ -47,6 +47,22 @@ def test_a_truncated_shard_is_named_when_the_cache_is_opened(tmp_path):
         FeatureCache(tmp_path).evaluation_batches("train", records=None, batch_size=4)
 
 
+def test_a_damaged_shard_names_the_workdir_that_owns_the_cache(tmp_path):
+    """A run reading another workdir's cache (`data.feature_cache`) is told where to
+    extract again: its own `extract-features` would not touch that cache."""
+    owner = tmp_path / "owner"
+    shard = write_damaged_cache(owner / "features", "truncate")
+    with pytest.raises(KerasSaatError) as caught:
+        FeatureCache(owner / "features").files("train")
+    message = str(caught.value)
+    assert message.startswith(damaged(shard)) and WHAT_TO_DO in message
+    assert f"again for the workdir that owns the cache, {owner}, which" in message
+    elsewhere = write_damaged_cache(tmp_path / "cache", "truncate")  # not a workdir's
+    with pytest.raises(KerasSaatError) as caught:
+        FeatureCache(tmp_path / "cache").files("train")
+    assert str(caught.value).startswith(damaged(elsewhere)) and "owns" not in str(caught.value)
+
+
 def test_a_shard_cut_at_a_record_boundary_is_named_by_the_size_it_was_written(tmp_path):
     write_synthetic_cache(tmp_path, 24, {"locations": 4, "channels": 8}, shard_size=8)
     index = json.loads((tmp_path / "index.json").read_text())
