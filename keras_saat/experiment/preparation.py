@@ -8,7 +8,7 @@ from pathlib import Path
 
 import keras
 
-from keras_saat.data.feature_cache.borrowed_cache import open_finished
+from keras_saat.data.feature_cache.borrowed_cache import check_borrowable, open_finished
 from keras_saat.data.feature_cache.cache_format import format_name
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.feature_cache.feature_extraction import extract_features
@@ -179,7 +179,7 @@ def extract(config, encoder, dataset, workdir, log=print, extractor=extract_feat
     """
     data = config.data
     if data.feature_cache:  # another workdir's: read, never written
-        directory = Path(data.feature_cache).expanduser()
+        directory = _borrowed(data)
         log(f"feature cache {directory} (data.feature_cache: read only)")
         open_finished(
             directory, encoder, dataset, data.resize, data.cache_dtype, data.cache_compression, log
@@ -205,11 +205,24 @@ def extract(config, encoder, dataset, workdir, log=print, extractor=extract_feat
     return cache
 
 
+def check_feature_cache(config, workdir):
+    """Before the run renders its data or pre-trains its backbone: the cache that
+    `data.feature_cache` names (when it names one) is there and finished, and the run
+    will not pre-train a backbone of its own (`check_borrowable`)."""
+    if config.data.feature_cache:
+        check_borrowable(_borrowed(config.data), config.model.backbone_weights, workdir)
+
+
+def _borrowed(data):
+    return Path(data.feature_cache).expanduser()
+
+
 def extract_only(config, workdir, log=print, extractor=extract_features, **options):
     """`keras-saat extract-features`: dataset, backbone weights and cache, no training."""
     get_backbone_spec(config.model.backbone)
     Path(workdir).mkdir(parents=True, exist_ok=True)
     with workdir_lock(workdir, "extract-features"):
+        check_feature_cache(config, workdir)
         dataset = load_dataset(config, workdir, log)
         model = prepare_backbone_weights(config, dataset, workdir, log)
         # Seeded as build_captioner seeds it, so `train` finds the same encoder and reuses the cache.

@@ -25,6 +25,7 @@ from keras_saat.encoders.registry import get_backbone_spec
 from keras_saat.experiment.epoch_batches import batching, epoch_datasets
 from keras_saat.experiment.preparation import (
     build_vocabulary,
+    check_feature_cache,
     extract,
     load_dataset,
     prepare_backbone_weights,
@@ -70,6 +71,7 @@ def _train(config, workdir, log, callbacks):
     runtime = start_runtime(config.train, workdir)
     get_backbone_spec(config.model.backbone)  # an unknown name fails before any work
     check_resume_config(config, workdir)
+    check_feature_cache(config, workdir)  # before the data is rendered or a CNN pre-trained
     # The dataset first: a world the workdir's trained model refuses to see redrawn
     # leaves its config.yaml as it was.
     dataset = load_dataset(config, workdir, log)

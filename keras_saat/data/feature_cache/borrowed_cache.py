@@ -18,7 +18,7 @@ from keras_saat.data.feature_cache.cache_index import (
 )
 from keras_saat.data.readers.caption_dataset import SPLITS
 from keras_saat.errors import KerasSaatError
-from keras_saat.workdir import FEATURES_DIR
+from keras_saat.workdir import BACKBONE_WEIGHTS_FILE, FEATURES_DIR
 
 
 def open_finished(directory, encoder, dataset, resize, dtype, compression, log=print):
@@ -39,6 +39,59 @@ def open_finished(directory, encoder, dataset, resize, dtype, compression, log=p
     """
     directory = Path(directory)
     where = f"data.feature_cache {directory}"
+    index = _finished_index(directory)
+    fingerprint = extraction_fingerprint(encoder, dataset, resize, dtype, compression)
+    if index.get("fingerprint") != fingerprint:
+        header = extraction_header(encoder, resize, dtype, compression)
+        raise KerasSaatError(f"{where} {_other_features(index, fingerprint, header)}")
+    for split in SPLITS:
+        records = dataset.split(split)
+        entry = copy.deepcopy(index["splits"][split])
+        changed, retimed = reopen_changed(entry, records, entry["shard_size"])
+        if changed:
+            raise KerasSaatError(
+                f"{where}: images of the {split} split changed since extraction "
+                f"({len(changed)} shard(s)); extract them again with keras-saat "
+                "extract-features for the workdir that owns the cache"
+            )
+        if retimed:  # not recorded here (read only): hashed again at every open
+            log(
+                f"  extract {split}: {len(retimed)} shard(s) kept: new file times, same "
+                "bytes (read again at each run: the owner's next extraction records them)"
+            )
+        says_todo(split, entry, [], len(records), log)
+    return index
+
+
+def check_borrowable(directory, backbone_weights, workdir):
+    """What can be checked of a borrowed cache before the run renders its data or
+    pre-trains its backbone: a finished cache at `directory` (`open_finished` checks
+    the rest once the encoder is built), and a backbone this run does not pre-train
+    anew, whose features would not be the cache's.
+
+    Args:
+        directory: Path. `data.feature_cache`.
+        backbone_weights: str or None. `model.backbone_weights`.
+        workdir: Path. The run's workdir.
+
+    Raises:
+        KerasSaatError: the cache is missing or unfinished, or the run would pre-train.
+    """
+    directory = Path(directory)
+    _finished_index(directory)
+    if backbone_weights == "shapes" and not (Path(workdir) / BACKBONE_WEIGHTS_FILE).is_file():
+        made_by = directory.parent / BACKBONE_WEIGHTS_FILE
+        give = str(made_by) if made_by.is_file() else "the weights file that made the cache"
+        raise KerasSaatError(
+            f"data.feature_cache {directory}: with model.backbone_weights 'shapes' this run "
+            "would pre-train a Shapes CNN of its own, whose features are not the cache's; "
+            f"set model.backbone_weights to {give}"
+        )
+
+
+def _finished_index(directory):
+    """The index of the cache at `directory`, every split finished, or the error."""
+    where = f"data.feature_cache {directory}"
     if not (directory / INDEX).is_file():
         inside = directory / FEATURES_DIR  # a workdir named instead of its cache
         hint = f" (a workdir? its cache is {inside})" if (inside / INDEX).is_file() else ""
@@ -53,32 +106,14 @@ def open_finished(directory, encoder, dataset, resize, dtype, compression, log=p
             f"{where} has the layout of version {index.get('version')}, this keras-saat "
             f"reads version {VERSION}; extract it again in the workdir that owns it"
         )
-    fingerprint = extraction_fingerprint(encoder, dataset, resize, dtype, compression)
-    if index.get("fingerprint") != fingerprint:
-        header = extraction_header(encoder, resize, dtype, compression)
-        raise KerasSaatError(f"{where} {_other_features(index, fingerprint, header)}")
     for split in SPLITS:
-        records = dataset.split(split)
-        entry = copy.deepcopy(index["splits"].get(split))
+        entry = index["splits"].get(split)
         if entry is None or todo_shards(directory, entry):
             raise KerasSaatError(
                 f"{where} has the {split} split "
                 f"{'not extracted' if entry is None else 'unfinished'}; finish it with "
                 "keras-saat extract-features for the workdir that owns it"
             )
-        changed, retimed = reopen_changed(entry, records, entry["shard_size"])
-        if changed:
-            raise KerasSaatError(
-                f"{where}: images of the {split} split changed since extraction "
-                f"({len(changed)} shard(s)); extract them again with keras-saat "
-                "extract-features for the workdir that owns the cache"
-            )
-        if retimed:  # not recorded here (read only): hashed again at every open
-            log(
-                f"  extract {split}: {len(retimed)} shard(s) kept: new file times, same "
-                "bytes (read again at each run: the owner's next extraction records them)"
-            )
-        says_todo(split, entry, [], len(records), log)
     return index
 
 

@@ -198,7 +198,7 @@ def test_a_borrowed_cache_is_read_as_it_is_or_refused_and_never_written(
 ):
     """`data.feature_cache`: another workdir's finished cache is checked and read; a
     changed image or an unfinished split is named, and nothing in the folder changes."""
-    from keras_saat.data.feature_cache.borrowed_cache import open_finished
+    from keras_saat.data.feature_cache.borrowed_cache import check_borrowable, open_finished
 
     quiet = lambda _: None  # noqa: E731
     directory = tmp_path / "c"
@@ -224,9 +224,29 @@ def test_a_borrowed_cache_is_read_as_it_is_or_refused_and_never_written(
         open_finished(directory, encoder, shapes_copy, "crop", "float16", "none", quiet)
     train[20].path.write_bytes(original)  # the same bytes again (new time): read as it is
     open_finished(directory, encoder, shapes_copy, "crop", "float16", "none", quiet)
+    # Before the run renders data or pre-trains: a finished cache, and no CNN of its own.
+    owner, run = tmp_path / "owner", tmp_path / "run"
+    shutil.copytree(directory, owner / "features")
+    check_borrowable(owner / "features", None, run)
+    with pytest.raises(KerasSaatError, match="no feature cache there"):
+        check_borrowable(owner, None, run)
+    (owner / "backbone.weights.h5").write_bytes(b"")  # the CNN that made the cache
+    with pytest.raises(KerasSaatError) as caught:
+        check_borrowable(owner / "features", "shapes", run)
+    assert "would pre-train a Shapes CNN of its own" in str(caught.value)
+    assert str(caught.value).endswith(
+        f"set model.backbone_weights to {owner / 'backbone.weights.h5'}"
+    )
+    run.mkdir()
+    (run / "backbone.weights.h5").write_bytes(b"")  # pre-trained already: none to make
+    check_borrowable(owner / "features", "shapes", run)
     (directory / "val-00000-of-00001.tfrecord").unlink()  # damaged, deleted
-    with pytest.raises(KerasSaatError, match="has the val split unfinished"):
-        open_finished(directory, encoder, shapes_copy, "crop", "float16", "none", quiet)
+    for refused in (
+        lambda: open_finished(directory, encoder, shapes_copy, "crop", "float16", "none", quiet),
+        lambda: check_borrowable(directory, None, run),
+    ):
+        with pytest.raises(KerasSaatError, match="has the val split unfinished"):
+            refused()
     del before["val-00000-of-00001.tfrecord"]
     assert state() == before
 
