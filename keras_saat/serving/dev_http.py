@@ -2,12 +2,14 @@
 and a threading server that serves at most `max_connections` connections at once.
 
 A connection that has sent nothing of a request yet (a new one, or a kept-alive one
-between requests) is idle: when every slot is taken, the longest idle connection is
-closed to make room, so idle sockets never keep a client with a request waiting. A
-connection is idle from the moment its answer is committed: a client that reads its
-answer and opens a new connection at once finds the old one's slot reclaimable, even
-while the old thread is still writing its last bytes or has not yet looked for the next
-request (it is closed once the answer is out)."""
+between requests) is idle: when every slot is taken, an idle connection is closed to
+make room, so idle sockets never keep a client with a request waiting. A connection is
+idle from the moment its answer is committed, whoever writes it (the routes, or the
+standard library's error answers): a client that reads its answer and opens a new
+connection at once finds the old one's slot reclaimable, even while the old thread
+still writes its last bytes (it is closed once the answer is out) or has not yet looked
+for the next request. Connections that can be closed at once go first, the longest idle
+first; a connection reading or running a request is never cut."""
 
 import contextlib
 import json
@@ -22,6 +24,7 @@ from keras_saat.serving.answers import BadRequest, Busy, Forbidden, NotFound, Pa
 from keras_saat.serving.request_checks import MAX_BODY_BYTES
 
 READ_CHUNK = 1 << 20  # bytes read (and reserved) at a time from a request body
+IDLE, BUSY, ANSWERING = "idle", "busy", "answering"  # a connection's state (http_handler)
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
@@ -35,8 +38,8 @@ def http_handler(server):
 
         def setup(self):
             super().setup()
-            self._answer_lock = threading.Lock()
-            self._answering = self._reclaimed = False
+            self._state_lock = threading.Lock()
+            self._state, self._reclaimed = IDLE, False
 
         def handle_one_request(self):
             # The whole request must arrive within read_timeout: a client trickling
@@ -44,7 +47,7 @@ def http_handler(server):
             self._deadline = threading.Timer(server.read_timeout, self._cut)
             self._deadline.daemon = True
             self._deadline.start()
-            server.idle_since(self.connection, self._reclaim)
+            server.idle_since(self.connection, self)
             try:
                 super().handle_one_request()
             except (ConnectionError, TimeoutError, OSError):
@@ -55,21 +58,51 @@ def http_handler(server):
             # since its answer was committed; BoundedHTTPServer forgets it at the end.
 
         def parse_request(self):
-            server.not_idle(self.connection)  # a request line arrived: not to reclaim
+            with self._state_lock:
+                self._state = BUSY  # a request line arrived: not to be cut
+            server.not_idle(self.connection)
             return super().parse_request()
+
+        def send_error(self, code, message=None, explain=None):
+            with self._answering():  # the standard library's own answers (400, 501, ...)
+                super().send_error(code, message, explain)
+
+        @contextlib.contextmanager
+        def _answering(self):
+            """Around writing an answer: the answer is committed, so the client may open
+            its next connection as soon as it reads it; this one is reclaimable from now
+            on, and closed once the answer is out if it was reclaimed meanwhile."""
+            with self._state_lock:
+                self._state = ANSWERING
+            server.idle_since(self.connection, self)
+            try:
+                yield
+            finally:
+                with self._state_lock:
+                    self._state = IDLE
+                    if self._reclaimed:
+                        self.close_connection = True  # its slot went to a new connection
+
+        @property
+        def answering(self):
+            return self._state == ANSWERING
+
+        def reclaim(self):
+            """Frees this connection's slot for a new one: closes it now if it waits for
+            a request, or once the answer being written is out. Returns False, doing
+            nothing, while a request is read or run."""
+            with self._state_lock:  # held while cutting: a request line is not half-served
+                if self._state == BUSY:
+                    return False
+                if self._state == ANSWERING:
+                    self._reclaimed = True
+                else:
+                    self._cut()
+                return True
 
         def _cut(self):
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
-
-        def _reclaim(self):
-            """Frees this connection's slot for a new one: closes it now if it waits
-            for a request, or once the answer being written is out."""
-            with self._answer_lock:
-                if self._answering:
-                    self._reclaimed = True
-                    return
-            self._cut()
 
         def _answer(self, status, payload):
             kind = "application/json"
@@ -77,26 +110,17 @@ def http_handler(server):
                 data, kind = payload.encode("utf-8"), "text/html; charset=utf-8"
             else:
                 data = json.dumps(payload).encode("utf-8")
-            with self._answer_lock:
-                self._answering = True
-            # The answer is committed: the client may open its next connection as soon
-            # as it reads it, so this one is reclaimable from now on.
-            server.idle_since(self.connection, self._reclaim)
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                if status == 503:
-                    self.send_header("Retry-After", "1")
-                self.end_headers()
-                self.wfile.write(data)
-            except (ConnectionError, TimeoutError, OSError):
-                self.close_connection = True  # the client hung up: nobody to answer
-            finally:
-                with self._answer_lock:
-                    self._answering = False
-                    if self._reclaimed:
-                        self.close_connection = True  # its slot went to a new connection
+            with self._answering():
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", kind)
+                    self.send_header("Content-Length", str(len(data)))
+                    if status == 503:
+                        self.send_header("Retry-After", "1")
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (ConnectionError, TimeoutError, OSError):
+                    self.close_connection = True  # the client hung up: nobody to answer
 
         def _body(self, length, reserve):
             """The body's `length` bytes, read a chunk at a time and reserved (`reserve`,
@@ -181,10 +205,7 @@ class BoundedHTTPServer(ThreadingHTTPServer):
         super().__init__(address, handler)
 
     def process_request(self, request, client_address):
-        slots = self.dev.connection_slots
-        if not slots.acquire(blocking=False) and not (
-            self.dev.close_longest_idle() and slots.acquire(timeout=2.0)
-        ):
+        if not self.dev.take_connection_slot():
             body = json.dumps({"error": "too many connections; retry shortly"}).encode()
             with contextlib.suppress(OSError):
                 request.settimeout(1.0)
@@ -196,15 +217,17 @@ class BoundedHTTPServer(ThreadingHTTPServer):
                 )
             self.shutdown_request(request)
             return
-        super().process_request(request, client_address)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.dev.connection_ended(request)  # no thread started: nothing will release it
+            raise
 
     def process_request_thread(self, request, client_address):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            # The slot first: a connection reclaimed meanwhile finds it free at once.
-            self.dev.connection_slots.release()
-            self.dev.not_idle(request)
+            self.dev.connection_ended(request)
 
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
@@ -235,30 +258,49 @@ class RequestGate:
         self.connection_slots = threading.BoundedSemaphore(self.max_connections)
         self._count_lock = threading.Lock()
         self._reading = 0  # bytes of request bodies held
-        self._idle = {}  # connection -> (monotonic time it became idle, its reclaim)
+        self._idle = {}  # connection -> (monotonic time it became idle, its handler)
         self._http = None
 
-    def idle_since(self, connection, reclaim):
+    def idle_since(self, connection, handler):
         """Marks a connection idle (its answer committed, or waiting for a request's
-        first line) from now on, or since it last became idle if it still is."""
+        first line) from now on, or since it last became idle if it still is. `handler`
+        has `answering` and `reclaim()` (`http_handler`'s)."""
         with self._count_lock:
             since = self._idle.get(connection, (time.monotonic(),))[0]
-            self._idle[connection] = (since, reclaim)
+            self._idle[connection] = (since, handler)
 
     def not_idle(self, connection):
         with self._count_lock:
             self._idle.pop(connection, None)
 
-    def close_longest_idle(self):
-        """Closes the connection idle the longest, freeing its slot once its thread ends;
-        returns whether there was one."""
+    def take_connection_slot(self):
+        """A slot for a new connection: a free one, else one an idle connection frees
+        (`close_longest_idle`, waiting up to 2 s for its thread to end); False when
+        every connection is mid-request."""
+        slots = self.connection_slots
+        if slots.acquire(blocking=False):
+            return True
+        if self.close_longest_idle():
+            return slots.acquire(timeout=2.0)
+        return slots.acquire(blocking=False)  # one that ended meanwhile
+
+    def connection_ended(self, connection):
+        """Its thread is done: the connection is forgotten and its slot freed at once."""
         with self._count_lock:
-            if not self._idle:
-                return False
-            connection = min(self._idle, key=lambda c: self._idle[c][0])
-            _, reclaim = self._idle.pop(connection)
-        reclaim()
-        return True
+            self._idle.pop(connection, None)
+            self.connection_slots.release()
+
+    def close_longest_idle(self):
+        """Reclaims an idle connection, freeing its slot once its thread ends: one that
+        can be closed at once before one still writing its answer, the longest idle
+        first; returns whether there was one."""
+        with self._count_lock:
+            order = sorted(self._idle.items(), key=lambda i: (i[1][1].answering, i[1][0]))
+        for connection, (_, handler) in order:
+            if handler.reclaim():
+                self.not_idle(connection)
+                return True
+        return False
 
     def route(self, method, path, body):
         raise NotFound(f"malformed request: {method} {path}")

@@ -136,29 +136,75 @@ def test_connections_over_the_limit_get_503_and_the_server_recovers(server):
         time.sleep(0.2)
 
 
-def test_a_client_opening_a_connection_a_request_is_never_refused_near_the_limit():
+@pytest.mark.parametrize("method, status", [("GET", 404), ("OPTIONS", 501), ("HEAD", 501)])
+def test_a_client_opening_a_connection_a_request_is_never_refused_near_the_limit(method, status):
     """All slots but one held mid-request: a client that reads each answer and opens a
     new connection at once meets the previous one's thread still finishing; that
-    connection is idle from its answer on, so its slot is reclaimed, never a 503."""
+    connection is idle from its answer on (the routes' answers and the standard
+    library's own, 501 here), so its slot is reclaimed, never a 503, and the held
+    requests are not cut."""
     import http.client
 
     from keras_saat.serving.dev_http import RequestGate
 
-    gate = RequestGate(max_connections=3, read_timeout=READ_TIMEOUT).start_http()
+    gate = RequestGate(max_connections=3, read_timeout=60).start_http()
     held = [stalled(gate) for _ in range(2)]
     try:
+        for _ in range(100):  # until both are mid-request (not idle, not to be cut)
+            if gate.connection_slots._value == 1 and not gate._idle:
+                break
+            time.sleep(0.05)
         statuses = []
         for _ in range(200):
             connection = http.client.HTTPConnection(gate.host, gate.port, timeout=10)
-            connection.request("GET", "/v1/models/cap", headers={"Host": "127.0.0.1"})
+            connection.request(method, "/v1/models/cap", headers={"Host": "127.0.0.1"})
             response = connection.getresponse()
             response.read()
             connection.close()
             statuses.append(response.status)
-        assert set(statuses) == {404}, {s: statuses.count(s) for s in set(statuses)}
+        assert set(statuses) == {status}, {s: statuses.count(s) for s in set(statuses)}
+        assert not any(closed_by_server(sock, 0.05) for sock in held)
     finally:
         for sock in held:
             sock.close()
+        gate.stop_http()
+
+
+def test_a_connection_closable_at_once_is_reclaimed_before_one_still_answering():
+    """One connection is sent a large answer it never reads, another waits kept alive
+    between requests, a third is mid-request: a new client takes the waiting one's
+    slot at once, not a 503 after waiting for the unread answer."""
+    import http.client
+
+    from keras_saat.serving.dev_http import RequestGate
+
+    class Large(RequestGate):
+        def route(self, method, path, body):
+            if path == "/large":
+                return {"text": "a" * (64 << 20)}  # far more than the socket buffers
+            return super().route(method, path, body)
+
+    gate = Large(max_connections=3, read_timeout=60).start_http()
+    unread = socket.create_connection((gate.host, gate.port), timeout=10)
+    unread.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    kept = http.client.HTTPConnection(gate.host, gate.port, timeout=10)
+    try:
+        unread.sendall(b"GET /large HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        for _ in range(100):  # until its answer is being written (idle since then)
+            if gate._idle:
+                break
+            time.sleep(0.05)
+        kept.request("GET", "/kept", headers={"Host": "127.0.0.1"})
+        assert kept.getresponse().read()
+        busy = stalled(gate)
+        time.sleep(0.3)  # the server has read its headers
+        assert request(gate, "GET", "/new", headers={"Host": "127.0.0.1"})[0] == 404
+        assert closed_by_server(kept.sock, 5)  # the one reclaimed
+        assert not closed_by_server(busy, 0.05)
+        busy.close()
+    finally:
+        unread.close()
+        kept.close()
         gate.stop_http()
 
 
