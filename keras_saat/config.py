@@ -1,7 +1,7 @@
 """Experiment configuration: frozen dataclasses, YAML files and key=value overrides.
 
-A config is an `ExperimentConfig` with four sections (`model`, `data`, `train`,
-`decode`). YAML files override the defaults; `--set section.key=value` on the
+A config is an `ExperimentConfig` with five sections (`model`, `data`, `train`,
+`decode`, `export`). YAML files override the defaults; `--set section.key=value` on the
 command line overrides the file. Unknown sections or keys are errors that name
 the nearest valid key. The resolved config is written into the workdir.
 
