@@ -207,10 +207,18 @@ def extract(config, encoder, dataset, workdir, log=print, extractor=extract_feat
 
 def check_feature_cache(config, workdir):
     """Before the run renders its data or pre-trains its backbone: the cache that
-    `data.feature_cache` names (when it names one) is there and finished, and the run
-    will not pre-train a backbone of its own (`check_borrowable`)."""
-    if config.data.feature_cache:
-        check_borrowable(_borrowed(config.data), config.model.backbone_weights, workdir)
+    `data.feature_cache` names is there and finished, and the run will not pre-train a
+    Shapes CNN of its own (`check_borrowable`). Nothing when no cache is named, or when
+    the backbone trains (batches are then decoded from the images: no cache is read)."""
+    model = config.model
+    if not config.data.feature_cache or model.trainable_backbone_layers:
+        return
+    pretrains = (
+        model.backbone_weights == "shapes"
+        and model.backbone in SHAPES_CNNS  # else prepare_backbone_weights names the mistake
+        and not (Path(workdir) / BACKBONE_WEIGHTS_FILE).is_file()
+    )
+    check_borrowable(_borrowed(config.data), pretrains)
 
 
 def _borrowed(data):

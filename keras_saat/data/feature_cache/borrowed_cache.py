@@ -63,25 +63,26 @@ def open_finished(directory, encoder, dataset, resize, dtype, compression, log=p
     return index
 
 
-def check_borrowable(directory, backbone_weights, workdir):
+def check_borrowable(directory, pretrains):
     """What can be checked of a borrowed cache before the run renders its data or
     pre-trains its backbone: a finished cache at `directory` (`open_finished` checks
-    the rest once the encoder is built), and a backbone this run does not pre-train
-    anew, whose features would not be the cache's.
+    the rest once the encoder is built), and no Shapes CNN that this run would
+    pre-train anew (`pretrains`), whose features would not be the cache's.
 
     Args:
         directory: Path. `data.feature_cache`.
-        backbone_weights: str or None. `model.backbone_weights`.
-        workdir: Path. The run's workdir.
+        pretrains: bool. Whether the run would pre-train a Shapes CNN (its
+            `model.backbone_weights` is "shapes" and its workdir holds none yet).
 
     Raises:
         KerasSaatError: the cache is missing or unfinished, or the run would pre-train.
     """
     directory = Path(directory)
     _finished_index(directory)
-    if backbone_weights == "shapes" and not (Path(workdir) / BACKBONE_WEIGHTS_FILE).is_file():
-        made_by = directory.parent / BACKBONE_WEIGHTS_FILE
-        give = str(made_by) if made_by.is_file() else "the weights file that made the cache"
+    if pretrains:
+        made_by = directory.parent / BACKBONE_WEIGHTS_FILE  # a workdir's cache: its CNN
+        owned = directory.name == FEATURES_DIR and made_by.is_file()
+        give = str(made_by) if owned else "the weights file that made the cache"
         raise KerasSaatError(
             f"data.feature_cache {directory}: with model.backbone_weights 'shapes' this run "
             "would pre-train a Shapes CNN of its own, whose features are not the cache's; "

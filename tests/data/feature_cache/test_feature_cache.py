@@ -198,7 +198,9 @@ def test_a_borrowed_cache_is_read_as_it_is_or_refused_and_never_written(
 ):
     """`data.feature_cache`: another workdir's finished cache is checked and read; a
     changed image or an unfinished split is named, and nothing in the folder changes."""
-    from keras_saat.data.feature_cache.borrowed_cache import check_borrowable, open_finished
+    from keras_saat.config import load_config
+    from keras_saat.data.feature_cache.borrowed_cache import open_finished
+    from keras_saat.experiment.preparation import check_feature_cache
 
     quiet = lambda _: None  # noqa: E731
     directory = tmp_path / "c"
@@ -227,23 +229,33 @@ def test_a_borrowed_cache_is_read_as_it_is_or_refused_and_never_written(
     # Before the run renders data or pre-trains: a finished cache, and no CNN of its own.
     owner, run = tmp_path / "owner", tmp_path / "run"
     shutil.copytree(directory, owner / "features")
-    check_borrowable(owner / "features", None, run)
+
+    def check(cache, *settings):
+        config = load_config(None, [f"data.feature_cache={cache}", *settings])
+        check_feature_cache(config, run)
+
+    check(owner / "features")
     with pytest.raises(KerasSaatError, match="no feature cache there"):
-        check_borrowable(owner, None, run)
+        check(owner)
     (owner / "backbone.weights.h5").write_bytes(b"")  # the CNN that made the cache
+    shapes = ["model.backbone=shapes_cnn", "model.backbone_weights=shapes"]
     with pytest.raises(KerasSaatError) as caught:
-        check_borrowable(owner / "features", "shapes", run)
+        check(owner / "features", *shapes)
     assert "would pre-train a Shapes CNN of its own" in str(caught.value)
     assert str(caught.value).endswith(
         f"set model.backbone_weights to {owner / 'backbone.weights.h5'}"
     )
+    with pytest.raises(KerasSaatError, match="to the weights file that made the cache$"):
+        check(directory, *shapes)  # not a workdir's features folder: no file guessed
+    check(tmp_path / "none", *shapes, "model.trainable_backbone_layers=1")  # reads no cache
+    check(owner / "features", "model.backbone=vgg16", "model.backbone_weights=shapes")
     run.mkdir()
     (run / "backbone.weights.h5").write_bytes(b"")  # pre-trained already: none to make
-    check_borrowable(owner / "features", "shapes", run)
+    check(owner / "features", *shapes)
     (directory / "val-00000-of-00001.tfrecord").unlink()  # damaged, deleted
     for refused in (
         lambda: open_finished(directory, encoder, shapes_copy, "crop", "float16", "none", quiet),
-        lambda: check_borrowable(directory, None, run),
+        lambda: check(directory),
     ):
         with pytest.raises(KerasSaatError, match="has the val split unfinished"):
             refused()
