@@ -117,6 +117,8 @@ def http_handler(server):
                     self.send_header("Content-Length", str(len(data)))
                     if status == 503:
                         self.send_header("Retry-After", "1")
+                    if self._reclaimed:  # its slot went to a new connection: say so
+                        self.send_header("Connection", "close")
                     self.end_headers()
                     self.wfile.write(data)
                 except (ConnectionError, TimeoutError, OSError):
