@@ -21,6 +21,7 @@ Layout of a cache folder:
 holds); `feature_extraction.extract_features` fills it.
 """
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +59,7 @@ class FeatureCache:
                 f"no feature cache in {self.directory}; run `keras-saat extract-features` first"
             )
         self.index = read_index(self.directory)
+        self._opened = {}  # shard path -> (inode, mtime, size) when this reader first used it
 
     @property
     def cache(self):
@@ -91,15 +93,29 @@ class FeatureCache:
     def files(self, split):
         """The split's shard files, each checked to be whole (`check_shard`: its size
         against the one written, a stat a shard), so a missing or truncated one is named
-        here, before any is read."""
+        here, before any is read, and to be the file this reader used before (each
+        epoch asks again): a shard written anew meanwhile, by another run extracting the
+        cache this run reads (`data.feature_cache`), is named rather than mixed in."""
         if split not in self.index["splits"] or not self.complete(split):
             raise KerasSaatError(
                 f"the feature cache in {self.directory} has no complete '{split}' split"
             )
         shards = self.index["splits"][split]["shards"]
         for shard in shards:
-            check_shard(self.directory / shard["file"], shard.get("bytes"))
+            path = self.directory / shard["file"]
+            check_shard(path, shard.get("bytes"))
+            self._same_file(path)
         return [str(self.directory / s["file"]) for s in shards]
+
+    def _same_file(self, path):
+        found = os.stat(path)
+        now = (found.st_ino, found.st_mtime_ns, found.st_size)
+        if self._opened.setdefault(str(path), now) != now:
+            raise KerasSaatError(
+                f"the feature cache shard {path} was written again while this run read the "
+                "cache (another run extracted it); run this command again once that "
+                "extraction has finished (a training run resumes where it stopped)"
+            )
 
     def shard_files(self, splits):
         """The shard files of those of `splits` the cache holds."""

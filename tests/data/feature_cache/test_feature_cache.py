@@ -263,6 +263,28 @@ def test_a_borrowed_cache_is_read_as_it_is_or_refused_and_never_written(
     assert state() == before
 
 
+def test_a_shard_written_again_while_a_run_reads_the_cache_is_named(tmp_path):
+    """Each epoch asks the cache for its shards again: one that another run wrote anew
+    since (the same bytes, even: a new file) is named, never read into the run."""
+    from keras_saat.testing.synthetic_data import write_synthetic_cache
+
+    write_synthetic_cache(tmp_path, 24, {"locations": 4, "channels": 8}, shard_size=8)
+    cache = FeatureCache(tmp_path)
+    first = cache.files("train")
+    assert cache.files("train") == first  # untouched: the same files every epoch
+    shard = tmp_path / "train-00001-of-00003.tfrecord"
+    data, written = shard.read_bytes(), shard.stat().st_mtime_ns
+    shard.unlink()
+    shard.write_bytes(data)  # written again, as an extraction writes a shard,
+    os.utime(shard, ns=(written + 10**9, written + 10**9))  # a second later at least
+    with pytest.raises(KerasSaatError) as caught:
+        cache.files("train")
+    assert str(caught.value).startswith(
+        f"the feature cache shard {shard} was written again while this run read the cache"
+    )
+    assert FeatureCache(tmp_path).files("train") == first  # a new run reads it as it is
+
+
 def test_a_dataset_copied_without_its_file_times_keeps_its_features(shapes_copy, encoder, tmp_path):
     """A copy that gives every image a new modification time (`cp -r`, scp, an object
     store) reads its shards' bytes once, keeps the features of those whose bytes are the
