@@ -59,7 +59,7 @@ class FeatureCache:
                 f"no feature cache in {self.directory}; run `keras-saat extract-features` first"
             )
         self.index = read_index(self.directory)
-        self._opened = {}  # shard path -> (inode, mtime, size) when this reader first used it
+        self._opened = {}  # shard path -> (mtime, size) when this reader first used it
 
     @property
     def cache(self):
@@ -103,18 +103,26 @@ class FeatureCache:
         shards = self.index["splits"][split]["shards"]
         for shard in shards:
             path = self.directory / shard["file"]
+            if str(path) in self._opened:
+                self._same_file(path)  # first: a rewrite of another size is not damage
             check_shard(path, shard.get("bytes"))
             self._same_file(path)
         return [str(self.directory / s["file"]) for s in shards]
 
     def _same_file(self, path):
-        found = os.stat(path)
-        now = (found.st_ino, found.st_mtime_ns, found.st_size)
+        """Raises when `path`'s modification time or size is not the one this reader
+        first saw. (Not its inode: some network and FUSE file systems renumber files.)"""
+        try:
+            found = os.stat(path)
+        except FileNotFoundError:
+            return  # check_shard names it
+        now = (found.st_mtime_ns, found.st_size)
         if self._opened.setdefault(str(path), now) != now:
             raise KerasSaatError(
-                f"the feature cache shard {path} was written again while this run read the "
-                "cache (another run extracted it); run this command again once that "
-                "extraction has finished (a training run resumes where it stopped)"
+                f"the feature cache shard {path} was replaced since this run first read it "
+                "(its time or size changed: another run extracting this cache?); run this "
+                "command again once that extraction has finished (a training run resumes "
+                "where it stopped)"
             )
 
     def shard_files(self, splits):

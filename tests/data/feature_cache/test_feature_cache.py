@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -277,12 +278,15 @@ def test_a_shard_written_again_while_a_run_reads_the_cache_is_named(tmp_path):
     shard.unlink()
     shard.write_bytes(data)  # written again, as an extraction writes a shard,
     os.utime(shard, ns=(written + 10**9, written + 10**9))  # a second later at least
-    with pytest.raises(KerasSaatError) as caught:
+    replaced = f"the feature cache shard {shard} was replaced since this run first read it"
+    with pytest.raises(KerasSaatError, match=f"^{re.escape(replaced)}"):
         cache.files("train")
-    assert str(caught.value).startswith(
-        f"the feature cache shard {shard} was written again while this run read the cache"
-    )
     assert FeatureCache(tmp_path).files("train") == first  # a new run reads it as it is
+    later = FeatureCache(tmp_path)
+    later.files("train")
+    shard.write_bytes(data[: len(data) // 2])  # another size: replaced, not called damaged
+    with pytest.raises(KerasSaatError, match=f"^{re.escape(replaced)}"):
+        later.files("train")
 
 
 def test_a_dataset_copied_without_its_file_times_keeps_its_features(shapes_copy, encoder, tmp_path):
