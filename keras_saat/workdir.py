@@ -40,6 +40,13 @@ XLA_CACHE_DIR = "xla_cache"
 LOCK_FILE = "train.lock"
 
 
+def cache_owner(directory):
+    """The workdir whose feature cache `directory` is (a folder named FEATURES_DIR),
+    else None."""
+    directory = Path(os.path.abspath(directory))
+    return directory.parent if directory.name == FEATURES_DIR else None
+
+
 @contextlib.contextmanager
 def workdir_lock(workdir, command):
     """Holds WORKDIR/train.lock while `command` writes the workdir; a second run fails.

@@ -18,7 +18,7 @@ from keras_saat.data.feature_cache.cache_index import (
 )
 from keras_saat.data.readers.caption_dataset import SPLITS
 from keras_saat.errors import KerasSaatError
-from keras_saat.workdir import BACKBONE_WEIGHTS_FILE, FEATURES_DIR
+from keras_saat.workdir import BACKBONE_WEIGHTS_FILE, FEATURES_DIR, cache_owner
 
 
 def open_finished(directory, encoder, dataset, resize, dtype, compression, log=print):
@@ -80,8 +80,9 @@ def check_borrowable(directory, pretrains):
     directory = Path(directory)
     _finished_index(directory)
     if pretrains:
-        made_by = directory.parent / BACKBONE_WEIGHTS_FILE  # a workdir's cache: its CNN
-        owned = directory.name == FEATURES_DIR and made_by.is_file()
+        owner = cache_owner(directory)  # a workdir's cache: that workdir's CNN made it
+        made_by = None if owner is None else owner / BACKBONE_WEIGHTS_FILE
+        owned = made_by is not None and made_by.is_file()
         give = str(made_by) if owned else "the weights file that made the cache"
         raise KerasSaatError(
             f"data.feature_cache {directory}: with model.backbone_weights 'shapes' this run "

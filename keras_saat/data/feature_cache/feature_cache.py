@@ -103,10 +103,8 @@ class FeatureCache:
         shards = self.index["splits"][split]["shards"]
         for shard in shards:
             path = self.directory / shard["file"]
-            if str(path) in self._opened:
-                self._same_file(path)  # first: a rewrite of another size is not damage
+            self._same_file(path)  # first: a rewrite of another size is not damage
             check_shard(path, shard.get("bytes"))
-            self._same_file(path)
         return [str(self.directory / s["file"]) for s in shards]
 
     def _same_file(self, path):

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from keras_saat.data.feature_cache.cache_index import INDEX
 from keras_saat.errors import KerasSaatError
-from keras_saat.workdir import FEATURES_DIR
+from keras_saat.workdir import cache_owner
 
 _HEADER = 12  # length (uint64) and its crc (uint32)
 _FOOTER = 4  # the data's crc (uint32)
@@ -37,11 +37,9 @@ def damaged_shard_error(path, reason):
 
 def _for_owner(cache):
     """ " for the workdir that owns the cache, W" where the cache folder `cache` is a
-    workdir's (named FEATURES_DIR), else ""."""
-    cache = os.path.abspath(cache)
-    if os.path.basename(cache) != FEATURES_DIR:
-        return ""
-    return f" for the workdir that owns the cache, {os.path.dirname(cache)}"
+    workdir's (`cache_owner`), else ""."""
+    owner = cache_owner(cache)
+    return "" if owner is None else f" for the workdir that owns the cache, {owner}"
 
 
 def read_error_reason(err):
