@@ -251,6 +251,11 @@ class TrainConfig:
     # uneven light, Keras's brightness, contrast, hue and saturation layers on every batch), so
     # the frozen CNN names what it names on a brighter page or under another light.
     backbone_pretrain_augment: bool = True
+    # Start from the Shapes CNN packaged with the library (keras_saat/encoders/weights)
+    # when one was pre-trained as the three settings above and model.seed ask, rather than
+    # pre-train here (the demo's, about 3 of its 6 minutes on 2 CPU cores); false
+    # pre-trains here.
+    backbone_packaged: bool = True
     # Seed for shuffling.
     seed: int = 0
 

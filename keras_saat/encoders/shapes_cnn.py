@@ -132,6 +132,7 @@ def pretrain_shapes_cnn(
     log=print,
     standardize=False,
     jit_compile="auto",
+    trainer_file=None,
 ):
     """Trains the Shapes CNN on per-location attributes; returns (model, val accuracy per head).
 
@@ -158,6 +159,10 @@ def pretrain_shapes_cnn(
         standardize: bool. `build_shapes_cnn`'s. Defaults to False.
         jit_compile: bool or "auto". The train step's, as `keras.Model.compile` takes it.
             Defaults to "auto".
+        trainer_file: path or None. Where to save the pre-training model's weights, the
+            CNN's and its attribute heads' (`attribute_trainer`), as the packaged
+            pre-trained CNNs are kept (`keras_saat.encoders.packaged_shapes_cnn`).
+            Defaults to None.
 
     Returns:
         (backbone keras.Model, dict head -> accuracy on object locations of the val set).
@@ -188,7 +193,6 @@ def pretrain_shapes_cnn(
         },
         jit_compile=jit_compile,
     )
-    scale = np.float32(1 / 255)
     targets = attribute_targets(objects, grid, images.shape[1])
 
     class _Progress(keras.callbacks.Callback):
@@ -202,15 +206,28 @@ def pretrain_shapes_cnn(
         verbose=0,
         callbacks=[_Progress()],
     )
+    if trainer_file is not None:
+        trainer.save_weights(str(trainer_file))
     accuracy = {}
     if val_images is not None:
-        val_targets = attribute_targets(val_objects, grid, val_images.shape[1])
-        predictions = trainer.predict(val_images.astype(np.float32) * scale, verbose=0)
-        on_object = val_targets["shape"] > 0
-        for name in ATTRIBUTE_HEADS:
-            predicted = predictions[name].argmax(-1)
-            accuracy[name] = float((predicted == val_targets[name])[on_object].mean())
+        accuracy = attribute_accuracy(trainer, val_images, val_objects)
     return backbone, accuracy
+
+
+def attribute_accuracy(trainer, images, objects):
+    """Accuracy of each attribute head of `trainer` (`attribute_trainer`) on the feature
+    locations of `images` (pixels in [0, 255]) that lie on an object.
+
+    Returns:
+        dict head -> float.
+    """
+    predictions = trainer.predict(np.asarray(images, np.float32) * np.float32(1 / 255), verbose=0)
+    targets = attribute_targets(objects, predictions["shape"].shape[1:3], images.shape[1])
+    on_object = targets["shape"] > 0
+    return {
+        name: float((predictions[name].argmax(-1) == targets[name])[on_object].mean())
+        for name in ATTRIBUTE_HEADS
+    }
 
 
 def attribute_trainer(backbone, augment=True, seed=0):

@@ -14,9 +14,10 @@ from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.feature_cache.feature_extraction import extract_features
 from keras_saat.data.readers.reader_registry import get_reader
 from keras_saat.encoders.image_encoder import ImageEncoder
+from keras_saat.encoders.packaged_shapes_cnn import load_packaged, packaged_shapes_cnn
 from keras_saat.encoders.registry import get_backbone_spec
 from keras_saat.encoders.shapes_cnn import VARIANTS as SHAPES_CNNS
-from keras_saat.encoders.shapes_cnn import pretrain_shapes_cnn
+from keras_saat.encoders.shapes_cnn import attribute_accuracy, pretrain_shapes_cnn
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.decoding import load_images
 from keras_saat.io_utils import write_json_atomic
@@ -132,41 +133,77 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
         difference = pretraining_difference(config.train, path)
         if difference:
             log(f"  note: {difference}")
+        return dataclasses.replace(model, backbone_weights=str(path))
+    packaged = packaged_for(config)
+    record = {"backbone": model.backbone, "pretraining": pretraining_record(config.train)}
+    if packaged:
+        weights, made = packaged
+        backbone, trainer = load_packaged(model.backbone, weights, made)
+        world = made["world"]
+        log(
+            f"the Shapes CNN packaged with keras_saat ({weights.name}: pre-trained on "
+            f"{world['scenes']:,} scenes of the Shapes world, seed {world['seed']}; "
+            f"train.backbone_packaged=false pre-trains one here), frozen"
+        )
+        if all(r.objects is not None for r in dataset.records):
+            val = dataset.split("val")
+            images = load_images([r.path for r in val], made["image_size"], config.data.resize)
+            accuracy = attribute_accuracy(trainer, images, [r.objects for r in val])
+            log(f"  val accuracy on object locations: {_scores(accuracy)}")
+        record["packaged"] = {k: made[k] for k in ("world", "val_accuracy", "made")}
     else:
-        if any(r.objects is None for r in dataset.records):
-            raise KerasSaatError(
-                "backbone_weights 'shapes' needs a Shapes dataset (with 'objects' per image)"
-            )
-        train, val = dataset.split("train"), dataset.split("val")
-        size = image_size_of(model)
-        extra = config.train.backbone_pretrain_scenes
-        log(
-            f"pre-training the Shapes CNN on {len(train)} training scenes"
-            f"{f' and {extra} more rendered for it' if extra else ''} (then frozen)"
-        )
-        start = time.perf_counter()
-        backbone, accuracy = pretrain_shapes_cnn(
-            load_images([r.path for r in train], size, config.data.resize),
-            [r.objects for r in train],
-            load_images([r.path for r in val], size, config.data.resize),
-            [r.objects for r in val],
-            epochs=config.train.backbone_pretrain_epochs,
-            extra_scenes=config.train.backbone_pretrain_scenes,
-            augment=config.train.backbone_pretrain_augment,
-            seed=model.seed,
-            log=log,
-            **SHAPES_CNNS[model.backbone],
-        )
-        backbone.save_weights(str(path))
-        write_json_atomic(
-            path.parent / BACKBONE_RECORD_FILE,
-            {"backbone": model.backbone, "pretraining": pretraining_record(config.train)},
-        )
-        scores = ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items())
-        log(
-            f"  done in {time.perf_counter() - start:.0f}s; val accuracy on object locations: {scores}"
-        )
+        backbone, accuracy = pretrain_backbone(config, dataset, log=log)
+        log(f"  val accuracy on object locations: {_scores(accuracy)}")
+    backbone.save_weights(str(path))
+    write_json_atomic(path.parent / BACKBONE_RECORD_FILE, record)
     return dataclasses.replace(model, backbone_weights=str(path))
+
+
+def packaged_for(config):
+    """(weights file, record) of the packaged Shapes CNN a run of `config` starts from
+    (`keras_saat.encoders.packaged_shapes_cnn`), or None when it pre-trains its own."""
+    model = config.model
+    if not config.train.backbone_packaged or model.backbone_weights != "shapes":
+        return None
+    pretraining = pretraining_record(config.train)
+    return packaged_shapes_cnn(model.backbone, pretraining, model.seed, image_size_of(model))
+
+
+def pretrain_backbone(config, dataset, trainer_file=None, log=print):
+    """Pre-trains the Shapes CNN `config` names on the dataset's training scenes
+    (`pretrain_shapes_cnn`); returns (the CNN, val accuracy per attribute)."""
+    model = config.model
+    if any(r.objects is None for r in dataset.records):
+        raise KerasSaatError(
+            "backbone_weights 'shapes' needs a Shapes dataset (with 'objects' per image)"
+        )
+    train, val = dataset.split("train"), dataset.split("val")
+    size = image_size_of(model)
+    extra = config.train.backbone_pretrain_scenes
+    log(
+        f"pre-training the Shapes CNN on {len(train)} training scenes"
+        f"{f' and {extra} more rendered for it' if extra else ''} (then frozen)"
+    )
+    start = time.perf_counter()
+    backbone, accuracy = pretrain_shapes_cnn(
+        load_images([r.path for r in train], size, config.data.resize),
+        [r.objects for r in train],
+        load_images([r.path for r in val], size, config.data.resize),
+        [r.objects for r in val],
+        epochs=config.train.backbone_pretrain_epochs,
+        extra_scenes=extra,
+        augment=config.train.backbone_pretrain_augment,
+        seed=model.seed,
+        log=log,
+        trainer_file=trainer_file,
+        **SHAPES_CNNS[model.backbone],
+    )
+    log(f"  done in {time.perf_counter() - start:.0f}s")
+    return backbone, accuracy
+
+
+def _scores(accuracy):
+    return ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items())
 
 
 def extract(config, encoder, dataset, workdir, log=print, extractor=extract_features, **options):
@@ -217,6 +254,7 @@ def check_feature_cache(config, workdir):
         model.backbone_weights == "shapes"
         and model.backbone in SHAPES_CNNS  # else prepare_backbone_weights names the mistake
         and not (Path(workdir) / BACKBONE_WEIGHTS_FILE).is_file()
+        and not packaged_for(config)  # the packaged CNN is every run's alike
     )
     check_borrowable(_borrowed(config.data), pretrains)
 
