@@ -38,10 +38,12 @@ def machine():
 
 
 def commit():
-    """HEAD's commit, with "+changes" when the tracked files differ from it."""
+    """HEAD's commit, with "+changes" when the library's tracked files (the packaged
+    weights aside) differ from it."""
     run = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True)  # noqa: E731
     head = run("rev-parse", "--short=7", "HEAD").stdout.strip()
-    changed = run("status", "--porcelain", "--untracked-files=no", "keras_saat").stdout.strip()
+    library = ["--", "keras_saat", ":!keras_saat/encoders/weights"]
+    changed = run("status", "--porcelain", "--untracked-files=no", *library).stdout.strip()
     return f"{head}+changes" if changed else head
 
 

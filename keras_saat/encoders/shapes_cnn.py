@@ -206,8 +206,8 @@ def pretrain_shapes_cnn(
         verbose=0,
         callbacks=[_Progress()],
     )
-    if trainer_file is not None:
-        trainer.save_weights(str(trainer_file))
+    if trainer_file is not None:  # the layers' weights: an uncompiled view leaves Adam's out
+        keras.Model(trainer.inputs, trainer.outputs).save_weights(str(trainer_file))
     accuracy = {}
     if val_images is not None:
         accuracy = attribute_accuracy(trainer, val_images, val_objects)
