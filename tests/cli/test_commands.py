@@ -221,6 +221,10 @@ def test_the_demo_learns_and_its_workdir_evaluates_and_captions(tutorial_runs, t
         assert (workdir / name).exists(), name
     record = json.loads((workdir / "backbone.json").read_text())  # what the CNN was made for
     assert record["backbone"] == "shapes_cnn_small_norm" and record["pretraining"]["augment"]
+    assert "the Shapes CNN packaged with keras_saat" in out  # no pre-training in the demo
+    assert record["packaged"]["made"]["command"].startswith("python tools/package_shapes_cnn.py")
+    accuracy = out.split("val accuracy on object locations: ")[1].split("\n")[0]
+    assert all(float(v.split()[1]) >= 0.9 for v in accuracy.split(", ")), accuracy
     predictions = json.loads((workdir / "eval" / "test" / "predictions.json").read_text())
     metrics = json.loads((workdir / "eval" / "test" / "metrics.json").read_text())
     assert len(predictions) == 200 and {"image_id", "caption"} == set(predictions[0])
