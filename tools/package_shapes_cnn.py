@@ -55,7 +55,12 @@ def main(argv=None):
     sys.path.insert(0, str(ROOT))
     from keras_saat import load_config
     from keras_saat.config_files import recipe_path
-    from keras_saat.encoders.packaged_shapes_cnn import WEIGHTS_DIR, packaged_files
+    from keras_saat.encoders.packaged_shapes_cnn import (
+        WEIGHTS_DIR,
+        packaged_files,
+        sources_digest,
+        world_record,
+    )
     from keras_saat.experiment.preparation import (
         image_size_of,
         load_dataset,
@@ -80,12 +85,9 @@ def main(argv=None):
         "pretraining": pretraining_record(train),
         "seed": model.seed,
         "image_size": image_size_of(model),
-        "world": {
-            "seed": data.shapes_seed,
-            "scenes": data.shapes_train + train.backbone_pretrain_scenes,
-            "training_split": data.shapes_train,
-            "varied": data.shapes_varied,
-        },
+        "world": world_record(data),
+        "scenes": len(dataset.split("train")) + train.backbone_pretrain_scenes,
+        "sources": sources_digest(),
         "val_accuracy": {k: round(v, 4) for k, v in accuracy.items()},
         "made": {
             "command": f"python tools/package_shapes_cnn.py --recipe {args.recipe}",

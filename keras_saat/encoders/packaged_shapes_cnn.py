@@ -11,12 +11,24 @@ and the command, commit, machine and date (`python tools/package_shapes_cnn.py` 
 them again).
 """
 
+import hashlib
 import json
 from pathlib import Path
 
 from keras_saat.encoders.shapes_cnn import VARIANTS, attribute_trainer, build_shapes_cnn
+from keras_saat.errors import KerasSaatError
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
+LIBRARY = Path(__file__).parents[1]
+# The code that renders the Shapes world and pre-trains the CNN on it. The packaged weights
+# are what it made: once it changes they are not what a run would pre-train, and runs
+# pre-train their own until they are made again (the record's "sources").
+SOURCES = (
+    "data/shapes.py",
+    "encoders/shapes_cnn.py",
+    "encoders/add_coords.py",
+    "images/photometry.py",
+)
 
 
 def packaged_files(backbone):
@@ -24,26 +36,61 @@ def packaged_files(backbone):
     return WEIGHTS_DIR / f"{backbone}.weights.h5", WEIGHTS_DIR / f"{backbone}.json"
 
 
-def packaged_shapes_cnn(backbone, pretraining, seed, image_size):
-    """The packaged pre-training of `backbone` when it was made as asked, else None.
+def sources_digest():
+    """A digest of `SOURCES` as this library has them (line endings aside)."""
+    digest = hashlib.sha256()
+    for name in SOURCES:
+        text = (LIBRARY / name).read_text(encoding="utf-8").replace("\r\n", "\n")
+        digest.update(f"{name}\0{text}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def world_record(data):
+    """The settings of `data` (a DataConfig) that make the Shapes world's training scenes,
+    which the pre-training sees."""
+    return {
+        "dataset": data.dataset,
+        "seed": data.shapes_seed,
+        "training_split": data.shapes_train,
+        "varied": data.shapes_varied,
+        "varied_copies": data.shapes_varied_copies,
+    }
+
+
+def packaged_shapes_cnn(backbone, pretraining, seed, image_size, world):
+    """The packaged pre-training of `backbone` when it is what the run would make, else None:
+    the same pre-training settings, seed and image size, on the same Shapes world, by the
+    same code.
 
     Args:
         backbone: str. A Shapes CNN variant (`VARIANTS`).
         pretraining: dict. The pre-training's settings (`pretraining_record`).
         seed: int. The pre-training's seed (`model.seed`).
         image_size: int. The CNN's input side.
+        world: dict. The run's Shapes world (`world_record`).
 
     Returns:
-        (weights file, record dict), or None when none is packaged or it was made otherwise.
+        (weights file, record dict), or None.
     """
     weights, record_file = packaged_files(backbone)
     if backbone not in VARIANTS or not weights.is_file() or not record_file.is_file():
         return None
-    record = json.loads(record_file.read_text())
-    asked = {"backbone": backbone, "pretraining": pretraining, "seed": seed}
-    if any(record.get(key) != value for key, value in asked.items()):
-        return None
-    if record.get("image_size") != image_size:
+    try:
+        record = json.loads(record_file.read_text())
+    except (OSError, ValueError) as err:
+        raise KerasSaatError(
+            f"{record_file} cannot be read ({err}): reinstall keras-saat, or set "
+            "train.backbone_packaged=false to pre-train the Shapes CNN in the run"
+        ) from None
+    asked = {
+        "backbone": backbone,
+        "pretraining": pretraining,
+        "seed": seed,
+        "image_size": image_size,
+        "world": world,
+        "sources": sources_digest(),
+    }
+    if not isinstance(record, dict) or any(record.get(k) != v for k, v in asked.items()):
         return None
     return weights, record
 

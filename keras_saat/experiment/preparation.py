@@ -14,7 +14,11 @@ from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.feature_cache.feature_extraction import extract_features
 from keras_saat.data.readers.reader_registry import get_reader
 from keras_saat.encoders.image_encoder import ImageEncoder
-from keras_saat.encoders.packaged_shapes_cnn import load_packaged, packaged_shapes_cnn
+from keras_saat.encoders.packaged_shapes_cnn import (
+    load_packaged,
+    packaged_shapes_cnn,
+    world_record,
+)
 from keras_saat.encoders.registry import get_backbone_spec
 from keras_saat.encoders.shapes_cnn import VARIANTS as SHAPES_CNNS
 from keras_saat.encoders.shapes_cnn import attribute_accuracy, pretrain_shapes_cnn
@@ -134,23 +138,22 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
         if difference:
             log(f"  note: {difference}")
         return dataclasses.replace(model, backbone_weights=str(path))
+    _check_shapes_dataset(dataset)
     packaged = packaged_for(config)
     record = {"backbone": model.backbone, "pretraining": pretraining_record(config.train)}
     if packaged:
         weights, made = packaged
         backbone, trainer = load_packaged(model.backbone, weights, made)
-        world = made["world"]
         log(
-            f"the Shapes CNN packaged with keras_saat ({weights.name}: pre-trained on "
-            f"{world['scenes']:,} scenes of the Shapes world, seed {world['seed']}; "
-            f"train.backbone_packaged=false pre-trains one here), frozen"
+            f"the Shapes CNN packaged with keras_saat ({weights.name}: pre-trained as this "
+            f"run would, on this world's {made['scenes']:,} scenes; "
+            "train.backbone_packaged=false pre-trains it here), frozen"
         )
-        if all(r.objects is not None for r in dataset.records):
-            val = dataset.split("val")
-            images = load_images([r.path for r in val], made["image_size"], config.data.resize)
-            accuracy = attribute_accuracy(trainer, images, [r.objects for r in val])
-            log(f"  val accuracy on object locations: {_scores(accuracy)}")
-        record["packaged"] = {k: made[k] for k in ("world", "val_accuracy", "made")}
+        val = dataset.split("val")
+        images = load_images([r.path for r in val], made["image_size"], config.data.resize)
+        accuracy = attribute_accuracy(trainer, images, [r.objects for r in val])
+        log(f"  val accuracy on object locations: {_scores(accuracy)}")
+        record["packaged"] = {k: made[k] for k in ("world", "scenes", "val_accuracy", "made")}
     else:
         backbone, accuracy = pretrain_backbone(config, dataset, log=log)
         log(f"  val accuracy on object locations: {_scores(accuracy)}")
@@ -166,17 +169,22 @@ def packaged_for(config):
     if not config.train.backbone_packaged or model.backbone_weights != "shapes":
         return None
     pretraining = pretraining_record(config.train)
-    return packaged_shapes_cnn(model.backbone, pretraining, model.seed, image_size_of(model))
+    size, world = image_size_of(model), world_record(config.data)
+    return packaged_shapes_cnn(model.backbone, pretraining, model.seed, size, world)
+
+
+def _check_shapes_dataset(dataset):
+    if any(r.objects is None for r in dataset.records):
+        raise KerasSaatError(
+            "backbone_weights 'shapes' needs a Shapes dataset (with 'objects' per image)"
+        )
 
 
 def pretrain_backbone(config, dataset, trainer_file=None, log=print):
     """Pre-trains the Shapes CNN `config` names on the dataset's training scenes
     (`pretrain_shapes_cnn`); returns (the CNN, val accuracy per attribute)."""
     model = config.model
-    if any(r.objects is None for r in dataset.records):
-        raise KerasSaatError(
-            "backbone_weights 'shapes' needs a Shapes dataset (with 'objects' per image)"
-        )
+    _check_shapes_dataset(dataset)
     train, val = dataset.split("train"), dataset.split("val")
     size = image_size_of(model)
     extra = config.train.backbone_pretrain_scenes

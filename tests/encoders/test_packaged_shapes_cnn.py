@@ -7,13 +7,15 @@ import dataclasses
 import json
 
 import numpy as np
+import pytest
 
 from keras_saat import load_config
 from keras_saat.config_files import recipe_path
 from keras_saat.data import read_karpathy
 from keras_saat.data.shapes import page_scene, render, sample_objects
-from keras_saat.encoders.packaged_shapes_cnn import load_packaged, packaged_files
-from keras_saat.encoders.shapes_cnn import attribute_accuracy
+from keras_saat.encoders.packaged_shapes_cnn import load_packaged, packaged_files, sources_digest
+from keras_saat.encoders.shapes_cnn import VARIANTS, attribute_accuracy, build_shapes_cnn
+from keras_saat.errors import KerasSaatError
 from keras_saat.experiment.preparation import (
     packaged_for,
     prepare_backbone_weights,
@@ -33,23 +35,42 @@ def with_train(config, **changes):
     return dataclasses.replace(config, train=dataclasses.replace(config.train, **changes))
 
 
+def with_data(config, **changes):
+    return dataclasses.replace(config, data=dataclasses.replace(config.data, **changes))
+
+
 def test_the_demo_starts_from_the_packaged_cnn_and_other_pretrainings_do_not():
     weights, record = packaged_for(DEMO)
     assert weights == packaged_files("shapes_cnn_small_norm")[0] and weights.is_file()
     assert record["backbone"] == "shapes_cnn_small_norm" and record["pretraining"]["augment"]
     made = record["made"]
     assert made["command"].startswith("python tools/package_shapes_cnn.py") and made["date"]
-    other_model = dataclasses.replace(DEMO.model, seed=1)
+    model = DEMO.model
     for asks_otherwise in (
         with_train(DEMO, backbone_packaged=False),
         with_train(DEMO, backbone_pretrain_epochs=3),
         with_train(DEMO, backbone_pretrain_scenes=0),
         with_train(DEMO, backbone_pretrain_augment=False),
-        dataclasses.replace(DEMO, model=other_model),
-        dataclasses.replace(DEMO, model=dataclasses.replace(DEMO.model, image_size=96)),
-        dataclasses.replace(DEMO, model=dataclasses.replace(DEMO.model, backbone="shapes_cnn")),
+        dataclasses.replace(DEMO, model=dataclasses.replace(model, seed=1)),
+        dataclasses.replace(DEMO, model=dataclasses.replace(model, image_size=96)),
+        dataclasses.replace(DEMO, model=dataclasses.replace(model, backbone="shapes_cnn")),
+        with_data(DEMO, dataset="karpathy"),  # its scenes are not the world's the record names
+        with_data(DEMO, shapes_seed=7),
+        with_data(DEMO, shapes_train=50),
+        with_data(DEMO, shapes_varied=0.0),
+        with_data(DEMO, shapes_varied_copies=True),
     ):
         assert packaged_for(asks_otherwise) is None
+
+
+def test_the_packaged_cnn_is_what_this_librarys_code_would_make():
+    """The code that renders the world and pre-trains the CNN is the code that made the
+    packaged weights; else runs pre-train their own, and the weights are to be made again."""
+    record = json.loads(packaged_files("shapes_cnn_small_norm")[1].read_text())
+    assert record["sources"] == sources_digest(), (
+        "keras_saat's Shapes world or CNN pre-training changed since the packaged CNN was "
+        "made: run `python tools/package_shapes_cnn.py` and commit what it writes"
+    )
 
 
 def test_the_packaged_cnn_names_the_objects_of_scenes_it_never_saw():
@@ -66,25 +87,33 @@ def test_the_packaged_cnn_names_the_objects_of_scenes_it_never_saw():
 
 
 def test_a_run_takes_the_packaged_cnn_into_its_workdir(shapes_dir, tmp_path):
-    config = load_config(
-        recipe_path("shapes_soft"),
-        ["data.dataset=karpathy", f"data.path={shapes_dir / 'dataset_shapes.json'}"],
-    )
+    """The demo's config; a small dataset of the same world's kind to score it on."""
+    assert packaged_for(DEMO) is not None  # else the call below pre-trains for minutes
     dataset = read_karpathy(shapes_dir / "dataset_shapes.json")
     lines = []
-    model = prepare_backbone_weights(config, dataset, tmp_path, lines.append)
+    model = prepare_backbone_weights(DEMO, dataset, tmp_path, lines.append)
     assert model.backbone_weights == str(tmp_path / BACKBONE_WEIGHTS_FILE)
     assert "the Shapes CNN packaged with keras_saat" in lines[0], lines
     assert lines[1].startswith("  val accuracy on object locations: shape "), lines
     record = json.loads((tmp_path / BACKBONE_RECORD_FILE).read_text())
-    weights, made = packaged_for(config)
+    weights, made = packaged_for(DEMO)
     assert record["packaged"]["made"] == made["made"]
     assert record["pretraining"] == made["pretraining"]  # pretraining_difference reads it
-    cnn, _ = load_packaged("shapes_cnn_small_norm", weights, made)
-    saved, _ = load_packaged("shapes_cnn_small_norm", weights, made)
+    packaged, _ = load_packaged("shapes_cnn_small_norm", weights, made)
+    saved = build_shapes_cnn(**VARIANTS["shapes_cnn_small_norm"])
     saved.load_weights(str(tmp_path / BACKBONE_WEIGHTS_FILE))
     scenes = np.random.default_rng(0).uniform(0, 1, (2, 128, 128, 3)).astype("float32")
-    np.testing.assert_array_equal(saved(scenes).numpy(), cnn(scenes).numpy())
+    np.testing.assert_array_equal(saved(scenes).numpy(), packaged(scenes).numpy())
+
+
+def test_a_dataset_without_objects_is_still_refused(shapes_dir, tmp_path):
+    index = json.loads((shapes_dir / "dataset_shapes.json").read_text())
+    for image in index["images"]:
+        image.pop("objects", None)
+    (tmp_path / "dataset_plain.json").write_text(json.dumps(index))
+    plain = read_karpathy(tmp_path / "dataset_plain.json", images_dir=shapes_dir)
+    with pytest.raises(KerasSaatError, match="needs a Shapes dataset"):
+        prepare_backbone_weights(DEMO, plain, tmp_path / "run", quiet)
 
 
 def test_pretraining_writes_a_trainer_file_that_loads_as_the_cnn_it_trained(shapes_dir, tmp_path):
