@@ -10,7 +10,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Set up and run the main job: the Shapes demo (6-7 minutes on 2 CPU cores, plus the install).
+# Set up and run the main job: the Shapes demo (about 3 minutes on 2 CPU cores, plus the install).
 demo: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	$(BIN)/keras-saat demo --workdir $(WORKDIR)

@@ -252,8 +252,9 @@ class TrainConfig:
     # the frozen CNN names what it names on a brighter page or under another light.
     backbone_pretrain_augment: bool = True
     # Start from the Shapes CNN packaged with the library (keras_saat/encoders/weights)
-    # when one was pre-trained as the three settings above and model.seed ask, rather than
-    # pre-train here (the demo's, about 3 of its 6 minutes on 2 CPU cores); false
+    # when it is the one this run would pre-train (the same variant, the three settings
+    # above, model.seed and image size, on the same Shapes world, by the same code) rather
+    # than pre-train it here (the demo's: about 3 minutes on 2 CPU cores); false
     # pre-trains here.
     backbone_packaged: bool = True
     # Seed for shuffling.
