@@ -10,10 +10,15 @@ import numpy as np
 import pytest
 
 from keras_saat import load_config
-from keras_saat.config_files import recipe_path
+from keras_saat.config_files import recipe_names, recipe_path
 from keras_saat.data import read_karpathy
 from keras_saat.data.shapes import page_scene, render, sample_objects
-from keras_saat.encoders.packaged_shapes_cnn import load_packaged, packaged_files, sources_digest
+from keras_saat.encoders.packaged_shapes_cnn import (
+    WEIGHTS_DIR,
+    load_packaged,
+    packaged_files,
+    sources_digest,
+)
 from keras_saat.encoders.shapes_cnn import VARIANTS, attribute_accuracy, build_shapes_cnn
 from keras_saat.errors import KerasSaatError
 from keras_saat.experiment.preparation import (
@@ -63,21 +68,34 @@ def test_the_demo_starts_from_the_packaged_cnn_and_other_pretrainings_do_not():
         assert packaged_for(asks_otherwise) is None
 
 
-def test_the_packaged_cnn_is_what_this_librarys_code_would_make():
+def test_every_recipe_that_pretrains_a_shapes_cnn_starts_from_a_packaged_one():
+    recipes = [load_config(recipe_path(name)) for name in recipe_names()]
+    pretraining = [c for c in recipes if c.model.backbone_weights == "shapes"]
+    assert len(pretraining) >= 5  # shapes_soft, shapes_hard and the GPU recipes
+    for config in pretraining:
+        assert packaged_for(config) is not None, config.name
+
+
+def test_the_packaged_cnns_are_what_this_librarys_code_would_make():
     """The code that renders the world and pre-trains the CNN is the code that made the
     packaged weights; else runs pre-train their own, and the weights are to be made again."""
-    record = json.loads(packaged_files("shapes_cnn_small_norm")[1].read_text())
-    assert record["sources"] == sources_digest(), (
-        "keras_saat's Shapes world or CNN pre-training changed since the packaged CNN was "
-        "made: run `python tools/package_shapes_cnn.py` and commit what it writes"
-    )
+    records = sorted(WEIGHTS_DIR.glob("*.json"))
+    assert records
+    for path in records:
+        record = json.loads(path.read_text())
+        assert record["sources"] == sources_digest(), (
+            f"keras_saat's Shapes world or CNN pre-training changed since {path.name} was "
+            f"made: run `{record['made']['command']}` and commit what it writes"
+        )
 
 
-def test_the_packaged_cnn_names_the_objects_of_scenes_it_never_saw():
+@pytest.mark.parametrize("recipe", ["shapes_soft", "shapes_hard"])
+def test_the_packaged_cnn_names_the_objects_of_scenes_it_never_saw(recipe):
     """Scenes from a generator of their own, on the world's page and on varied pages under
     uneven light: every attribute head right on at least 90 % of the object locations."""
-    weights, record = packaged_for(DEMO)
-    _, trainer = load_packaged("shapes_cnn_small_norm", weights, record)
+    config = load_config(recipe_path(recipe))
+    weights, record = packaged_for(config)
+    _, trainer = load_packaged(config.model.backbone, weights, record)
     rng = np.random.default_rng(2026)
     objects = [sample_objects(rng) for _ in range(60)]
     for draw in (render, page_scene):
