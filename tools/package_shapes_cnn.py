@@ -61,12 +61,13 @@ def main(argv=None):
         sources_digest,
         world_record,
     )
-    from keras_saat.experiment.preparation import (
+    from keras_saat.experiment.backbone_pretraining import (
         image_size_of,
-        load_dataset,
         pretrain_backbone,
         pretraining_record,
+        training_scenes_digest,
     )
+    from keras_saat.experiment.preparation import load_dataset
 
     config = load_config(recipe_path(args.recipe))
     config = dataclasses.replace(
@@ -87,6 +88,7 @@ def main(argv=None):
         "image_size": image_size_of(model),
         "world": world_record(data),
         "scenes": len(dataset.split("train")) + train.backbone_pretrain_scenes,
+        "training_scenes": training_scenes_digest(dataset),
         "sources": sources_digest(),
         "val_accuracy": {k: round(v, 4) for k, v in accuracy.items()},
         "made": {

@@ -28,7 +28,10 @@ SOURCES = (
     "encoders/shapes_cnn.py",
     "encoders/add_coords.py",
     "images/photometry.py",
+    "experiment/backbone_pretraining.py",
 )
+# What a record holds beyond what `packaged_shapes_cnn` compares (a run reads them).
+RECORD_KEYS = ("scenes", "training_scenes", "val_accuracy", "made")
 
 
 def packaged_files(backbone):
@@ -37,10 +40,14 @@ def packaged_files(backbone):
 
 
 def sources_digest():
-    """A digest of `SOURCES` as this library has them (line endings aside)."""
+    """A digest of `SOURCES` as this library has them (line endings aside), or None where
+    they cannot be read (an install without its .py files)."""
     digest = hashlib.sha256()
     for name in SOURCES:
-        text = (LIBRARY / name).read_text(encoding="utf-8").replace("\r\n", "\n")
+        try:
+            text = (LIBRARY / name).read_text(encoding="utf-8").replace("\r\n", "\n")
+        except OSError:
+            return None
         digest.update(f"{name}\0{text}\0".encode())
     return digest.hexdigest()[:16]
 
@@ -54,13 +61,15 @@ def world_record(data):
         "training_split": data.shapes_train,
         "varied": data.shapes_varied,
         "varied_copies": data.shapes_varied_copies,
+        "images_dir": data.images_dir,  # the world's own folder when empty
     }
 
 
 def packaged_shapes_cnn(backbone, pretraining, seed, image_size, world):
     """The packaged pre-training of `backbone` when it is what the run would make, else None:
     the same pre-training settings, seed and image size, on the same Shapes world, by the
-    same code.
+    same code. `keras_saat.experiment.preparation.packaged_for` also compares the run's
+    training scenes, once read, with the record's.
 
     Args:
         backbone: str. A Shapes CNN variant (`VARIANTS`).
@@ -91,6 +100,8 @@ def packaged_shapes_cnn(backbone, pretraining, seed, image_size, world):
         "sources": sources_digest(),
     }
     if not isinstance(record, dict) or any(record.get(k) != v for k, v in asked.items()):
+        return None
+    if asked["sources"] is None or any(key not in record for key in RECORD_KEYS):
         return None
     return weights, record
 

@@ -21,8 +21,15 @@ from keras_saat.encoders.packaged_shapes_cnn import (
 )
 from keras_saat.encoders.registry import get_backbone_spec
 from keras_saat.encoders.shapes_cnn import VARIANTS as SHAPES_CNNS
-from keras_saat.encoders.shapes_cnn import attribute_accuracy, pretrain_shapes_cnn
+from keras_saat.encoders.shapes_cnn import attribute_accuracy
 from keras_saat.errors import KerasSaatError
+from keras_saat.experiment.backbone_pretraining import (
+    check_shapes_dataset,
+    image_size_of,
+    pretrain_backbone,
+    pretraining_record,
+    training_scenes_digest,
+)
 from keras_saat.images.decoding import load_images
 from keras_saat.io_utils import write_json_atomic
 from keras_saat.text.vocabulary import Vocabulary
@@ -59,10 +66,6 @@ def build_vocabulary(data, dataset, workdir, log=print):
     return vocabulary
 
 
-def image_size_of(model_config):
-    return model_config.image_size or get_backbone_spec(model_config.backbone).default_image_size
-
-
 def check_pretrained_for(backbone, path):
     """Refuses the pre-trained Shapes CNN in `path` when it was pre-trained for another
     variant than `backbone`, as `backbone.json` beside it records: the `_norm` variants
@@ -85,21 +88,6 @@ def check_pretrained_for(backbone, path):
         f"would load and give other features. Move it away (with {record.name}) to pre-train "
         f"{backbone} in this workdir, or set model.backbone back"
     )
-
-
-def pretraining_record(train):
-    """What the Shapes CNN's pre-training under `train` (a TrainConfig) does, as
-    backbone.json records it beside the weights."""
-    from keras_saat.data.shapes import page_settings
-
-    record = {
-        "epochs": train.backbone_pretrain_epochs,
-        "extra_scenes": train.backbone_pretrain_scenes,
-        "augment": train.backbone_pretrain_augment,
-    }
-    if train.backbone_pretrain_augment:
-        record.update(page_settings())
-    return record
 
 
 def pretraining_difference(train, path):
@@ -138,8 +126,8 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
         if difference:
             log(f"  note: {difference}")
         return dataclasses.replace(model, backbone_weights=str(path))
-    _check_shapes_dataset(dataset)
-    packaged = packaged_for(config)
+    check_shapes_dataset(dataset)
+    packaged = packaged_for(config, dataset)
     record = {"backbone": model.backbone, "pretraining": pretraining_record(config.train)}
     if packaged:
         weights, made = packaged
@@ -162,52 +150,27 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
     return dataclasses.replace(model, backbone_weights=str(path))
 
 
-def packaged_for(config):
+def packaged_for(config, dataset=None):
     """(weights file, record) of the packaged Shapes CNN a run of `config` starts from
-    (`keras_saat.encoders.packaged_shapes_cnn`), or None when it pre-trains its own."""
+    (`keras_saat.encoders.packaged_shapes_cnn`), or None when it pre-trains its own.
+
+    Args:
+        config: Config. The run's.
+        dataset: Dataset or None. The run's, once read: its training scenes must be the
+            ones the packaged CNN was pre-trained on (`training_scenes_digest`); a world
+            rendered by other code or by hand, or read from another folder, has others.
+            Defaults to None (the config alone, before the data is read).
+    """
     model = config.model
     if not config.train.backbone_packaged or model.backbone_weights != "shapes":
         return None
     pretraining = pretraining_record(config.train)
     size, world = image_size_of(model), world_record(config.data)
-    return packaged_shapes_cnn(model.backbone, pretraining, model.seed, size, world)
-
-
-def _check_shapes_dataset(dataset):
-    if any(r.objects is None for r in dataset.records):
-        raise KerasSaatError(
-            "backbone_weights 'shapes' needs a Shapes dataset (with 'objects' per image)"
-        )
-
-
-def pretrain_backbone(config, dataset, trainer_file=None, log=print):
-    """Pre-trains the Shapes CNN `config` names on the dataset's training scenes
-    (`pretrain_shapes_cnn`); returns (the CNN, val accuracy per attribute)."""
-    model = config.model
-    _check_shapes_dataset(dataset)
-    train, val = dataset.split("train"), dataset.split("val")
-    size = image_size_of(model)
-    extra = config.train.backbone_pretrain_scenes
-    log(
-        f"pre-training the Shapes CNN on {len(train)} training scenes"
-        f"{f' and {extra} more rendered for it' if extra else ''} (then frozen)"
-    )
-    start = time.perf_counter()
-    backbone, accuracy = pretrain_shapes_cnn(
-        load_images([r.path for r in train], size, config.data.resize),
-        [r.objects for r in train],
-        load_images([r.path for r in val], size, config.data.resize),
-        [r.objects for r in val],
-        epochs=config.train.backbone_pretrain_epochs,
-        extra_scenes=extra,
-        augment=config.train.backbone_pretrain_augment,
-        seed=model.seed,
-        log=log,
-        trainer_file=trainer_file,
-        **SHAPES_CNNS[model.backbone],
-    )
-    log(f"  done in {time.perf_counter() - start:.0f}s")
-    return backbone, accuracy
+    packaged = packaged_shapes_cnn(model.backbone, pretraining, model.seed, size, world)
+    if packaged and dataset is not None:
+        if packaged[1].get("training_scenes") != training_scenes_digest(dataset):
+            return None
+    return packaged
 
 
 def _scores(accuracy):
