@@ -25,16 +25,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def machine():
-    """The CPU's model name and cores, or the platform's processor."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                import os
+    """The CPU's model name (`keras-saat bench`'s reading) and cores, or the platform's."""
+    import os
 
-                return f"{line.split(':', 1)[1].strip()}, {len(os.sched_getaffinity(0))} cores"
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    from keras_saat.bench.runner import _cpu_model
+
+    model = _cpu_model()
+    return f"{model}, {len(os.sched_getaffinity(0))} cores" if model else platform.machine()
 
 
 def commit():
