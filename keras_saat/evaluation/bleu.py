@@ -2,8 +2,6 @@
 
 import warnings
 
-from nltk.translate.bleu_score import corpus_bleu
-
 _WEIGHTS = {
     1: (1.0,),
     2: (0.5, 0.5),
@@ -26,6 +24,10 @@ def corpus_bleu_scores(references, hypotheses):
         raise ValueError(f"{len(references)} reference sets but {len(hypotheses)} hypotheses")
     if not hypotheses:
         raise ValueError("no captions to score")
+    # Imported here: nltk takes about 2 s to import, which every command that imports the
+    # scoring code would pay whether or not it scores with nltk.
+    from nltk.translate.bleu_score import corpus_bleu
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # nltk warns when a higher-order n-gram never matches
         return {

@@ -5,13 +5,14 @@ renamed, and recorded (one line appended to progress.jsonl, so recording stays
 constant work a shard however many there are), only once complete; a restarted
 run reads index.json with progress.jsonl's lines applied, keeps finished shards
 and redoes the rest, and the shards whose image files changed since (`reopen_changed`).
-Decoding (tf.data, parallel), the backbone (a compiled function) and writing (a
-thread, `ShardWriter`) overlap. The index and progress bookkeeping lives in
+Reading and decoding (one batch ahead, `decoded_batches`), the backbone (a compiled
+function) and writing (a thread, `ShardWriter`) overlap. The index and progress bookkeeping lives in
 `cache_index`, shared with the Beam extractor (`keras_saat.beam.extraction`), which
 writes this same layout.
 """
 
 import concurrent.futures
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -40,39 +41,57 @@ from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.feature_cache.shard_writer import ShardWriter
 from keras_saat.data.readers.caption_dataset import SPLITS, Skips
 from keras_saat.errors import KerasSaatError
+from keras_saat.images.decoded_batches import decoded_batches
 from keras_saat.images.decoding import decode_calls, image_decoder
+from keras_saat.images.image_formats import DEFAULT_MAX_PIXELS
 from keras_saat.io_utils import atomic_path
 from keras_saat.runtime.pipeline_options import without_autotune
 
 
-def _read_file(position, path):
-    return position, tf.io.read_file(path)
+def _image_batches(dataset, split, records, start, stop, size, resize, skips, batch_size):
+    """(positions (n,) int32 array, pixels (n, S, S, 3) float32 tensor) batches of
+    records[start:stop]'s readable images; unreadable images drop out (their positions
+    are missing from the batches).
+
+    Image files are read and decoded by `decoded_batches`, the graph `Captioner.generate`
+    decodes with, traced and instantiated once a process: a tf.data pipeline built for
+    each shard would optimise and instantiate its decoder again, about a second a shard
+    on 2 cores. Streamed sources (TFDS) come through their tf.data pipeline.
+    """
+    if dataset.image_source is not None:
+        yield from _streamed_batches(dataset, split, records, start, stop, size, resize, batch_size)
+        return
+    positions, paths = [], []
+    for position in range(start, stop):
+        path = records[position].path
+        reason = file_skip_reason(path)
+        if reason:
+            skips.add(reason, image_place(records[position]))
+            continue
+        positions.append(position)
+        paths.append(str(path))
+    positions = np.asarray(positions, np.int32)
+    done = 0
+    batches = decoded_batches(paths, size, resize, DEFAULT_MAX_PIXELS, batch_size)
+    with contextlib.closing(batches):  # its reading thread stops with this generator
+        for batch in batches:
+            rows = len(batch["image"])
+            chosen, valid = positions[done : done + rows], np.asarray(batch["valid"], bool)
+            done += rows
+            if valid.all():
+                yield chosen, batch["pixels"]
+            elif valid.any():
+                yield chosen[valid], tf.boolean_mask(batch["pixels"], valid)
 
 
-def _image_stream(dataset, split, records, start, stop, size, resize, skips):
-    """tf.data of (position, pixels) for records[start:stop]; unreadable images drop out."""
-    if dataset.image_source is None:
-        positions, paths = [], []
-        for position in range(start, stop):
-            path = records[position].path
-            reason = file_skip_reason(path)
-            if reason:
-                skips.add(reason, image_place(records[position]))
-                continue
-            positions.append(position)
-            paths.append(str(path))
-        if not positions:
-            return None
-        stream = tf.data.Dataset.from_tensor_slices((np.asarray(positions, np.int32), paths))
-        stream = stream.map(_read_file, num_parallel_calls=decode_calls())
-    else:
-        # Streamed sources (TFDS) yield stream positions; map them to this split's record positions.
-        keys = tf.constant([r.stream_position for r in records[start:stop]], tf.int32)
-        values = tf.range(start, stop, dtype=tf.int32)
-        table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, values), -1)
-        stream = dataset.image_source(split).map(lambda p, image: (table.lookup(p), image))
-        stream = stream.filter(lambda p, image: p >= 0)
-
+def _streamed_batches(dataset, split, records, start, stop, size, resize, batch_size):
+    """`_image_batches` of a streamed source: its stream positions mapped to this split's
+    record positions, each image decoded by a tf.data map."""
+    keys = tf.constant([r.stream_position for r in records[start:stop]], tf.int32)
+    values = tf.range(start, stop, dtype=tf.int32)
+    table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, values), -1)
+    stream = dataset.image_source(split).map(lambda p, image: (table.lookup(p), image))
+    stream = stream.filter(lambda p, image: p >= 0)
     decoder = image_decoder(size, resize)  # traced once a process, not once a shard
 
     def decode(position, encoded):
@@ -81,7 +100,9 @@ def _image_stream(dataset, split, records, start, stop, size, resize, skips):
     stream = stream.map(decode, num_parallel_calls=decode_calls())
     # Undecodable images vanish; the gaps in positions count them. Fixed parallelism (one
     # call a core, not the autotuner: with it, the end of a shard's stream could stall).
-    return without_autotune(stream.ignore_errors())
+    stream = without_autotune(stream.ignore_errors())
+    for positions, pixels in stream.batch(batch_size).prefetch(2):
+        yield positions.numpy(), pixels
 
 
 def _bar(split, done, total, start):
@@ -155,21 +176,22 @@ def extract_features(
                 # let go of the GIL).
                 content = hashing.submit(shard_content, images)
                 shard_skips = Skips(strict)
-                stream = _image_stream(
-                    dataset, split, records, start, stop, encoder.image_size, resize, shard_skips
-                )
+                batches = _image_batches(
+                    dataset, split, records, start, stop, encoder.image_size, resize,
+                    shard_skips, batch_size,
+                )  # fmt: skip
                 with atomic_path(directory / shard["file"]) as tmp:
                     writer = ShardWriter(tmp, dtype, compression)
                     writer.start()
                     try:
-                        if stream is not None:
-                            for positions, pixels in stream.batch(batch_size).prefetch(2):
-                                features = encode(pixels).numpy()  # (B, L, C)
-                                writer.queue.put((positions.numpy(), features))
-                                _bar(split, done + len(writer.written), total, start_time)
-                                if writer.error:
-                                    break
+                        for positions, pixels in batches:
+                            features = encode(pixels).numpy()  # (B, L, C)
+                            writer.queue.put((positions, features))
+                            _bar(split, done + len(writer.written), total, start_time)
+                            if writer.error:
+                                break
                     finally:
+                        batches.close()
                         writer.queue.put(None)
                         writer.join()
                     if writer.error:

@@ -1,18 +1,16 @@
 """Extraction records each finished shard by appending a line, not by rewriting index.json,
-and decodes images with one parallel call a core."""
+and decodes every shard's images with one graph traced once a process."""
 
 import json
-import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_saat.data import read_karpathy
-from keras_saat.data.feature_cache import cache_index, feature_extraction
+from keras_saat.data.feature_cache import cache_index
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.feature_cache.feature_extraction import extract_features
-from keras_saat.data.readers.caption_dataset import Skips
 from keras_saat.encoders import ImageEncoder
 
 PROGRESS = "progress.jsonl"  # the layout the module docstring documents
@@ -87,25 +85,21 @@ def test_a_killed_extraction_resumes_from_the_progress_lines(extracted, encoder,
         np.testing.assert_array_equal(cache.load(split)[1], reference.load(split)[1])
 
 
-def _parallel_calls(dataset):
-    """num_parallel_calls of every parallel map in a tf.data pipeline."""
-    found, pending = [], [dataset]
-    while pending:
-        node = pending.pop()
-        calls = getattr(node, "_num_parallel_calls", None)
-        if calls is not None:
-            found.append(int(calls))
-        pending += [d for d in getattr(node, "_inputs", lambda: [])()]
-    return found
+def test_every_shard_and_split_decodes_through_one_graph_traced_once(shapes_dir, encoder, tmp_path):
+    """The images are decoded by the batch decoder `Captioner.generate` uses, traced once a
+    process (no tf.data pipeline a shard to optimise and instantiate again), and the
+    cache holds what the encoder makes of `load_images`' pixels."""
+    from keras_saat.images.decoding import batch_decoder, load_images
 
-
-def test_extraction_decodes_with_one_call_a_core(shapes_dir, monkeypatch):
     dataset = read_karpathy(shapes_dir / "dataset_shapes.json")
-    records = dataset.split("train")
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(12)), raising=False)
-    stream = feature_extraction._image_stream(dataset, "train", records, 0, 8, 128, "crop", Skips())
-    assert _parallel_calls(stream) == [12, 12]  # the reads and the decodes
-    assert len(list(stream)) == 8
+    for name in ("a", "b"):  # 5 train shards, 1 val, 1 test: seven shards a cache
+        extract_features(encoder, dataset, tmp_path / name, shard_size=9, log=lambda _: None)
+    assert batch_decoder(128, "crop").experimental_get_tracing_count() == 1
+    positions, stored = FeatureCache(tmp_path / "b").load("train")
+    paths = [r.path for r in dataset.split("train")]
+    assert positions.tolist() == list(range(len(paths)))
+    expected = encoder(load_images(paths, 128)).numpy()  # float16 in the cache
+    np.testing.assert_allclose(stored, expected, rtol=2e-3, atol=2e-3)
 
 
 def test_an_image_file_over_the_read_limit_is_one_skip(shapes_dir, encoder, tmp_path):
