@@ -156,9 +156,10 @@ def _shard_images(file, directory):
 
 
 class _DecodeImage(beam.DoFn):
-    """((file, position), path) -> ((file, position), pixels), as the one-process path
-    decodes (`decode_image`); a file it does not read becomes a skip, an image that does
-    not decode simply gives nothing (the shard's writer names it "undecodable image")."""
+    """((file, position), path) -> ((file, position), pixels), with the header checks and
+    decoding ops the one-process path decodes a batch with (`decode_image`, one image at
+    a time); a file it does not read becomes a skip, an image that does not decode simply
+    gives nothing (the shard's writer names it "undecodable image")."""
 
     def __init__(self, size, resize):
         self._size, self._resize = int(size), str(resize)

@@ -76,6 +76,11 @@ def _image_batches(dataset, split, records, start, stop, size, resize, skips, ba
     with contextlib.closing(batches):  # its reading thread stops with this generator
         for batch in batches:
             rows = len(batch["image"])
+            if batch["image"] != paths[done : done + rows]:  # rows in the paths' order
+                raise KerasSaatError(
+                    f"the image reader returned {batch['image'][:1]} where "
+                    f"{paths[done : done + 1]} was due: a bug, please report it"
+                )
             chosen, valid = positions[done : done + rows], np.asarray(batch["valid"], bool)
             done += rows
             if valid.all():

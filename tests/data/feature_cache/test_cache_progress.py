@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from keras_saat.data import read_karpathy
-from keras_saat.data.feature_cache import cache_index
+from keras_saat.data.feature_cache import cache_index, feature_extraction
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.feature_cache.feature_extraction import extract_features
 from keras_saat.encoders import ImageEncoder
@@ -85,16 +85,33 @@ def test_a_killed_extraction_resumes_from_the_progress_lines(extracted, encoder,
         np.testing.assert_array_equal(cache.load(split)[1], reference.load(split)[1])
 
 
-def test_every_shard_and_split_decodes_through_one_graph_traced_once(shapes_dir, encoder, tmp_path):
-    """The images are decoded by the batch decoder `Captioner.generate` uses, traced once a
-    process (no tf.data pipeline a shard to optimise and instantiate again), and the
-    cache holds what the encoder makes of `load_images`' pixels."""
-    from keras_saat.images.decoding import batch_decoder, load_images
+def test_every_shard_decodes_through_one_graph_and_builds_no_pipeline(
+    shapes_dir, encoder, tmp_path, monkeypatch
+):
+    """Once a process has traced the batch decoder `Captioner.generate` uses, extraction
+    builds no tf.data pipeline (each shard's would be optimised and instantiated again),
+    reads each shard's files once, and the cache holds what the encoder makes of
+    `load_images`' pixels."""
+    from keras_saat.images.decoding import load_images
 
     dataset = read_karpathy(shapes_dir / "dataset_shapes.json")
-    for name in ("a", "b"):  # 5 train shards, 1 val, 1 test: seven shards a cache
-        extract_features(encoder, dataset, tmp_path / name, shard_size=9, log=lambda _: None)
-    assert batch_decoder(128, "crop").experimental_get_tracing_count() == 1
+    extract_features(encoder, dataset, tmp_path / "a", shard_size=9, log=lambda _: None)
+    pipelines, reads = [], []
+    real_slices, real_reader = (
+        tf.data.Dataset.from_tensor_slices,
+        feature_extraction.decoded_batches,
+    )
+    monkeypatch.setattr(
+        tf.data.Dataset, "from_tensor_slices",
+        staticmethod(lambda *a, **k: pipelines.append(1) or real_slices(*a, **k)),
+    )  # fmt: skip
+    monkeypatch.setattr(
+        feature_extraction, "decoded_batches",
+        lambda paths, *a: reads.append(len(paths)) or real_reader(paths, *a),
+    )  # fmt: skip
+    extract_features(encoder, dataset, tmp_path / "b", shard_size=9, log=lambda _: None)
+    monkeypatch.undo()
+    assert pipelines == [] and reads == [9, 9, 9, 9, 4, 8, 8]  # 40 train, 8 val, 8 test
     positions, stored = FeatureCache(tmp_path / "b").load("train")
     paths = [r.path for r in dataset.split("train")]
     assert positions.tolist() == list(range(len(paths)))
