@@ -35,7 +35,8 @@ class ImageEncoder(keras.layers.Layer):
     Args:
         backbone: str. Registry name (`keras_saat.encoders.available_backbones()`). Defaults to "shapes_cnn".
         image_size: int or None. Input side; None or 0 = the backbone's default. Defaults to None.
-        weights: "imagenet", None or a local weights file, used at construction only
+        weights: "imagenet", "shapes" (a packaged Shapes CNN), None or a local weights
+            file, used at construction only
             (a saved model stores its weights itself). Defaults to None.
         trainable_layers: int. How many of the backbone's last weighted layers train
             (0 = frozen, the paper's setting). Defaults to 0.

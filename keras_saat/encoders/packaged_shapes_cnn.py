@@ -119,3 +119,21 @@ def load_packaged(backbone, weights, record):
     trainer = attribute_trainer(cnn, record["pretraining"]["augment"], record["seed"])
     trainer.load_weights(str(weights))
     return cnn, trainer
+
+
+def packaged_backbone(backbone):
+    """The Shapes CNN packaged for `backbone`, with its pre-trained weights: what
+    `backbone_weights="shapes"` gives a Captioner built in Python.
+
+    Raises:
+        KerasSaatError: no CNN is packaged for `backbone`.
+    """
+    weights, record_file = packaged_files(backbone)
+    if not (weights.is_file() and record_file.is_file()):
+        packaged = sorted(p.name.removesuffix(".weights.h5") for p in WEIGHTS_DIR.glob("*.h5"))
+        raise KerasSaatError(
+            f'backbone_weights "shapes": no Shapes CNN is packaged for backbone {backbone!r} '
+            f"(packaged: {', '.join(packaged)}); pick one of those, or give a weights file"
+        )
+    cnn, _ = load_packaged(backbone, weights, json.loads(record_file.read_text()))
+    return cnn

@@ -172,15 +172,20 @@ def build_feature_model(name, image_size=None, weights=None):
     Args:
         name: str. Registry name.
         image_size: int or None. Input side; None or 0 = the backbone's default.
-        weights: "imagenet", None, or the path of a weights file of the full backbone
-            (`.weights.h5`, as written by `model.save_weights`). Defaults to None.
+        weights: "imagenet", "shapes" (a Shapes CNN packaged with the library), None, or
+            the path of a weights file of the full backbone (`.weights.h5`, as written by
+            `model.save_weights`). Defaults to None.
     """
     import keras
 
     spec = get_backbone_spec(name)
     size = image_size or spec.default_image_size
-    local = None
-    if weights not in (None, "imagenet"):
+    local = packaged = None
+    if weights == "shapes":  # the library's own pre-trained Shapes CNN
+        from keras_saat.encoders.packaged_shapes_cnn import packaged_backbone
+
+        packaged, weights = packaged_backbone(spec.name), None
+    elif weights not in (None, "imagenet"):
         local = Path(weights)
         if not local.is_file():
             raise KerasSaatError(f"backbone weights file not found: {local}")
@@ -188,6 +193,8 @@ def build_feature_model(name, image_size=None, weights=None):
     if weights == "imagenet" and not spec.imagenet:
         raise KerasSaatError(f"backbone '{spec.name}' has no ImageNet weights")
     full = spec.builder((size, size, 3), weights)
+    if packaged is not None:
+        full.set_weights(packaged.get_weights())
     if local is not None:
         try:
             full.load_weights(str(local))

@@ -1,7 +1,6 @@
 """Captioner: the whole Show, Attend and Tell model as one keras.Model."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_saat.encoders.image_encoder import ImageEncoder
@@ -13,12 +12,13 @@ from keras_saat.losses import caption_loss
 from keras_saat.models.argument_checks import check_captioner_arguments
 from keras_saat.models.generation import CaptionGeneration
 from keras_saat.models.preset import load_preset, save_preset
+from keras_saat.models.record_fitting import RecordFitting
 from keras_saat.runtime.precision import dtype_policy
 from keras_saat.text.vocabulary import Vocabulary
 
 
 @keras.saving.register_keras_serializable(package="keras_saat")
-class Captioner(CaptionGeneration, keras.Model):
+class Captioner(CaptionGeneration, RecordFitting, keras.Model):
     """Image encoder, Dense(D, relu) squeeze, and the attention LSTM decoder.
 
     `call` is teacher-forced and takes a dict with `tokens` (B, T + 1) and either `images`
@@ -34,7 +34,9 @@ class Captioner(CaptionGeneration, keras.Model):
         vocabulary: list of str. Tokens in id order (see `keras_saat.text.Vocabulary`).
         backbone: str. Registry name. Defaults to "shapes_cnn".
         image_size: int or None. Input side; None = the backbone's default. Defaults to None.
-        backbone_weights: "imagenet", None or a local file, used at construction. Defaults to None.
+        backbone_weights: "imagenet", "shapes" (the Shapes CNN packaged with the library),
+            None (random: `fit` warns when the backbone is frozen) or a local file, used at
+            construction. Defaults to None.
         trainable_backbone_layers: int. Backbone layers left trainable. Defaults to 0 (frozen).
         feature_dim: int or None. D, annotation size after the Dense(D, relu) squeeze (a
             departure from the paper, which attends over the CNN features themselves);
@@ -72,13 +74,16 @@ class Captioner(CaptionGeneration, keras.Model):
 
     Example:
         ```python
-        from keras_saat import Captioner
+        import keras, keras_saat
 
-        model = Captioner(vocabulary.words, seed=0)  # a `Vocabulary`'s words; the Shapes CNN
-        model.compile(optimizer="adam")
-        model.fit(batches, epochs=10)  # tf.data {"images", "tokens"} batches: `caption_batches`
-        model.generate(["scene.png"])  # the trained model's caption; paths, bytes or pixels
-        model.save_to_preset("my_captioner")  # Captioner.from_preset("my_captioner") loads it
+        data = keras_saat.data.read_captions("captions.csv")  # CSV/TSV/JSONL, Karpathy, COCO
+        model = keras_saat.Captioner.from_records(
+            data.train, backbone="efficientnet_lite0", backbone_weights="imagenet"
+        )
+        model.compile()  # Adam, the paper's loss, XLA where a GPU is visible
+        model.fit(data.train, validation_data=data.val, epochs=10,
+                  callbacks=[keras.callbacks.ModelCheckpoint("best.keras")])
+        keras.saving.load_model("best.keras").generate("photo.jpg")
         ```
     """
 
@@ -137,6 +142,8 @@ class Captioner(CaptionGeneration, keras.Model):
         self.encoder = ImageEncoder(
             backbone, image_size, backbone_weights, trainable_backbone_layers, name="encoder"
         )
+        # A frozen backbone of random weights gives attention nothing to find: fit() warns.
+        self.random_backbone = backbone_weights is None and not trainable_backbone_layers
         self.squeeze = None
         annotation_dim = self.encoder.feature_channels  # D = C without the squeeze
         if self.feature_dim is not None:
@@ -279,47 +286,6 @@ class Captioner(CaptionGeneration, keras.Model):
         moved = self.baseline_decay * self.baseline + (1.0 - self.baseline_decay) * mean
         self.baseline.assign(ops.stop_gradient(ops.where(count > 0, moved, self.baseline)))
 
-    # --------------------------------------------------------- keras fit()
-    @property
-    def metrics(self):
-        return [self.loss_tracker, self.nll_tracker, self.penalty_tracker]
-
-    def _update_metrics(self, terms):
-        self.loss_tracker.update_state(terms["loss"])
-        self.nll_tracker.update_state(terms["nll"])
-        self.penalty_tracker.update_state(terms["penalty"])
-        logs = {m.name: m.result() for m in self.metrics}
-        if self.reinforce:
-            logs["baseline"] = ops.convert_to_tensor(self.baseline)
-        return logs
-
-    def weight_gradients(self, tape, loss):
-        """d loss / d trainable weights, zeros for weights the loss does not reach (an
-        attention type may leave some of the base class's weights unused)."""
-        weights = self.trainable_weights
-        gradients = tape.gradient(loss, weights)
-        return [
-            tf.zeros(w.shape, w.dtype) if g is None else g
-            for g, w in zip(gradients, weights, strict=True)
-        ]
-
-    def train_step(self, data):
-        inputs = data[0] if isinstance(data, tuple) else data
-        with tf.GradientTape() as tape:
-            outputs = self(inputs, training=True)
-            terms = self.loss_terms(outputs, inputs["tokens"])
-            scaled = self.optimizer.scale_loss(terms["loss"])
-        gradients = self.weight_gradients(tape, scaled)
-        self.optimizer.apply(gradients, self.trainable_weights)
-        if self.reinforce:
-            self.update_baseline(terms["log_p_per_word"], terms["policy_rows"])
-        return self._update_metrics(terms)
-
-    def test_step(self, data):
-        inputs = data[0] if isinstance(data, tuple) else data
-        terms = self.loss_terms(self(inputs, training=False), inputs["tokens"])
-        return self._update_metrics(terms)
-
     @property
     def precision(self):
         """The compute precision: "float32", "bfloat16" or "float16" (mixed policies)."""
@@ -366,7 +332,9 @@ class Captioner(CaptionGeneration, keras.Model):
         """A Captioner from `get_config`'s dict. `backbone_weights` is ignored: a saved
         model's weights are in its file, and a config from elsewhere must not make loading
         read a path of its choosing or download anything."""
-        return super().from_config({**config, "backbone_weights": None})
+        model = super().from_config({**config, "backbone_weights": None})
+        model.random_backbone = False  # its weights are loaded next, or copied in
+        return model
 
     def get_config(self):
         config = super().get_config()

@@ -70,6 +70,18 @@ class Vocabulary:
         return cls([*SPECIAL_TOKENS, *ranked])
 
     @classmethod
+    def from_records(cls, records, max_size=None, min_count=1):
+        """Builds a vocabulary from the captions of records (`read_captions(...).train`).
+
+        Args:
+            records: iterable of ImageRecord (or anything with `references`, the
+                tokenised captions).
+            max_size: int or None. As in `build`. Defaults to None (all words).
+            min_count: int. As in `build`. Defaults to 1.
+        """
+        return cls.build((tokens for r in records for tokens in r.references), max_size, min_count)
+
+    @classmethod
     def load(cls, path, max_words=None, max_bytes=None):
         """Reads a vocabulary file: one token per line, in id order.
 

@@ -187,7 +187,7 @@ def train_loop(
         chief: bool. This worker writes checkpoints and the history. Defaults to True.
         callbacks: keras.callbacks.Callback objects, as `fit()` takes them, called through a
             `keras.callbacks.CallbackList`: on_train_batch_end(batch in the epoch from 0,
-            logs of loss, nll, attention_penalty, grad_norm and learning_rate),
+            logs of loss, nll, attention_penalty (when lambda > 0), grad_norm and learning_rate),
             on_epoch_end(epoch from 0, logs of loss and nll, to which `metrics` adds the
             validation scores as val_bleu4, val_cider, ...); setting `model.stop_training`
             ends the run after the epoch.
@@ -261,12 +261,10 @@ def run_epoch(trainer, run, data, steps_per_epoch, train_config, batch_size, hoo
             shown["captions/s"] = window_steps * batch_size / max(elapsed, 1e-9)
             window_start, window_steps = time.perf_counter(), 0
         progress.update(epoch + 1, in_epoch, shown, report)
-        logs = {
-            "loss": float(values["loss"]),
-            "nll": float(values["nll"]),
-            "attention_penalty": float(values["attention_penalty"]),
-            "grad_norm": float(values["grad_norm"]),
-        }
+        logs = {"loss": float(values["loss"]), "nll": float(values["nll"])}
+        if trainer.model.doubly_stochastic_lambda:  # a term of the loss only then
+            logs["attention_penalty"] = float(values["attention_penalty"])
+        logs["grad_norm"] = float(values["grad_norm"])
         if "lr" in shown:
             logs["learning_rate"] = shown["lr"]
         hooks.on_train_batch_end(in_epoch - 1, logs)

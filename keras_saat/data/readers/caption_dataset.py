@@ -99,7 +99,23 @@ class CaptionDataset:
     image_source: object = None
 
     def split(self, name):
+        """The records of split `name` ("train", "val" or "test"), in reading order."""
         return [r for r in self.records if r.split == name]
+
+    @property
+    def train(self):
+        """The training records: what `Captioner.fit` and `Captioner.from_records` take."""
+        return self.split("train")
+
+    @property
+    def val(self):
+        """The validation records (`fit(validation_data=...)`, `CaptionMetrics`)."""
+        return self.split("val")
+
+    @property
+    def test(self):
+        """The test records."""
+        return self.split("test")
 
     def counts(self):
         return {s: sum(r.split == s for r in self.records) for s in SPLITS}
