@@ -27,6 +27,7 @@ def add_parser(sub):
         "caption images, folders or globs; --out writes JSON lines or CSV",
         (
             "keras-saat caption --workdir runs/shapes_soft photo.png",
+            "keras-saat caption --workdir checkpoints/best.keras photo.png --max-pixels 100000000",
             "keras-saat caption --workdir runs/shapes_soft photos/ --out captions.jsonl",
             "keras-saat caption --preset presets/shapes_soft 'photos/**/*.jpg' --out captions.csv",
             "keras-saat caption --workdir runs/shapes_soft photos/ --plot attention.png",
@@ -51,6 +52,12 @@ def add_parser(sub):
     batch_size_argument(p, "images per batch (default: decode.batch_size)")
     beam_size_argument(p, "the model's; 1 = greedy")
     max_length_argument(p)
+    p.add_argument(
+        "--max-pixels",
+        type=int,
+        default=None,
+        help="largest width x height an image may declare (default: the model's export.max_pixels)",
+    )
     p.add_argument(
         "--attention",
         action="store_true",
@@ -78,8 +85,9 @@ def add_parser(sub):
 
 
 def check(args):
-    """The trained model, the images (folders and patterns that match, named
-    files that exist), --out and --plot. The image paths go to `args.paths`."""
+    """The trained model (a workdir, a `.keras` file or a preset folder) and --max-pixels,
+    the images (folders and patterns that match, named files that exist), --out and
+    --plot. The image paths go to `args.paths`."""
     if getattr(args, "runner", None):
         from keras_saat.cli.caption_runner import check_caption_run
 
@@ -90,7 +98,7 @@ def check(args):
 
     if getattr(args, "saved_model", None):
         raise KerasSaatError("--saved-model runs in a Beam pipeline: add --runner local")
-    check_trained(args)
+    check_trained(args, overrides(args))
     if args.out:
         CaptionFile.check(args.out, attention=args.attention)
     elif args.attention:
@@ -111,6 +119,11 @@ def check(args):
     args.paths = paths
 
 
+def overrides(args):
+    """--max-pixels as the config override it stands for."""
+    return [] if args.max_pixels is None else [f"export.max_pixels={args.max_pixels}"]
+
+
 def run(args):
     if getattr(args, "runner", None):
         from keras_saat.cli.caption_runner import cmd_caption_run
@@ -127,7 +140,8 @@ def run(args):
         if out.done:
             log(f"{args.out}: {len(out.done)} images already captioned, skipping them")
     todo = [p for p in paths if out is None or str(p) not in out.done]
-    model, config, _ = trained_model(trained(args))  # its export.max_pixels, as exported
+    # The config's export.max_pixels (or --max-pixels), as its SavedModel would refuse.
+    model, config, _ = trained_model(trained(args), overrides(args))
     plots = _Plots(model, args.plot, paths) if args.plot else None
     progress = _Progress(len(todo)) if sys.stderr.isatty() else None
     failed = 0
@@ -139,6 +153,7 @@ def run(args):
             max_length=args.max_length,
         )
         for result in stream:
+            result["error"] = with_flag(result["error"])
             if out is not None:
                 out.write(result)
             if result["error"]:
@@ -162,6 +177,17 @@ def run(args):
             f"{failed} of {len(todo)} images could not be captioned"
             + (" (their rows carry the error; run again to retry them)" if out else "")
         )
+
+
+# How an image over the limit is refused (keras_saat/images/header_checks.py), and how the
+# command line raises the limit.
+LIMIT_SETTING = " (export.max_pixels); "
+LIMIT_FLAG = " (export.max_pixels); raise it with --max-pixels N, or "
+
+
+def with_flag(error):
+    """An image's error, naming --max-pixels where the image is over the limit."""
+    return error.replace(LIMIT_SETTING, LIMIT_FLAG) if error else error
 
 
 class _Plots:

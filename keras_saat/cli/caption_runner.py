@@ -18,6 +18,7 @@ UNSUPPORTED = (
     ("plot", "--plot"),
     ("beam_size", "--beam-size"),
     ("max_length", "--max-length"),
+    ("max_pixels", "--max-pixels"),
 )
 
 
@@ -49,7 +50,7 @@ def check_caption_run(args):
         if getattr(args, name, None):
             raise KerasSaatError(
                 f"{flag} is not available with --runner: the SavedModel's decode settings "
-                "are fixed at export (export again with other --beam-size/--max-length)"
+                "are fixed at export (export again with other --beam-size/--max-length/--max-pixels)"
             )
     if not args.out:
         raise KerasSaatError("--runner writes shard files: give --out FOLDER (local or gs://)")

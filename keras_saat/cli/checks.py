@@ -2,7 +2,8 @@
 
 `check_experiment` is the check of the commands that run an experiment config (`train`,
 `extract-features`, `demo`); `check_trained` of those that load a trained model
-(`evaluate`, `caption`, `export`, `serve`). What a check resolves it leaves on `args`.
+(`evaluate`, `caption`, `export`, `serve`) from a workdir, a `.keras` file or a preset
+folder. What a check resolves it leaves on `args`.
 """
 
 import dataclasses
@@ -39,33 +40,17 @@ def with_strict(config, args):
 
 
 def check_trained(args, overrides=None):
-    """--workdir holds a config and a trained model, or --preset is a preset folder; the
-    config overrides (default: --set) fit the saved config."""
+    """--workdir or --preset names a trained model (a workdir, a `.keras` file or a preset
+    folder, `TrainedModelPath`); the config overrides (default: --set) fit its config. The
+    classified path goes to `args.trained`, which the run loads without looking again."""
     from keras_saat.config import load_config
-    from keras_saat.models.preset import is_preset
-    from keras_saat.workdir import CONFIG_FILE, MODEL_FILE
+    from keras_saat.models.trained_model_path import WORKDIR, TrainedModelPath
+    from keras_saat.workdir import CONFIG_FILE
 
     overrides = list(getattr(args, "set", ())) if overrides is None else overrides
-    path = Path(trained(args))
-    if is_preset(path):
-        load_config(None, overrides)
-        return
-    if args.preset:
-        raise KerasSaatError(
-            f"--preset {path}: {'no such folder' if not path.is_dir() else 'not a preset folder'} "
-            "(a preset holds config.json and model.weights.h5); write one with "
-            "`keras-saat export --format preset`"
-        )
-    if not path.is_dir():
-        raise KerasSaatError(f"--workdir {path}: no such folder; train a model there first")
-    if not (path / CONFIG_FILE).is_file():
-        raise KerasSaatError(
-            f"{path} is neither a workdir (no {CONFIG_FILE}) nor a preset folder; "
-            "train a model there first, or give a preset written by `keras-saat export --format preset`"
-        )
-    if not (path / MODEL_FILE).is_file():
-        raise KerasSaatError(
-            f"{path} has no {MODEL_FILE}: training saves it after its first epoch; "
-            f"run `keras-saat train` with this --workdir until it has"
-        )
-    load_config(path / CONFIG_FILE, overrides)
+    flag = "--workdir" if args.workdir else "--preset"
+    found = TrainedModelPath.of(trained(args), flag)
+    # A preset's or a .keras file's config is the model's own, known once it loads: the
+    # overrides are checked against the defaults.
+    load_config(found.path / CONFIG_FILE if found.kind == WORKDIR else None, overrides)
+    args.trained = found

@@ -1,5 +1,7 @@
 """`keras-saat evaluate`: caption a split and score it (BLEU, METEOR, ROUGE-L, CIDEr)."""
 
+from pathlib import Path
+
 from keras_saat.cli.checks import check_trained
 from keras_saat.cli.flags import (
     beam_size_argument,
@@ -11,6 +13,7 @@ from keras_saat.cli.flags import (
 )
 from keras_saat.cli.results import print_scores
 from keras_saat.errors import KerasSaatError
+from keras_saat.models.trained_model_path import KERAS_FILE, KERAS_SUFFIX
 
 
 def add_parser(sub):
@@ -22,6 +25,8 @@ def add_parser(sub):
             "keras-saat evaluate --workdir runs/shapes_soft",
             "keras-saat evaluate --workdir runs/shapes_soft --split val --beam-size 1",
             "keras-saat evaluate --preset presets/shapes_soft --out scores/",
+            "keras-saat evaluate --workdir best.keras --set data.dataset=karpathy "
+            "--set data.path=data/dataset_shapes.json",
             "keras-saat evaluate --workdir runs/shapes_soft --robustness",
             "keras-saat evaluate --workdir runs/shapes_soft --set data.path=other/dataset_shapes.json "
             "--set data.shapes_seed=7 --out scores/seed7",
@@ -33,8 +38,8 @@ def add_parser(sub):
         "--out",
         metavar="DIR",
         help="folder for predictions.json and metrics.json (default: WORKDIR/eval/SPLIT, "
-        "or PRESET-eval/SPLIT here; needed when --set data.* names other images than the "
-        "workdir's)",
+        "or PRESET-eval/SPLIT or NAME-eval/SPLIT for NAME.keras here; needed when --set "
+        "data.* names other images than the workdir's)",
     )
     p.add_argument(
         "--robustness",
@@ -56,13 +61,28 @@ MAX_ROBUSTNESS_SCENES = 100_000  # rendered and captioned 256 at a time
 
 
 def check(args):
-    """The trained model (`check_trained`), and a --robustness scene count in range."""
+    """The trained model (`check_trained`), a dataset for a `.keras` file (it carries
+    none), and a --robustness scene count in range."""
     if not 0 <= args.robustness <= MAX_ROBUSTNESS_SCENES:
         raise KerasSaatError(
             f"--robustness {args.robustness}: give a number of scenes from 1 to "
             f"{MAX_ROBUSTNESS_SCENES:,} (200 when the flag has no number)"
         )
     check_trained(args)
+    if args.trained.kind == KERAS_FILE and not any(s.startswith("data.") for s in args.set):
+        flag = "--workdir" if args.workdir else "--preset"
+        raise KerasSaatError(
+            f"{flag} {args.trained.path}: a .keras model carries no dataset; name one with "
+            "--set data.dataset=... --set data.path=... (or give the workdir it was trained in)"
+        )
+
+
+def default_out(args):
+    """--out, else for a `.keras` file NAME-eval/SPLIT here (None: the library's default,
+    WORKDIR/eval/SPLIT or PRESET-eval/SPLIT)."""
+    if args.out is not None or args.trained.kind != KERAS_FILE:
+        return args.out
+    return Path(f"{args.trained.path.name.removesuffix(KERAS_SUFFIX)}-eval") / args.split
 
 
 def run(args):
@@ -70,7 +90,7 @@ def run(args):
     from keras_saat.workdir import METRICS_FILE, PREDICTIONS_FILE
 
     result = evaluate(
-        trained(args), args.split, args.beam_size, log, args.set, out=args.out,
+        trained(args), args.split, args.beam_size, log, args.set, out=default_out(args),
         robustness=args.robustness,
     )  # fmt: skip
     print_scores(result)

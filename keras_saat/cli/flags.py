@@ -85,11 +85,16 @@ def trained_model_arguments(parser, required=True, saved_model=False, model_base
     group = parser.add_mutually_exclusive_group(required=required)
     if model_base:
         group.add_argument("--model-base", metavar="BASE", help="TF Serving model base")
-    group.add_argument("--workdir", help="a trained workdir (its best model and config)")
+    group.add_argument(
+        "--workdir",
+        help="a trained workdir (its best model and config), a .keras file (model.save, "
+        "ModelCheckpoint) or a preset folder",
+    )
     group.add_argument(
         "--preset",
-        metavar="DIR",
-        help="a preset folder (Captioner.save_to_preset, or export --format preset)",
+        metavar="PRESET",
+        help="a preset folder (Captioner.save_to_preset, or export --format preset); a "
+        "workdir or a .keras file too",
     )
     if saved_model:
         group.add_argument(
@@ -102,8 +107,9 @@ def trained_model_arguments(parser, required=True, saved_model=False, model_base
 
 
 def trained(args):
-    """The trained model's folder: --workdir or --preset."""
-    return args.workdir or args.preset
+    """The trained model: the TrainedModelPath `check_trained` left on `args`, else the
+    --workdir or --preset path as given."""
+    return getattr(args, "trained", None) or args.workdir or args.preset
 
 
 def set_argument(parser):
@@ -117,15 +123,19 @@ def set_argument(parser):
     )
 
 
-def config_argument(parser):
+def config_argument(parser, required=True, default_help=None):
+    """--config FILE|RECIPE; `default_help` says what a command that does not require it
+    reads instead."""
+
     def recipes():
         from keras_saat.config_files import recipe_names
 
-        return "YAML experiment config (see configs/), or a packaged recipe: " + ", ".join(
+        text = "YAML experiment config (see configs/), or a packaged recipe: " + ", ".join(
             recipe_names()
         )
+        return text + (f" (default: {default_help})" if default_help else "")
 
-    help_from(parser.add_argument("--config", required=True), recipes)
+    help_from(parser.add_argument("--config", required=required), recipes)
 
 
 def strict_argument(parser):

@@ -3,7 +3,13 @@
 from pathlib import Path
 
 from keras_saat.cli.checks import check_trained
-from keras_saat.cli.flags import command, log, model_version_argument, trained
+from keras_saat.cli.flags import (
+    command,
+    log,
+    model_version_argument,
+    trained,
+    trained_model_arguments,
+)
 from keras_saat.errors import KerasSaatError
 
 
@@ -11,16 +17,15 @@ def add_parser(sub):
     p = command(
         sub,
         "serve",
-        "development server with TF Serving's REST API (production: TF Serving)",
+        "development server with TF Serving's REST API and a page at / (production: TF Serving)",
         (
             "keras-saat serve --workdir runs/shapes_soft",
+            "keras-saat serve --workdir checkpoints/best.keras --port 8080",
             "keras-saat serve --model-base models/keras_saat --name keras_saat --port 8501",
         ),
     )
-    group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("--model-base", metavar="BASE", help="TF Serving model base")
-    group.add_argument("--workdir", help="a trained workdir: export it, then serve it")
-    group.add_argument("--preset", metavar="DIR", help="a preset folder: export it, then serve it")
+    # A workdir, .keras file or preset is exported into a scratch model base, then served.
+    trained_model_arguments(p, model_base=True)
     p.add_argument("--name", default="keras_saat", help="model name in URLs (default keras_saat)")
     p.add_argument("--port", type=int, default=8501, help="REST port (default 8501)")
     p.add_argument("--grpc-port", type=int, default=None, help="also serve gRPC on this port")
@@ -45,7 +50,8 @@ def add_parser(sub):
 
 
 def check(args):
-    """A model base folder, or a trained model to export."""
+    """A model base folder, or a trained model to export (a workdir, a `.keras` file or a
+    preset folder)."""
     if args.model_base is not None:
         if not Path(args.model_base).is_dir():
             raise KerasSaatError(
@@ -65,7 +71,7 @@ def run(args):
     # SIGTERM (docker stop, systemd, kill) unwinds like Ctrl-C: the scratch export goes.
     signal.signal(signal.SIGTERM, _interrupt)
     model_base, scratch = args.model_base, None
-    if model_base is None:  # a workdir or preset: export it into a scratch model base first
+    if model_base is None:  # a trained model: export it into a scratch model base first
         from keras_saat.experiment import export_workdir
 
         scratch = tempfile.TemporaryDirectory(prefix="keras-saat-serve-")
@@ -85,12 +91,7 @@ def run(args):
             max_connections=args.max_connections,
             read_timeout=args.read_timeout,
         ).start()
-        log(
-            f"serving {server.name} version {server.version} from {server.path}\n"
-            f"  REST {server.url}/v1/models/{server.name}"
-            + (f"\n  gRPC {server.host}:{server.grpc_port}" if server.grpc_port is not None else "")
-            + "\nthis is a development server; production uses TF Serving (export/README.md). Ctrl-C stops it."
-        )
+        log(banner(server))
         try:
             threading.Event().wait()
         finally:
@@ -98,6 +99,23 @@ def run(args):
     finally:
         if scratch is not None:
             scratch.cleanup()
+
+
+def banner(server):
+    """What `serve` prints once the server listens: the model, the page's URL (a browser
+    captions an image there), the REST URL and the gRPC address."""
+    lines = [
+        f"serving {server.name} version {server.version} from {server.path}",
+        f"  page {server.url}/",
+        f"  REST {server.url}/v1/models/{server.name}",
+    ]
+    if server.grpc_port is not None:
+        lines.append(f"  gRPC {server.host}:{server.grpc_port}")
+    lines.append(
+        "this is a development server; production uses TF Serving (export/README.md). "
+        "Ctrl-C stops it."
+    )
+    return "\n".join(lines)
 
 
 def _interrupt(signum, frame):

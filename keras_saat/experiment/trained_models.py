@@ -1,62 +1,70 @@
-"""A trained model and the config it was trained with, from a workdir or a preset
-folder, and its export with that config's decode and export sections."""
+"""A trained model and the config it was trained with, from a workdir, a `.keras` file
+or a preset folder, and its export with that config's decode and export sections."""
 
 import dataclasses
-from pathlib import Path
 
 from keras_saat.config import ExperimentConfig, from_dict, load_config, parse_override, to_dict
-from keras_saat.errors import KerasSaatError
 from keras_saat.export import export_model
 from keras_saat.models.factories import load_captioner
-from keras_saat.models.preset import is_preset, preset_metadata
-from keras_saat.workdir import CONFIG_FILE, MODEL_FILE
+from keras_saat.models.preset import preset_metadata
+from keras_saat.models.trained_model_path import PRESET, WORKDIR, TrainedModelPath
+from keras_saat.workdir import CONFIG_FILE
 
 
 def trained_model(path, overrides=()):
-    """A trained Captioner and its ExperimentConfig, from a workdir or a preset folder.
+    """A trained Captioner and its ExperimentConfig, from a workdir, a `.keras` file or a
+    preset folder.
 
-    A workdir's config is its config.yaml; a preset's is the training config its
-    metadata.json carries (defaults when it has none), with the decode section,
-    `data.resize` and `export.max_pixels` taken from the model itself, so both decode as
-    the model does, and `decode.meteor` at its default (how the workdir it came from was
-    scored is not the preset's). `overrides` ("section.key=value") apply last, each parsed once,
-    before the model loads. The model takes the config's `export.max_pixels`, so its
-    `generate` refuses the images the config's SavedModel refuses, and no others.
+    `path` is looked at once (`TrainedModelPath.of`, or the one given) and the model and
+    config are read as its kind says. A workdir's config is its config.yaml. A preset's is
+    the training config its metadata.json carries, and a `.keras` file's ExperimentConfig's
+    defaults; for both, the decode section, `data.resize` and `export.max_pixels` are
+    taken from the model itself, so they decode as the model does, and `decode.meteor`
+    stays at its default (how the workdir it came from was scored is not the file's).
+    `overrides` ("section.key=value") apply last, each parsed once, before the model
+    loads. The model takes the config's `export.max_pixels`, so its `generate` refuses
+    the images the config's SavedModel refuses, and no others.
+
+    Args:
+        path: str, Path or TrainedModelPath.
+        overrides: iterable of str. Config overrides. Defaults to ().
 
     Returns:
-        (Captioner, ExperimentConfig, bool: whether `path` is a preset).
+        (Captioner, ExperimentConfig, bool: whether `path` is no workdir, a preset folder or
+        a `.keras` file, so its config is not a config.yaml's).
     """
-    path = Path(path)
+    found = path if isinstance(path, TrainedModelPath) else TrainedModelPath.of(path)
     changes = [parse_override(text) for text in overrides]
     with_changes(ExperimentConfig(), changes)  # each value checked before the model loads
-    if is_preset(path):
-        model = load_captioner(path)
-        saved = preset_metadata(path).get("config") or {}
-        config = from_dict(saved, ExperimentConfig()) if saved else ExperimentConfig()
-        config = dataclasses.replace(
-            config,
-            decode=dataclasses.replace(
-                config.decode,
-                max_length=model.max_length,
-                beam_size=model.beam_size,
-                length_penalty=model.length_penalty,
-                meteor=ExperimentConfig().decode.meteor,
-            ),
-            data=dataclasses.replace(config.data, resize=model.resize),
-            export=dataclasses.replace(config.export, max_pixels=model.max_pixels),
-        )
-        config = with_changes(config, changes)
-    elif not (path / CONFIG_FILE).is_file():
-        raise KerasSaatError(
-            f"{path} is neither a workdir (no {CONFIG_FILE}) nor a preset folder; "
-            "train a model there first, or give a preset written by `keras-saat export --format preset`"
-        )
+    if found.kind == WORKDIR:
+        config = with_changes(load_config(found.path / CONFIG_FILE), changes)
+        model = load_captioner(found)
     else:
-        config = with_changes(load_config(path / CONFIG_FILE), changes)
-        model = load_captioner(path / MODEL_FILE)
+        model = load_captioner(found)
+        saved = preset_metadata(found.path).get("config") if found.kind == PRESET else None
+        config = with_changes(model_config(model, saved), changes)
     # A plain setting of the preprocessing (no weights or graph depend on it).
     model.max_pixels = config.export.max_pixels
-    return model, config, is_preset(path)
+    return model, config, found.kind != WORKDIR
+
+
+def model_config(model, saved=None):
+    """The ExperimentConfig of a model without a workdir: `saved` (a preset's training
+    config, a dict) or the defaults, with the decode section, `data.resize` and
+    `export.max_pixels` of the model and `decode.meteor` at its default."""
+    config = from_dict(saved, ExperimentConfig()) if saved else ExperimentConfig()
+    return dataclasses.replace(
+        config,
+        decode=dataclasses.replace(
+            config.decode,
+            max_length=model.max_length,
+            beam_size=model.beam_size,
+            length_penalty=model.length_penalty,
+            meteor=ExperimentConfig().decode.meteor,
+        ),
+        data=dataclasses.replace(config.data, resize=model.resize),
+        export=dataclasses.replace(config.export, max_pixels=model.max_pixels),
+    )
 
 
 def with_changes(config, changes):
@@ -70,7 +78,8 @@ def export_workdir(workdir, out, version=None, overrides=(), log=print):
     """`keras-saat export`: a trained model with its config's decode and export sections.
 
     Args:
-        workdir: path. A trained workdir (its best model), or a preset folder.
+        workdir: path or TrainedModelPath. A trained workdir (its best model), a `.keras`
+            file or a preset folder.
         out: path. The output folder.
         version: int or None. Defaults to None (the next free one).
         overrides: iterable of "section.key=value" applied to the saved config

@@ -6,15 +6,14 @@ model = load_captioner("runs/demo")        # a workdir, a .keras file or a prese
 """
 
 import dataclasses
-from pathlib import Path
 
 import keras
 
 from keras_saat.errors import KerasSaatError
 from keras_saat.models.captioner import Captioner
-from keras_saat.models.preset import is_preset
+from keras_saat.models.preset import load_preset
 from keras_saat.models.preset_checks import check_keras_archive
-from keras_saat.workdir import MODEL_FILE
+from keras_saat.models.trained_model_path import PRESET, TrainedModelPath
 
 
 def build_captioner(model_config, vocabulary, decode=None, resize="crop", max_pixels=None):
@@ -42,16 +41,16 @@ def build_captioner(model_config, vocabulary, decode=None, resize="crop", max_pi
 
 
 def load_captioner(path):
-    """Loads a Captioner: a `.keras` file, a workdir (its `model.keras`) or a preset folder."""
-    path = Path(path)
-    if is_preset(path):
-        return Captioner.from_preset(path)
-    if path.is_dir():
-        path = path / MODEL_FILE
-    if not path.is_file():
-        raise KerasSaatError(
-            f"no saved model at {path}; train one with `keras-saat train` or `keras-saat demo`"
-        )
+    """Loads a Captioner: a `.keras` file, a workdir (its `model.keras`) or a preset folder.
+
+    Args:
+        path: str, Path or TrainedModelPath. Where the model is; a path is classified
+            once (`TrainedModelPath.of`), a TrainedModelPath is taken as it was classified.
+    """
+    found = path if isinstance(path, TrainedModelPath) else TrainedModelPath.of(path)
+    if found.kind == PRESET:
+        return load_preset(found.path, Captioner)
+    path = found.model_file
     try:  # the sizes it declares, before Keras unpacks or builds anything
         check_keras_archive(path)
     except KerasSaatError as err:

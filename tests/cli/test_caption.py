@@ -239,3 +239,43 @@ def test_the_command_prints_no_tensorflow_log_lines(small_preset, photos):
     )  # fmt: skip
     assert result.returncode == 0 and result.stdout.startswith(f"{image}: ")
     assert result.stderr == ""
+
+
+@pytest.mark.slow
+def test_a_keras_file_captions_and_evaluates_as_its_workdir(
+    trained_workdir, test_images, shapes_dir, tmp_path, capsys
+):
+    """`--workdir best.keras`: the workdir's model saved as a file (what `model.save` or
+    `ModelCheckpoint` writes after `fit()`) captions as the workdir does, its decoding
+    settings read from the model; `evaluate` scores it on a dataset named with --set."""
+    from keras_saat import load_captioner
+
+    load_captioner(trained_workdir).save(tmp_path / "best.keras")
+    code, by_workdir, _ = run(capsys, "caption", "--workdir", trained_workdir, *test_images)
+    assert code == 0 and len(by_workdir.splitlines()) == len(test_images)
+    code, by_file, _ = run(capsys, "caption", "--workdir", tmp_path / "best.keras", *test_images)
+    assert code == 0 and by_file == by_workdir
+
+    out = tmp_path / "scores"
+    code, stdout, _ = run(
+        capsys, "evaluate", "--workdir", tmp_path / "best.keras", "--beam-size", 1,
+        "--set", "data.dataset=karpathy", "--set", f"data.path={shapes_dir / 'dataset_shapes.json'}",
+        "--set", "decode.meteor=false", "--out", out,
+    )  # fmt: skip
+    assert code == 0 and "test scores x100 (greedy" in stdout
+    assert len(json.loads((out / "predictions.json").read_text())) == 8
+
+
+@pytest.mark.slow
+def test_max_pixels_sets_the_largest_image_and_its_error_names_the_flag(
+    small_preset, photos, capsys
+):
+    image = sorted(photos.glob("*.png"))[0]  # 128 x 128
+    code, out, err = run(capsys, "caption", "--preset", small_preset, image, "--max-pixels", 1000)
+    assert code == 2 and out == ""
+    assert (
+        "over the limit of 1000 (export.max_pixels); raise it with --max-pixels N, or send a "
+        "smaller image" in err
+    )
+    code, out, _ = run(capsys, "caption", "--preset", small_preset, image, "--max-pixels", 16384)
+    assert code == 0 and out.startswith(f"{image}: ")

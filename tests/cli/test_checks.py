@@ -74,8 +74,15 @@ def mistakes(tmp):
         (["train", "--config", tmp / "none.yaml", "--workdir", tmp / "w"],
          "config file not found"),
         (["demo", "--set", "train.batch_sise=8"], "unknown config key 'train.batch_sise'"),
-        (["caption", "--workdir", tmp / "nowhere", "a.png"], "no such folder"),
-        (["caption", "--preset", tmp, "a.png"], "not a preset folder"),
+        (["caption", "--workdir", tmp / "nowhere", "a.png"],
+         f"--workdir {tmp}/nowhere: no such file or folder; give a trained workdir, a .keras "
+         "file or a preset folder"),
+        (["caption", "--preset", tmp, "a.png"],
+         f"--preset {tmp} is neither a workdir (no config.yaml) nor a preset folder"),
+        (["caption", "--workdir", "{workdir}", "a.png", "--max-pixels", "0"],
+         "config export.max_pixels: 0 is out of range; give an integer from 1 to 1000000000"),
+        (["train", "--workdir", tmp],
+         f"--workdir {tmp} holds no config.yaml to resume; give --config"),
         (["caption", "--workdir", "{workdir}", tmp / "missing.png"],
          f"{tmp}/missing.png: no such file"),
         (["caption", "--workdir", "{workdir}", tmp, "--out", tmp / "rows.txt"],
@@ -100,6 +107,60 @@ def test_a_mistake_is_one_line_before_tensorflow_loads(case, tmp_path, fake_work
     assert errors == [errors[0]] and errors[0].startswith("keras-saat: error: "), errors
     assert message in errors[0]
     assert not imported & HEAVY, sorted(imported & HEAVY)
+
+
+def test_a_keras_file_is_a_trained_model_and_other_files_are_not(tmp_path):
+    """`--workdir` takes a `.keras` file (what ModelCheckpoint writes) before TensorFlow
+    loads; a file of another kind is named with what to give, and `evaluate`, which a
+    model file tells no dataset, asks for one."""
+    (tmp_path / "best.keras").write_bytes(b"")  # never read by the checks
+    (tmp_path / "model.h5").write_bytes(b"")
+    cases = [
+        (["caption", "--workdir", tmp_path / "model.h5", "a.png"],
+         f"--workdir {tmp_path}/model.h5 is a file but not a .keras file"),
+        (["caption", "--workdir", tmp_path / "best.keras", tmp_path / "none.png"],
+         f"{tmp_path}/none.png: no such file"),  # the model passed: the images are next
+        (["evaluate", "--workdir", tmp_path / "best.keras"],
+         f"--workdir {tmp_path}/best.keras: a .keras model carries no dataset; name one with "
+         "--set data.dataset=... --set data.path=..."),
+        (["export", "--preset", tmp_path / "best.keras", "--out", tmp_path / "e",
+          "--set", "decode.beam_sise=2"], "unknown config key 'decode.beam_sise'"),
+    ]  # fmt: skip
+    for argv, message in cases:
+        code, out, errors, imported = run_cli(*argv)
+        assert code == 2 and out == "" and len(errors) == 1, errors
+        assert message in errors[0], errors[0]
+        assert not imported & HEAVY, sorted(imported & HEAVY)
+
+
+def test_the_checks_leave_the_classified_model_path_for_the_run(tmp_path, fake_workdir):
+    from keras_saat.cli import caption
+    from keras_saat.models.trained_model_path import KERAS_FILE, WORKDIR
+
+    image = tmp_path / "a.png"
+    image.write_bytes(b"")
+    (tmp_path / "best.keras").write_bytes(b"")
+    for path, kind in ((tmp_path / "best.keras", KERAS_FILE), (fake_workdir, WORKDIR)):
+        args = build_parser().parse_args(["caption", "--workdir", str(path), str(image)])
+        caption.check(args)
+        assert (args.trained.path, args.trained.kind) == (path, kind)
+
+
+def test_train_without_a_config_resumes_the_workdir_with_its_own(tmp_path):
+    import dataclasses
+
+    from keras_saat.cli import train
+    from keras_saat.config import load_config
+
+    config = ExperimentConfig()
+    config = dataclasses.replace(config, train=dataclasses.replace(config.train, epochs=7))
+    save_config(config, tmp_path / "config.yaml")
+    argv = ["train", "--workdir", str(tmp_path), "--set", "train.epochs=9"]
+    args = build_parser().parse_args(argv)
+    train.check(args)
+    assert args.config == str(tmp_path / "config.yaml")
+    assert args.experiment == load_config(tmp_path / "config.yaml", ["train.epochs=9"])
+    assert args.experiment.train.epochs == 9
 
 
 def test_a_workdir_without_a_model_is_named(tmp_path):
@@ -163,8 +224,8 @@ def test_plot_names_follow_the_inputs_and_are_unique():
          "unrecognized arguments: --beam-sise"),
         (["caption", "--workdir", "w", "--beam-sise=2", "a.png"],
          "unrecognized arguments: --beam-sise=2"),
-        (["train", "--confg", "c", "--workdir", "w"],
-         "the following arguments are required: --config"),
+        (["train", "--config", "c", "--wrkdir", "w"],
+         "the following arguments are required: --workdir"),
     ],
 )  # fmt: skip
 def test_a_mistyped_name_is_answered_with_the_closest(argv, message):
@@ -174,7 +235,7 @@ def test_a_mistyped_name_is_answered_with_the_closest(argv, message):
         "tset": '(did you mean "test"?)',
         "--beam-sise": '(did you mean "--beam-size"?)',
         "--beam-sise=2": '(did you mean "--beam-size"?)',
-        "--confg": '(did you mean "--config" for --confg?)',  # not named by the message
+        "--wrkdir": '(did you mean "--workdir" for --wrkdir?)',  # not named by the message
     }
     code, out, errors, imported = run_cli(*argv)
     assert code == 2 and out == "" and errors[0].startswith("usage: keras-saat")

@@ -91,11 +91,11 @@ def test_malformed_dataset_and_missing_config_files(tmp_path, capsys):
 
 
 def test_train_needs_a_config(tmp_path, capsys):
-    """No silent training on the defaults' random, frozen backbone: --config is required."""
-    with pytest.raises(SystemExit) as exited:
-        main(["train", "--workdir", str(tmp_path)])
-    assert exited.value.code == 2
-    assert "the following arguments are required: --config" in capsys.readouterr().err
+    """No silent training on the defaults' random, frozen backbone: without --config,
+    train resumes a workdir with its own config.yaml, and asks for one where there is none."""
+    code, _, err = run(capsys, "train", "--workdir", str(tmp_path))
+    assert code == 2
+    assert f"--workdir {tmp_path} holds no config.yaml to resume; give --config" in err
 
 
 @pytest.mark.slow
