@@ -22,7 +22,7 @@ SERIALIZABLE_MODULES = (
     "keras_saat.layers.lstm_decoder",
     "keras_saat.layers.soft_attention",
     "keras_saat.models.captioner",
-    "keras_saat.training.trainer",
+    "keras_saat.training.optimization",
 )
 
 # Imports whose completion may leave Keras loaded. Registration waits until the outermost

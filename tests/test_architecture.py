@@ -31,6 +31,8 @@ LAYERS = [
     ("beam pipelines", {"beam"}),
     ("test support", {"testing"}),
     ("command line", {"cli", "bench"}),
+    # Names the modules that register Keras classes, of every layer, as strings.
+    ("registration", {"registration"}),
 ]  # fmt: skip
 # Test support ships for the tests, the bench and benchmarks/: nothing else imports it.
 IMPORT_TESTING = {"testing", "bench"}

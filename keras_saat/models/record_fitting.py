@@ -129,7 +129,7 @@ class RecordFitting:
                 faster. Defaults to "auto".
             **kwargs: the rest of `keras.Model.compile`'s arguments.
         """
-        from keras_saat.training.trainer import resolve_jit_compile
+        from keras_saat.runtime.xla import resolve_jit_compile
 
         if loss is not None or metrics is not None:
             raise KerasSaatError(

@@ -1,10 +1,28 @@
-"""XLA settings read when TensorFlow's runtime starts: the persistent compilation cache
-and the GPU compiler flags. Each returns False, setting nothing, once it is too late."""
+"""XLA settings: whether to compile (`resolve_jit_compile`), and those read when
+TensorFlow's runtime starts: the persistent compilation cache and the GPU compiler flags
+(each returns False, setting nothing, once it is too late)."""
 
 import os
 import re
 import sys
 from pathlib import Path
+
+from keras_saat.errors import KerasSaatError
+
+
+def resolve_jit_compile(jit_compile):
+    """XLA or not for the train step: true, false, or "auto".
+
+    "auto" means XLA when a GPU or TPU is visible. On CPUs it means plain TensorFlow,
+    which steps faster there, with less memory and no compile.
+    """
+    if isinstance(jit_compile, str):
+        import tensorflow as tf
+
+        if jit_compile != "auto":
+            raise KerasSaatError(f'jit_compile {jit_compile!r}: expected true, false or "auto"')
+        return any(tf.config.list_physical_devices(kind) for kind in ("GPU", "TPU"))
+    return bool(jit_compile)
 
 
 def tensorflow_started():

@@ -8,6 +8,7 @@ import tensorflow as tf
 from keras_saat.runtime.precision import resolve_precision
 
 
+@keras.saving.register_keras_serializable(package="keras_saat")
 class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warm-up, then constant, cosine or per-epoch exponential decay.
 

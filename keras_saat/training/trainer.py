@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from keras_saat.errors import KerasSaatError
 from keras_saat.losses import caption_rows
+from keras_saat.runtime.xla import resolve_jit_compile
 from keras_saat.text.vocabulary import PAD_ID
 
 
@@ -57,21 +58,6 @@ def is_chief(strategy):
         return True
     has_chief = "chief" in resolver.cluster_spec().as_dict()
     return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
-
-
-@keras.saving.register_keras_serializable(package="keras_saat")
-def resolve_jit_compile(jit_compile):
-    """XLA or not for the train step: true, false, or "auto".
-
-    "auto" means XLA when a GPU or TPU is visible. On CPUs it means plain TensorFlow,
-    which `keras-saat bench` measures faster there, with less memory and no compile
-    (the [Performance](../performance.md) page).
-    """
-    if isinstance(jit_compile, str):
-        if jit_compile != "auto":
-            raise KerasSaatError(f'jit_compile {jit_compile!r}: expected true, false or "auto"')
-        return any(tf.config.list_physical_devices(kind) for kind in ("GPU", "TPU"))
-    return bool(jit_compile)
 
 
 _XLA_WORDS = ("XLA", "xla", "compil", "Compil", "jit", "Trying to access resource")

@@ -190,7 +190,7 @@ def test_compile_takes_no_loss(model):
 
 
 def test_compile_resolves_xla_as_the_command_line_does():
-    from keras_saat.training.trainer import resolve_jit_compile
+    from keras_saat.runtime.xla import resolve_jit_compile
 
     model = small_model()[0]
     model.compile()
