@@ -6,7 +6,7 @@ from keras_saat.cli.flags import log
 def print_scores(result):
     from keras_saat.evaluation.coco_metrics import format_metrics
 
-    log(f"\n{result.get('split', 'test')} scores x100 ({result['method']}):")
+    log(f"\n{result.get('split', 'test')} scores ({result['method']}):")
     log(f"  {format_metrics(result['metrics'])}")
     where = result.get("localisation")
     if where and where["hit_rate"] is not None:

@@ -27,9 +27,10 @@ METRIC_LABELS = dict(
 
 
 def format_metrics(metrics):
-    """'BLEU-1 94.6  ...  CIDEr 812.3' on the 0-100 scale (the metrics present)."""
+    """'BLEU-1 0.946  ...  CIDEr 8.123': the metrics present, on the scale they are
+    stored and logged on (0-1; CIDEr's range is 0-10)."""
     return "  ".join(
-        f"{label} {100 * metrics[key]:.1f}"
+        f"{label} {metrics[key]:.3f}"
         for key, label in METRIC_LABELS.items()
         if key in metrics
     )

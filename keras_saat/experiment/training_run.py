@@ -105,7 +105,7 @@ def _train(config, workdir, log, callbacks):
     if not runtime.chief:
         return {"chief": False, **result}
     log(
-        f"best val BLEU-4 {100 * result['best_score']:.1f} at epoch {result['best_epoch']}; "
+        f"best val BLEU-4 {result['best_score']:.3f} at epoch {result['best_epoch']}; "
         f"saved {workdir / MODEL_FILE}"
     )
     # The best model's frozen encoder is the one that filled the cache.

@@ -315,7 +315,7 @@ def end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks):
         "seconds": seconds,
     }
     run.history.append(record)
-    shown = f"val BLEU-4 {100 * float(scores['bleu_4']):.1f}" if validated else "not validated"
+    shown = f"val BLEU-4 {float(scores['bleu_4']):.3f}" if validated else "not validated"
     trainer.log(
         f"  epoch {epoch + 1}/{train_config.epochs}: loss {record['loss']:.3f}, "
         f"nll/word {record['nll']:.3f}, {shown}"
@@ -327,7 +327,7 @@ def end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks):
     if patience and run["bad_epochs"] >= patience and epoch + 1 < train_config.epochs:
         trainer.log(
             f"  early stop: no better val BLEU-4 in {patience} validations "
-            f"(best {100 * run['best_score']:.1f} at epoch {run['best_epoch']})"
+            f"(best {run['best_score']:.3f} at epoch {run['best_epoch']})"
         )
         run.values["finished"].assign(1)
     if trainer.model.stop_training:

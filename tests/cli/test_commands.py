@@ -214,7 +214,7 @@ def test_the_demo_learns_and_its_workdir_evaluates_and_captions(tutorial_runs, t
     workdir = tutorial_runs / DEMO
     out = (tutorial_runs / f"{DEMO}.log").read_text()
     assert "keras-saat demo: Show, Attend and Tell on the Shapes world" in out
-    assert "epoch 5/5" in out and "test scores x100 (beam 3, pycocoevalcap" in out
+    assert "epoch 5/5" in out and "test scores (beam 3, pycocoevalcap" in out
     shown = out.split("test captions (generated | a reference):\n")[1].splitlines()[:12]
     assert len({line.split(": ", 1)[1] for line in shown[::2]}) >= 4, shown  # not one caption
     for name in ("config.yaml", "vocab.txt", "model.keras", "backbone.weights.h5", "history.json"):
@@ -229,7 +229,7 @@ def test_the_demo_learns_and_its_workdir_evaluates_and_captions(tutorial_runs, t
     metrics = json.loads((workdir / "eval" / "test" / "metrics.json").read_text())
     assert len(predictions) == 200 and {"image_id", "caption"} == set(predictions[0])
     assert metrics["bleu_4"] >= MIN_BLEU_4["04_decoding_evaluation"] and metrics["images"] == 200
-    assert f"BLEU-4 {100 * metrics['bleu_4']:.1f}" in out
+    assert f"BLEU-4 {metrics['bleu_4']:.3f}" in out
     assert metrics["method"].startswith("beam 3, pycocoevalcap") and metrics["beam_size"] == 3
     assert ("meteor" in metrics) == java_available()  # decode.meteor: true by default
     where = metrics["attention_localisation"]
@@ -246,7 +246,7 @@ def test_the_demo_learns_and_its_workdir_evaluates_and_captions(tutorial_runs, t
         capsys, "evaluate", "--workdir", str(workdir), "--split", "val", "--beam-size", "1",
         "--robustness", "64",
     )  # fmt: skip
-    assert code == 0 and "val scores x100 (greedy, pycocoevalcap" in out and "CIDEr" in out
+    assert code == 0 and "val scores (greedy, pycocoevalcap" in out and "CIDEr" in out
     val = json.loads((workdir / "eval" / "val" / "metrics.json").read_text())
     assert val["beam_size"] == 1 and val["images"] == 200 and "attention localisation" in out
     rows = {row["shift"]: row for row in val["robustness"]["rows"]}
