@@ -30,9 +30,7 @@ def format_metrics(metrics):
     """'BLEU-1 0.946  ...  CIDEr 8.123': the metrics present, on the scale they are
     stored and logged on (0-1; CIDEr's range is 0-10)."""
     return "  ".join(
-        f"{label} {metrics[key]:.3f}"
-        for key, label in METRIC_LABELS.items()
-        if key in metrics
+        f"{label} {metrics[key]:.3f}" for key, label in METRIC_LABELS.items() if key in metrics
     )
 
 
