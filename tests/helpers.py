@@ -319,3 +319,21 @@ def sparse_images(folder, count, images=()):
         paths.append(str(path))
     paths[count // 2 : count // 2] = [str(p) for p in images]
     return paths
+
+
+def shapes_caption_csv(shapes_dir, out):
+    """A CSV of our own (image,caption,split), from the Shapes world's images and captions."""
+    import csv
+    import json
+
+    dataset = json.loads((shapes_dir / "dataset_shapes.json").read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "captions.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["image", "caption", "split"])
+        for image in dataset["images"]:
+            for sentence in image["sentences"]:
+                where = shapes_dir / "images" / image["filename"]
+                writer.writerow([where, " ".join(sentence["tokens"]), image["split"]])
+    return path

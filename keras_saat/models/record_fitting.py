@@ -205,6 +205,8 @@ class RecordFitting:
             kwargs.setdefault("steps_per_epoch", steps)
             kwargs["shuffle"] = False  # shuffled in the pipeline, anew each pass
             batch_size = None
+        elif hasattr(x, "element_spec"):
+            kwargs.setdefault("shuffle", False)  # a dataset comes in its own order
         if validation_data is not None:
             check_inputs("fit (validation_data)", validation_data)
             if is_records(validation_data):

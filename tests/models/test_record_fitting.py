@@ -1,7 +1,6 @@
 """The Keras user's path: own captions -> read_captions -> from_records -> fit -> save ->
 a fresh process's `import keras_saat` + `keras.saving.load_model` -> generate."""
 
-import csv
 import json
 import subprocess
 import sys
@@ -15,29 +14,14 @@ from PIL import Image
 import keras_saat
 from keras_saat import Captioner
 from keras_saat.errors import KerasSaatError
-from tests.helpers import ROOT, small_model
+from tests.helpers import ROOT, shapes_caption_csv, small_model
 
 TINY = dict(feature_dim=16, embedding_dim=8, lstm_units=16, attention_units=8, seed=1)
 
 
-def write_caption_csv(shapes_dir, out):
-    """A CSV of our own (image,caption,split), from the Shapes world's images and captions."""
-    dataset = json.loads((shapes_dir / "dataset_shapes.json").read_text())
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "captions.csv"
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["image", "caption", "split"])
-        for image in dataset["images"]:
-            for sentence in image["sentences"]:
-                where = shapes_dir / "images" / image["filename"]
-                writer.writerow([where, " ".join(sentence["tokens"]), image["split"]])
-    return path
-
-
 @pytest.fixture(scope="module")
 def caption_csv(shapes_dir, tmp_path_factory):
-    return write_caption_csv(shapes_dir, tmp_path_factory.mktemp("own_captions"))
+    return shapes_caption_csv(shapes_dir, tmp_path_factory.mktemp("own_captions"))
 
 
 FIVE_LINES = """
