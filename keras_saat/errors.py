@@ -1,6 +1,8 @@
 """User-facing errors: the command line prints their message, never a traceback."""
 
 import difflib
+import errno
+import re
 
 
 class KerasSaatError(Exception):
@@ -17,11 +19,44 @@ def did_you_mean(name, candidates):
     return f' (did you mean "{close[0]}"?)' if close else ""
 
 
+# Why a write fails, by errno and by the words TensorFlow's file system puts in its errors
+# (its ResourceExhaustedError also means a full disk, which is not out of memory).
+WRITE_FAILURES = (
+    (errno.ENOSPC, "No space left on device", "the disk is full: free some space"),
+    (errno.EDQUOT, "Disk quota exceeded", "the disk quota is used up: free some space"),
+    (errno.EROFS, "Read-only file system", "the file system is read-only"),
+    (errno.EACCES, "Permission denied", "permission denied"),
+    (errno.EPERM, "Operation not permitted", "permission denied"),
+    (errno.EFBIG, "File too large", "the file is larger than the file system allows"),
+)
+_TF_PATH = re.compile(r"(/[^\s:;,'\"]+)")
+
+
+class FileWriteError(KerasSaatError):
+    """A file could not be written: the disk is full, the folder read-only, ..."""
+
+
+def write_failure(err, path=None):
+    """The one-line message for `err` when it is a failed write (OSError or TensorFlow's
+    file-system error), naming the file (`path`, else the one `err` names) and the cause;
+    else "". Then what was there before is kept: every write replaces its file whole."""
+    number, text = getattr(err, "errno", None), str(err)
+    for code, words, cause in WRITE_FAILURES:
+        if number == code or (not isinstance(err, OSError) and words in text):
+            where = path or getattr(err, "filename", None)
+            if where is None and (found := _TF_PATH.search(text)):
+                where = found.group(1)
+            return f"cannot write {where or 'a file'}: {cause}"
+    return ""
+
+
 def out_of_memory(err):
     """The one-line message for `err` when it is Python's or TensorFlow's out-of-memory
-    error, else ""."""
+    error (not a full disk, which TensorFlow reports alike), else ""."""
     name = type(err).__name__
     if not isinstance(err, MemoryError) and name != "ResourceExhaustedError":
+        return ""
+    if write_failure(err):
         return ""
     return (
         f"out of memory ({name}): the settings ask for more memory than this machine has; "

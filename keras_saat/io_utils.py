@@ -9,6 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from keras_saat.errors import FileWriteError, write_failure
+
 
 @contextlib.contextmanager
 def atomic_path(path, suffix=""):
@@ -18,7 +20,8 @@ def atomic_path(path, suffix=""):
     umask's mode), so a link planted under a name in a shared folder is never followed, and
     two writers never share one. `os.replace` then swaps the name itself: a link at `path`
     is replaced, its target untouched. A block that raises leaves `path` as it was and
-    removes the temporary.
+    removes the temporary; a write the file system refuses (a full disk, a read-only
+    folder, no permission) raises `FileWriteError` naming `path` and the cause.
 
     Args:
         path: str or Path. The file to write.
@@ -33,13 +36,23 @@ def atomic_path(path, suffix=""):
             break
         except FileExistsError:  # a name taken (by a writer or a planted link): draw again
             continue
+        except OSError as err:
+            raise_write_failure(err, path)
+            raise
     try:
         yield tmp
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        raise_write_failure(err, path)
         raise
+
+
+def raise_write_failure(err, path):
+    """Raises `FileWriteError` naming `path` when `err` is a write the file system refused."""
+    if not isinstance(err, FileWriteError) and (message := write_failure(err, path)):
+        raise FileWriteError(message) from None
 
 
 def remove_temporaries(folder):

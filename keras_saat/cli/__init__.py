@@ -13,7 +13,6 @@ import argparse
 import sys
 
 from keras_saat.cli import (
-    bench,
     caption,
     demo,
     evaluate,
@@ -42,7 +41,6 @@ COMMANDS = (
     caption,
     export_model,
     serve,
-    bench,
     demo,
 )
 
@@ -112,9 +110,12 @@ def main(argv=None):
         args.beam_args = beam_args
     if not args.verbose:
         quiet_tensorflow_logs()
-    from keras_saat.errors import KerasSaatError, out_of_memory
+    from keras_saat.errors import KerasSaatError, out_of_memory, write_failure
 
     command = args.module
+    from keras_saat.runtime.interrupts import stop_on_signals
+
+    stop_on_signals()  # SIGTERM too: what schedulers send to stop a process
     try:
         if getattr(command, "TUNE_MALLOC", False):
             from keras_saat.runtime.memory import tune_malloc
@@ -132,10 +133,18 @@ def main(argv=None):
     except KerasSaatError as err:
         print(f"keras-saat: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("keras-saat: interrupted", file=sys.stderr)
-        return 130
-    except Exception as err:  # out of memory, from Python or TensorFlow's allocator
+    except KeyboardInterrupt as err:
+        signal_name = str(err) or "SIGINT"
+        kept = getattr(command, "INTERRUPTED", "")
+        print(
+            f"keras-saat: interrupted ({signal_name}){'; ' + kept if kept else ''}", file=sys.stderr
+        )
+        return 143 if signal_name == "SIGTERM" else 130
+    except Exception as err:  # a refused write, or out of memory, from Python or TensorFlow
+        message = write_failure(err)
+        if message and not args.verbose:
+            print(f"keras-saat: error: {message}", file=sys.stderr)
+            return 2
         if not out_of_memory(err) or args.verbose:
             raise
         print(f"keras-saat: error: {out_of_memory(err)}", file=sys.stderr)

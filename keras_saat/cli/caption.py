@@ -19,6 +19,9 @@ from keras_saat.cli.flags import (
 )
 from keras_saat.errors import KerasSaatError
 
+# What an interrupted run keeps.
+INTERRUPTED = "the rows written to --out are kept; the same command captions the rest"
+
 
 def add_parser(sub):
     p = command(

@@ -21,6 +21,7 @@ grid_w) maps. A shard is written when it fills and when the file closes, so a ki
 run's rows whose shard was never written are captioned again.
 """
 
+import contextlib
 import csv
 import json
 import os
@@ -31,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from keras_saat.errors import KerasSaatError
-from keras_saat.io_utils import atomic_path
+from keras_saat.io_utils import atomic_path, raise_write_failure
 
 FORMATS = {".jsonl": "jsonl", ".csv": "csv"}
 CSV_COLUMNS = ("image", "caption", "log_prob", "error")
@@ -95,17 +96,19 @@ class CaptionFile:
         self.path = Path(path)
         self.format = self.check(path, attention)
         self.attention = attention
-        self.done, dropped = self._scan()
-        if dropped:
-            self._drop_failed()
+        self._file = None
+        try:
+            self._file = self._open_locked()
+            self.done, dropped = self._scan()
+            if dropped:
+                self._drop_failed()
+        except BaseException as err:
+            if self._file is not None:
+                self._file.close()
+            raise_write_failure(err, self.path)
+            raise
         self._grids, self._shard = [], self._next_shard() if attention else 0
-        # Line-buffered: a killed run loses at most the row it was writing.
-        self._file = self.path.open("a", buffering=1, newline="", encoding="utf-8")
-        self._csv = None
-        if self.format == "csv":
-            self._csv = csv.DictWriter(self._file, CSV_COLUMNS)
-            if self._file.tell() == 0:  # a new file (a kept one has its header)
-                self._csv.writeheader()
+        self._csv = None  # made with the first row: a header is a write
 
     @staticmethod
     def check(path, attention=False):
@@ -136,6 +139,28 @@ class CaptionFile:
                 f"--out {path} is not a regular file (a link, folder or FIFO); give a file name"
             )
         return kind
+
+    def _open_locked(self):
+        """The file opened for appending, line-buffered (a killed run loses at most the row
+        it was writing), under this process's exclusive lock on the file itself.
+
+        The lock goes with the process (a killed run leaves none). A rewrite (`_drop_failed`)
+        locks the new file before it takes the name, so a second run never appends to a
+        file the first one has replaced.
+
+        Raises:
+            KerasSaatError: another process is writing the file.
+        """
+        while True:
+            handle = self.path.open("a", buffering=1, newline="", encoding="utf-8")
+            try:
+                _lock(handle, self.path)
+                if os.fstat(handle.fileno()).st_ino == os.stat(self.path).st_ino:
+                    return handle
+            except BaseException:
+                handle.close()
+                raise
+            handle.close()  # locked a file that another run had just replaced: again
 
     def _keep(self, row):
         """A row stays when it was captioned (and its attention shard, if any, exists)."""
@@ -208,19 +233,30 @@ class CaptionFile:
         return done, dropped
 
     def _drop_failed(self):
-        """Copies the file without its failed rows (and a torn last line), a row at a time."""
-        with atomic_path(self.path) as tmp, tmp.open("w", newline="", encoding="utf-8") as out:
-            writer = None
-            if self.format == "csv":
-                writer = csv.DictWriter(out, CSV_COLUMNS, extrasaction="ignore")
-                writer.writeheader()
-            for _, row in self._rows():
-                if row is None or not self._keep(row):
-                    continue
-                if writer is not None:
-                    writer.writerow(row)
-                else:
-                    out.write(json.dumps(row) + "\n")
+        """Copies the file without its failed rows (and a torn last line), a row at a time;
+        the copy, locked before it takes the file's name, is the file appended to next."""
+        with atomic_path(self.path) as tmp:
+            out = tmp.open("w", buffering=1, newline="", encoding="utf-8")
+            try:
+                _lock(out, self.path)
+                writer = None
+                if self.format == "csv":
+                    writer = csv.DictWriter(out, CSV_COLUMNS, extrasaction="ignore")
+                    writer.writeheader()
+                for _, row in self._rows():
+                    if row is None or not self._keep(row):
+                        continue
+                    if writer is not None:
+                        writer.writerow(row)
+                    else:
+                        out.write(json.dumps(row) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+            except BaseException:
+                out.close()
+                raise
+        self._file.close()
+        self._file = out
 
     def _next_shard(self):
         """The first attention shard number after those already in the side folder."""
@@ -229,7 +265,23 @@ class CaptionFile:
         return max(numbers, default=-1) + 1
 
     def write(self, result):
-        """Appends one `Captioner.generate_stream` result."""
+        """Appends one `Captioner.generate_stream` result.
+
+        Raises:
+            FileWriteError: the file system refused the row (a full disk, ...); the rows
+                before it are kept.
+        """
+        try:
+            self._write(result)
+        except OSError as err:
+            raise_write_failure(err, self.path)
+            raise
+
+    def _write(self, result):
+        if self.format == "csv" and self._csv is None:
+            self._csv = csv.DictWriter(self._file, CSV_COLUMNS)
+            if self._file.tell() == 0:  # a new file (a kept one has its header)
+                self._csv.writeheader()
         row = {
             "image": str(result["image"]),
             "caption": result["caption"],
@@ -271,11 +323,38 @@ class CaptionFile:
         self._grids, self._shard = [], self._shard + 1
 
     def close(self):
-        self._flush_grids()
-        self._file.close()
+        """Writes the held attention grids and closes the file, its rows on disk."""
+        if self._file.closed:
+            return
+        try:
+            self._flush_grids()
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+        except OSError as err:
+            with contextlib.suppress(OSError):  # its buffer cannot be written either
+                self._file.close()
+            raise_write_failure(err, self.path)
+            raise
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _lock(handle, path):
+    """This process's exclusive lock on the open file `handle` (nothing where the system
+    has no flock)."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise KerasSaatError(
+            f"--out {path} is being written by another keras-saat caption run; wait for it "
+            "to end (this run then captions only what it left), or give another --out"
+        ) from None

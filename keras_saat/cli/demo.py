@@ -6,6 +6,7 @@ from keras_saat.cli.results import print_result
 
 TUNE_MALLOC = True  # as `train`
 PREFER_ONEDNN = True
+INTERRUPTED = "the same command resumes from the last checkpoint"
 
 
 def add_parser(sub):

@@ -14,6 +14,9 @@ from keras_saat.cli.flags import (
     trained_model_arguments,
 )
 
+# What an interrupted run keeps.
+INTERRUPTED = "nothing was exported (the unfinished version folder is removed)"
+
 
 def add_parser(sub):
     p = command(

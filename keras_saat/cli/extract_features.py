@@ -13,6 +13,7 @@ from keras_saat.cli.flags import (
 )
 
 TUNE_MALLOC = True  # as `train`
+INTERRUPTED = "the finished shards are kept; the same command extracts the rest"
 
 
 def add_parser(sub):

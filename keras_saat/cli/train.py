@@ -13,6 +13,8 @@ from keras_saat.workdir import CONFIG_FILE
 # TensorFlow starts (keras_saat/runtime/memory.py, cpu_kernels.py).
 TUNE_MALLOC = True
 PREFER_ONEDNN = True
+# What an interrupted run keeps (the loop saves a checkpoint at the step it stops at).
+INTERRUPTED = "the same command resumes from the last checkpoint"
 
 
 def add_parser(sub):

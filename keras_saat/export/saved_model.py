@@ -11,8 +11,10 @@ id-to-word lookup and the joining of words. Core TF ops only.
 """
 
 import datetime
+import errno
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -23,6 +25,7 @@ import tensorflow as tf
 from keras_saat.encoders.image_encoder import default_inference_chunk
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.decoding import RESIZE_MODES, decode_images, resize_image
+from keras_saat.io_utils import raise_write_failure
 from keras_saat.serving.request_checks import MAX_BATCH
 from keras_saat.serving.signatures import DEFAULT_SIGNATURE, METADATA_FILE, PIXELS_SIGNATURE
 from keras_saat.text.vocabulary import END_ID
@@ -217,6 +220,36 @@ def next_version(base):
     return max(versions, default=0) + 1
 
 
+STAGING = re.compile(r"\.(\d+)\.partial-(\d+)")  # .<version>.partial-<pid>
+
+
+def sweep_staging(base, log=print):
+    """Removes the staging folders of exports whose process is gone (killed mid-write);
+    a running export's is left alone. Returns how many were removed."""
+    swept = 0
+    for path in Path(base).iterdir():
+        found = STAGING.fullmatch(path.name)
+        if not found or not path.is_dir() or _alive(int(found.group(2))):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        swept += 1
+    if swept:
+        log(f"removed {swept} staging folder(s) of exports that were stopped in {base}")
+    return swept
+
+
+def _alive(pid):
+    if pid == os.getpid():
+        return False  # this process's own, from an earlier call that failed
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def export_saved_model(model, base, decode, export, version=None, metadata=None, log=print):
     """Writes `model` as BASE/<version>/, TF Serving's layout.
 
@@ -265,7 +298,12 @@ def export_saved_model(model, base, decode, export, version=None, metadata=None,
         from_pixels,
         input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32, name="pixels")],
     )
-    base.mkdir(parents=True, exist_ok=True)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise_write_failure(err, base)
+        raise
+    sweep_staging(base, log)
     staging = base / f".{version}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
@@ -277,7 +315,18 @@ def export_saved_model(model, base, decode, export, version=None, metadata=None,
         (extra / METADATA_FILE).write_text(json.dumps(info, indent=2) + "\n")
         if export.warmup:
             write_warmup_requests(extra / WARMUP_FILE, model.image_size, export.model_name)
-        os.rename(staging, final)
+        try:
+            os.rename(staging, final)
+        except OSError as err:
+            if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            raise KerasSaatError(
+                f"{final} was written by another export meanwhile; run again for the next "
+                "version, or pass another --version"
+            ) from None
+    except Exception as err:  # a full disk or a read-only base, in TF's words or Python's
+        raise_write_failure(err, final)
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     log(f"exported {final} (signatures {DEFAULT_SIGNATURE}, {PIXELS_SIGNATURE})")

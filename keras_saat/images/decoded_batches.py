@@ -6,8 +6,10 @@ feature cache's extraction (`keras_saat.data.feature_cache.feature_extraction`) 
 read here, so they read the same bytes and decode them with the same graph.
 """
 
+import atexit
 import queue
 import threading
+import weakref
 
 import numpy as np
 
@@ -59,6 +61,17 @@ def decoded_batches(images, image_size, resize, max_pixels, batch_size):
     return one_ahead(next_batch, name="keras-saat-read")
 
 
+_WORKERS = weakref.WeakSet()
+
+
+@atexit.register
+def _finish_workers():
+    """Lets each worker finish the result in hand before the interpreter ends: a daemon
+    thread still inside a TensorFlow op when it is torn down aborts the process."""
+    for thread in list(_WORKERS):
+        thread.join(timeout=60)
+
+
 def one_ahead(produce, name):
     """Yields `produce()`'s results until it returns None, each next one made on a daemon
     thread while the caller uses the last: at most two results held. An exception in
@@ -83,6 +96,7 @@ def one_ahead(produce, name):
 
     thread = threading.Thread(target=work, name=name, daemon=True)
     thread.start()
+    _WORKERS.add(thread)
     requests.put(True)
     try:
         while (result := results.get()) is not None:

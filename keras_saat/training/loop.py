@@ -24,10 +24,12 @@ import keras
 import tensorflow as tf
 
 from keras_saat.errors import KerasSaatError
-from keras_saat.io_utils import write_json_atomic
+from keras_saat.io_utils import raise_write_failure, write_json_atomic
+from keras_saat.runtime.interrupts import stop_at_step_boundaries, stop_requested
 from keras_saat.workdir import CHECKPOINT_DIR, HISTORY_FILE
 
 _PROGRESS = ("global_step", "epoch", "step_in_epoch", "best_epoch", "bad_epochs", "finished")
+_EPOCH_SUMS = ("epoch_loss_sum", "epoch_nll_sum", "epoch_steps")
 
 
 class _Progress:
@@ -63,6 +65,10 @@ class _RunState:
         self.values = {name: tf.Variable(0, dtype=tf.int64, trainable=False) for name in _PROGRESS}
         self.values["best_score"] = tf.Variable(-1.0, dtype=tf.float64, trainable=False)
         self.values["nonfinite_total"] = tf.Variable(0, dtype=tf.int64, trainable=False)
+        # The epoch's running sums checkpoint with the step, so an epoch resumed after a
+        # kill reports the mean over all its steps, as an uninterrupted one does.
+        for name in _EPOCH_SUMS:
+            self.values[name] = tf.Variable(0.0, dtype=tf.float64, trainable=False)
         self.checkpoint = tf.train.Checkpoint(
             model_variables=list(trainer.model.variables),
             optimizer_variables=list(trainer.optimizer.variables),
@@ -73,6 +79,8 @@ class _RunState:
         if not chief:  # every worker saves (collectively); only the chief's copy is kept
             self.scratch = tempfile.mkdtemp(prefix="keras-saat-worker-")
             directory = Path(self.scratch)
+        if chief:
+            self._sweep_unfinished(directory)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, str(directory), max_to_keep=max(train_config.max_checkpoints, 1)
         )
@@ -87,6 +95,26 @@ class _RunState:
                 f"step {self['step_in_epoch']} of the epoch ({self.resumed_from} steps done)"
             )
             self.history = [h for h in self.history if h["epoch"] <= self["epoch"]]
+
+    def _sweep_unfinished(self, directory):
+        """Removes what a checkpoint write that was killed or refused (a full disk) left:
+        TensorFlow's `ckpt-N_temp` folders (the run holds the workdir's lock)."""
+        unfinished = [p for p in Path(directory).glob("ckpt-*_temp*") if p.is_dir()]
+        for path in unfinished:
+            shutil.rmtree(path, ignore_errors=True)
+        if unfinished:
+            self.log(f"removed {len(unfinished)} unfinished checkpoint(s) in {directory}")
+
+    def save(self):
+        """A checkpoint of the run; a write the file system refuses is our one-line error
+        naming the checkpoint, its unfinished files removed."""
+        path = Path(self.manager.directory) / f"ckpt-{self['global_step']}"
+        try:
+            self.manager.save(checkpoint_number=self["global_step"])
+        except Exception as err:
+            self._sweep_unfinished(self.manager.directory)
+            raise_write_failure(err, path)
+            raise
 
     def _restore_newest_whole(self):
         """Restores the newest checkpoint that reads whole, trying older ones when a newer one
@@ -116,7 +144,7 @@ class _RunState:
 
     def __getitem__(self, name):
         value = self.values[name].numpy()
-        return float(value) if name == "best_score" else int(value)
+        return float(value) if name == "best_score" or name in _EPOCH_SUMS else int(value)
 
     def _read_history(self):
         if not (self.history_path.exists() and self.chief):
@@ -131,9 +159,6 @@ class _RunState:
             pass
         self.log(f"{self.history_path} is damaged; the per-epoch history restarts from here")
         return []
-
-    def save(self):
-        self.manager.save(checkpoint_number=self["global_step"])
 
     def write_history(self):
         if self.chief:
@@ -208,23 +233,28 @@ def train_loop(
     trainer.model.stop_training = False
     started = time.perf_counter()
     try:
-        if run["finished"]:
-            trainer.log("this run already finished (delete the checkpoints folder to train again)")
-        else:
-            hooks.on_train_begin()
-            while not run["finished"]:
-                epoch = run["epoch"]
-                if epoch >= train_config.epochs:
-                    run.values["finished"].assign(1)
-                    run.save()
-                    break
-                hooks.on_epoch_begin(epoch)
-                data = epoch_dataset(epoch, run["step_in_epoch"])
-                totals = run_epoch(
-                    trainer, run, data, steps_per_epoch, train_config, batch_size, hooks
+        # A SIGINT or SIGTERM stops at a step boundary, with a checkpoint to resume from.
+        with stop_at_step_boundaries():
+            if run["finished"]:
+                trainer.log(
+                    "this run already finished (delete the checkpoints folder to train again)"
                 )
-                end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks)
-            hooks.on_train_end({"best_val_bleu4": run["best_score"]})
+            else:
+                hooks.on_train_begin()
+                while not run["finished"]:
+                    stop_if_asked(run, trainer)  # a signal during validation or saving
+                    epoch = run["epoch"]
+                    if epoch >= train_config.epochs:
+                        run.values["finished"].assign(1)
+                        run.save()
+                        break
+                    hooks.on_epoch_begin(epoch)
+                    data = epoch_dataset(epoch, run["step_in_epoch"])
+                    totals = run_epoch(
+                        trainer, run, data, steps_per_epoch, train_config, batch_size, hooks
+                    )
+                    end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks)
+                hooks.on_train_end({"best_val_bleu4": run["best_score"]})
     finally:
         run.close()
     return run.summary(time.perf_counter() - started)
@@ -236,7 +266,10 @@ def run_epoch(trainer, run, data, steps_per_epoch, train_config, batch_size, hoo
     epoch = run["epoch"]
     progress = _Progress(steps_per_epoch, trainer.log)
     window_start, window_steps = time.perf_counter(), 0
-    totals = {"loss": 0.0, "nll": 0.0, "n": 0, "start": time.perf_counter()}
+    if not run["step_in_epoch"]:  # a new epoch (a resumed one keeps its sums)
+        for name in _EPOCH_SUMS:
+            run.values[name].assign(0.0)
+    totals = {"start": time.perf_counter()}
     nonfinite_run = 0
     for batch in trainer.distribute(data):
         values = {k: v.numpy() for k, v in trainer.train_step(batch).items()}
@@ -248,9 +281,9 @@ def run_epoch(trainer, run, data, steps_per_epoch, train_config, batch_size, hoo
             _skip_nonfinite(trainer, run, values, step, nonfinite_run, train_config)
             continue
         nonfinite_run = 0
-        totals["loss"] += float(values["loss"])
-        totals["nll"] += float(values["nll"])
-        totals["n"] += 1
+        run.values["epoch_loss_sum"].assign_add(float(values["loss"]))
+        run.values["epoch_nll_sum"].assign_add(float(values["nll"]))
+        run.values["epoch_steps"].assign_add(1.0)
         window_steps += 1
         shown = {"loss": float(values["loss"]), "nll": float(values["nll"])}
         report = step % max(train_config.log_every, 1) == 0  # global steps
@@ -270,7 +303,21 @@ def run_epoch(trainer, run, data, steps_per_epoch, train_config, batch_size, hoo
         hooks.on_train_batch_end(in_epoch - 1, logs)
         if train_config.checkpoint_every and step % train_config.checkpoint_every == 0:
             run.save()
+        stop_if_asked(run, trainer)
     return totals
+
+
+def stop_if_asked(run, trainer):
+    """At a step boundary, after a SIGINT or SIGTERM: a checkpoint, then KeyboardInterrupt."""
+    signal_name = stop_requested()
+    if signal_name is None:
+        return
+    run.save()
+    trainer.log(
+        f"{signal_name}: stopped at step {run['global_step']} with a checkpoint in "
+        f"{run.manager.directory}; the same command resumes from it"
+    )
+    raise KeyboardInterrupt(signal_name)
 
 
 def _skip_nonfinite(trainer, run, values, step, nonfinite_run, train_config):
@@ -293,7 +340,8 @@ def end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks):
     the history, and decides on early stopping."""
     epoch = run["epoch"]
     seconds = time.perf_counter() - totals["start"]
-    loss, nll = totals["loss"] / max(totals["n"], 1), totals["nll"] / max(totals["n"], 1)
+    steps = max(run["epoch_steps"], 1.0)
+    loss, nll = run["epoch_loss_sum"] / steps, run["epoch_nll_sum"] / steps
     validated = metrics.due(epoch)
     hooks.on_epoch_end(epoch, {"loss": loss, "nll": nll})
     scores = dict(metrics.scores) if validated else None
