@@ -1,6 +1,6 @@
 """Captioning as a Beam pipeline against a plain loop over the same SavedModel, same cores.
 
-    python benchmarks/beam_caption.py --saved-model models/cap --count 2000 \\
+    python -m benchmarks.beam_caption --saved-model models/cap --count 2000 \\
         [--out benchmarks/results/cpu-beam-DATE.json]
 
 Renders `count` Shapes scenes once (seed 11), then captions them, each way in a fresh
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import psutil
 
-from keras_saat.bench import benchmark_report
+from benchmarks.harness import benchmark_report
 
 ROOT = Path(__file__).parents[1]
 

@@ -1,6 +1,6 @@
 """Feature extraction as a Beam pipeline against the one-process extractor, same cores.
 
-    PYTHONPATH=. python benchmarks/beam_extract.py --count 400 \\
+    python -m benchmarks.beam_extract --count 400 \\
         [--out benchmarks/results/cpu-beam-extract-DATE.json]
 
 Renders a Shapes set once (`count` train images, 8 val, 8 test; seed 11), then runs
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.beam_caption import measured
-from keras_saat.bench import benchmark_report
+from benchmarks.harness import benchmark_report
 
 ROOT = Path(__file__).parents[1]
 

@@ -1,6 +1,6 @@
 """Feature cache formats: bytes a image, load speed, and test BLEU-4 trained from each.
 
-    python benchmarks/cache_formats.py [--workdir runs/cache_formats] [--seeds 0,1,2]
+    python -m benchmarks.cache_formats [--workdir runs/cache_formats] [--seeds 0,1,2]
         [--recipe shapes_soft] [--out benchmarks/results/cpu-cache-formats-DATE.json]
 
 1. `keras-saat extract-features --config RECIPE` once in WORKDIR/base (renders the Shapes
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from keras_saat.bench import benchmark_report
+from benchmarks.harness import benchmark_report
 
 HERE = Path(__file__).resolve().parent
 SIZED = ("float32", "none"), ("float16", "none"), ("float16", "zlib"), ("int8", "none")

@@ -1,6 +1,6 @@
 """`keras-saat caption` over a folder: images/s and peak memory against the image count.
 
-    python benchmarks/caption_folder.py --workdir runs/demo --counts 300 10000 [--beam-size 3]
+    python -m benchmarks.caption_folder --workdir runs/demo --counts 300 10000 [--beam-size 3]
 
 Renders the largest count of Shapes scenes once (seed 11, not the demo's), then
 captions the first N of them for each count in a fresh process (`keras-saat

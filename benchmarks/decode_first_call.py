@@ -1,6 +1,6 @@
 """A fresh process's first decode: `Captioner.decode`'s search with and without AutoGraph.
 
-    python benchmarks/decode_first_call.py [--repeats 3] [--out FILE.json]
+    python -m benchmarks.decode_first_call [--repeats 3] [--out FILE.json]
 
 Each measurement is a new Python process that builds the demo's Captioner (untrained) on
 the Shapes vocabulary and times its first `decode` call (trace, compile where decoding
@@ -18,8 +18,8 @@ import os
 import subprocess
 import sys
 
-from keras_saat.bench import benchmark_report
-from keras_saat.bench.runner import machine
+from benchmarks.harness import benchmark_report
+from benchmarks.harness.runner import machine
 
 CHILD = """
 import functools, json, sys, time

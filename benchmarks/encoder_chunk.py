@@ -1,7 +1,7 @@
 """The backbone over a batch in chunks (`ImageEncoder.infer`, `export.encoder_chunk`)
 against the whole batch in one call, with TensorFlow's own CPU kernels and with oneDNN's.
 
-    python benchmarks/encoder_chunk.py [--backbone efficientnetb0] [--batch 32]
+    python -m benchmarks.encoder_chunk [--backbone efficientnetb0] [--batch 32]
         [--chunks 0,2,4,8] [--rounds 5] [--out FILE.json]
 
 Each kernel setting is a fresh process (TensorFlow reads TF_ENABLE_ONEDNN_OPTS once, at
@@ -72,7 +72,7 @@ def main():
     if args.child:
         _child(args)
         return
-    from keras_saat.bench import benchmark_report
+    from benchmarks.harness import benchmark_report
 
     settings = {}
     for onednn in ("0", "1"):

@@ -7,12 +7,12 @@ larger than the backbone's input), then times on the same images and batches:
   bare:    the compiled encoder on pre-decoded, pre-resized pixels in memory;
   extract: `extract_features` end to end (read, decode, resize, encoder, write shards).
 Prints images/s of both and their ratio (the target is 0.9 or more). The same
-measurement is the `extract` part of `keras-saat bench` (`keras_saat.bench`).
+measurement is the `extract` part of `python -m benchmarks` (`benchmarks.harness`).
 """
 
 import argparse
 
-from keras_saat.bench.pipelines import measure_extraction
+from benchmarks.harness.pipelines import measure_extraction
 
 
 def main():

@@ -1,6 +1,6 @@
 """The cost of each feature extraction in one process, the first and those after it.
 
-    python benchmarks/extraction_calls.py [--calls 3] [--train 40] [--shard-size 1000] [--out FILE.json]
+    python -m benchmarks.extraction_calls [--calls 3] [--train 40] [--shard-size 1000] [--out FILE.json]
 
 One process writes a Shapes world (TRAIN training images, a fifth as many each for val and
 test) and extracts its features CALLS times with the demo's backbone
@@ -23,8 +23,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 
 import keras_saat  # noqa: E402
-from keras_saat.bench import benchmark_report  # noqa: E402
-from keras_saat.bench.runner import machine  # noqa: E402
+from benchmarks.harness import benchmark_report  # noqa: E402
+from benchmarks.harness.runner import machine  # noqa: E402
 from keras_saat.data import read_karpathy  # noqa: E402
 from keras_saat.data.feature_cache.feature_extraction import extract_features  # noqa: E402
 from keras_saat.data.shapes import write_shapes_dataset  # noqa: E402

@@ -4,7 +4,7 @@ autodiff's scores and with the fused ones (`train.fused_scores`), teacher forcin
 unrolled and in a loop. Runs on a CPU; the
 count is the compiler's, not a timing, so it holds on a shared machine.
 
-    python benchmarks/fused_scores_hlo.py [STEPS] [PRECISION] > rows.jsonl
+    python -m benchmarks.fused_scores_hlo [STEPS] [PRECISION] > rows.jsonl
 
 STEPS (default 11) is T; PRECISION (default float32) the dtype policy. Each row names
 the scores and the form (unrolled, or the loop), the (B, L, A) and (n, B, L, A) tensors

@@ -1,6 +1,6 @@
 """The cost of each `Captioner.generate` call over image files, after the first.
 
-    python benchmarks/generate_calls.py [--calls 5] [--images 8] [--out FILE.json]
+    python -m benchmarks.generate_calls [--calls 5] [--images 8] [--out FILE.json]
 
 One process, the demo's Captioner (untrained, `shapes_cnn_small_norm`, soft attention)
 and IMAGES rendered Shapes scenes written as PNG files. Rows, each CALLS times in turn:
@@ -22,9 +22,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks.harness import benchmark_report  # noqa: E402
+from benchmarks.harness.runner import machine  # noqa: E402
 from keras_saat import Captioner, Vocabulary  # noqa: E402
-from keras_saat.bench import benchmark_report  # noqa: E402
-from keras_saat.bench.runner import machine  # noqa: E402
 from keras_saat.data.shapes import render, sample_objects, vocabulary_words  # noqa: E402
 from keras_saat.images.decoding import decode_images  # noqa: E402
 from keras_saat.images.image_files import encoded_images  # noqa: E402

@@ -1,6 +1,6 @@
 """What the hostile-input checks cost: the header walk against the decode it guards.
 
-    python benchmarks/image_decoding.py [--repeats 15]
+    python -m benchmarks.image_decoding [--repeats 15]
 
 Prints one JSON object a line:
 - `gif`: a GIF of random pixels at several sides (the worst case: one 255-byte

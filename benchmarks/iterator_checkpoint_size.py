@@ -6,7 +6,7 @@ the input position as iterator state would add to every checkpoint.
 
 CHECKOUT is a keras-saat whose caption pipeline (`caption_batches`) shuffles (image, caption) examples in a
 buffer of SHUFFLE captions (default 5000); COCO-shaped synthetic data
-(`keras_saat.testing.synthetic_data`: 5 captions an image, 14x14x512 float16 features), batch 64.
+(`tests.support.synthetic_data`: 5 captions an image, 14x14x512 float16 features), batch 64.
 """
 
 import sys
@@ -15,14 +15,14 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_saat.bench import benchmark_report
+from benchmarks.harness import benchmark_report
 from keras_saat.config import from_dict
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.pipeline.batch_plan import BatchPlan
 from keras_saat.data.pipeline.input_pipeline import caption_batches, token_table
 from keras_saat.data.readers.caption_table import read_caption_table
 from keras_saat.experiment.preparation import build_vocabulary
-from keras_saat.testing.synthetic_data import write_cache, write_captions_file
+from tests.support.synthetic_data import write_cache, write_captions_file
 
 images = int(sys.argv[1])
 shuffle = int(sys.argv[2]) if len(sys.argv) > 2 else 5000

@@ -1,6 +1,6 @@
 """LiteRT files against the SavedModel: size, load time and per-image latency on this CPU.
 
-    python benchmarks/litert.py --workdir runs/demo [--beam-size 3] [--out FILE.json]
+    python -m benchmarks.litert --workdir runs/demo [--beam-size 3] [--out FILE.json]
 
 Exports the workdir's model as a SavedModel and as .tflite files (float32, float16
 and int8 weights), then for each: the size on disk, the time to load it ready to
@@ -50,7 +50,7 @@ def main():
     import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
-    from keras_saat.bench.runner import machine
+    from benchmarks.harness.runner import machine
     from keras_saat.experiment import export_workdir
 
     scratch = Path(tempfile.mkdtemp(prefix="litert-bench-"))

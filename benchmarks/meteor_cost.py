@@ -1,6 +1,6 @@
 """What METEOR adds to an evaluation's scoring: `coco_scores` with and without it.
 
-    python benchmarks/meteor_cost.py [--images 200] [--repeats 3] [--out FILE.json]
+    python -m benchmarks.meteor_cost [--images 200] [--repeats 3] [--out FILE.json]
 
 Scores captions of `--images` freshly sampled Shapes scenes (5 references each; 200,
 the size of the demo's test split, by default; each hypothesis one of its references
@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from keras_saat.bench.runner import machine
+from benchmarks.harness.runner import machine
 from keras_saat.data.shapes import reference_captions, sample_objects
 from keras_saat.evaluation.coco_metrics import coco_scores, java_available
 

@@ -1,6 +1,6 @@
 """TensorFlow's own CPU kernels against oneDNN's, on the demo's two trainings.
 
-    python benchmarks/onednn.py [ROUNDS] > rows.jsonl
+    python -m benchmarks.onednn [ROUNDS] > rows.jsonl
 
 Each row is a fresh process (TensorFlow reads TF_ENABLE_ONEDNN_OPTS once, at import),
 the two settings alternating, ROUNDS (default 3) of each:
@@ -70,7 +70,7 @@ def _decoder(steps=30):
     import keras
     import tensorflow as tf
 
-    from keras_saat.bench.sizes import captioner, random_batch
+    from benchmarks.harness.sizes import captioner, random_batch
     from keras_saat.training.trainer import Trainer
 
     model = captioner(DECODER, "soft")

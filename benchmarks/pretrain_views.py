@@ -1,7 +1,7 @@
 """The Shapes CNN's pre-training step on a CPU: the photometric views compiled by XLA
 (`PhotometricViews`, as `attribute_trainer` builds them), run op by op, and left out.
 
-    python benchmarks/pretrain_views.py [--scenes 1500] [--epochs 2] [--repeats 2] [--out FILE.json]
+    python -m benchmarks.pretrain_views [--scenes 1500] [--epochs 2] [--repeats 2] [--out FILE.json]
 
 One process, oneDNN's kernels on (as `keras-saat train` and `demo` run), the demo's CNN
 (`shapes_cnn_small_norm`) at the demo's batch (32) under Keras's `jit_compile="auto"` (no
@@ -22,8 +22,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_saat.bench import benchmark_report  # noqa: E402
-from keras_saat.bench.runner import machine  # noqa: E402
+from benchmarks.harness import benchmark_report  # noqa: E402
+from benchmarks.harness.runner import machine  # noqa: E402
 from keras_saat.data.shapes import render, sample_objects  # noqa: E402
 from keras_saat.encoders.shapes_cnn import (  # noqa: E402
     ATTRIBUTE_HEADS,

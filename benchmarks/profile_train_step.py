@@ -5,14 +5,14 @@
     .venv/bin/python -m benchmarks.profile_train_step --kinds [--size paper] [--batch 512]
         [--xla] [--loop] [--precision bfloat16]
 
-The first form traces two steps of the `keras-saat bench` train part with
+The first form traces two steps of the `python -m benchmarks` train part with
 `tf.profiler.experimental` and sums the host's `tf_Compute` thread events by op type (per
 step). The events of the two inter-op threads overlap, so the sums are op time, not wall
 time: use them to rank ops and compare runs, and the bench for captions/s. `--by name`
 sums by op name with the unrolled loop's step numbers taken out, so the 20 copies of one
 matmul of the step are one line.
 
-`--kinds` is the bench's profile part (`keras_saat.bench.profiling.step_profile`): the
+`--kinds` is the bench's profile part (`benchmarks.harness.profiling.step_profile`): the
 step's wall time, and on a GPU its kernels (the streams' events) by kind of work, the
 device's busy share and the launches a step; on a CPU the op times by kind.
 """
@@ -23,7 +23,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_saat.bench import SIZES, op_times, step_profile  # noqa: E402
+from benchmarks.harness import SIZES, op_times, step_profile  # noqa: E402
 
 
 def main():

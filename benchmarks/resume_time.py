@@ -6,7 +6,7 @@ skipped (`.skip(step)`, which builds and drops them).
     PYTHONPATH=CHECKOUT python benchmarks/resume_time.py IMAGES BATCHING [SHUFFLE] > row.json
 
 A synthetic COCO-shaped split (5 captions an image, a 14x14x512 float16 feature cache in
-shards of 1000 images, `keras_saat.testing.synthetic_data`), batch 64, seed 0.
+shards of 1000 images, `tests.support.synthetic_data`), batch 64, seed 0.
 """
 
 import inspect
@@ -15,13 +15,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from keras_saat.bench import benchmark_report
+from benchmarks.harness import benchmark_report
 from keras_saat.config import from_dict
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.readers.caption_table import read_caption_table
 from keras_saat.experiment.epoch_batches import batching, epoch_datasets
 from keras_saat.experiment.preparation import build_vocabulary
-from keras_saat.testing.synthetic_data import write_cache, write_captions_file
+from tests.support.synthetic_data import write_cache, write_captions_file
 
 images, mode = int(sys.argv[1]), sys.argv[2]
 shuffle = int(sys.argv[3]) if len(sys.argv) > 3 else 5000

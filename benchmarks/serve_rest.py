@@ -2,7 +2,7 @@
 image, throughput of batches, and how often the bfloat16 export gives the float32
 export's caption.
 
-    python benchmarks/serve_rest.py --workdir runs/demo [--requests 100] [--batch 32]
+    python -m benchmarks.serve_rest --workdir runs/demo [--requests 100] [--batch 32]
         [--out FILE.jsonl]
 
 Exports the workdir's model twice into one model base (version 1 float32, version 2
@@ -137,7 +137,7 @@ def main():
     parser.add_argument("--out", help="append the JSON row to this file")
     args = parser.parse_args()
 
-    from keras_saat.bench.runner import machine
+    from benchmarks.harness.runner import machine
     from keras_saat.experiment.preparation import load_dataset
     from keras_saat.experiment.trained_models import trained_model
     from keras_saat.serving import RestClient

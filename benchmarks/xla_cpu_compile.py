@@ -1,6 +1,6 @@
 """XLA's CPU compile at LLVM -O3 (the default) and -O0 (the test suite's setting).
 
-    python benchmarks/xla_cpu_compile.py [--repeats 2] [--out FILE.json]
+    python -m benchmarks.xla_cpu_compile [--repeats 2] [--out FILE.json]
 
 For a tiny captioner (the size the suite's trainer tests use: 16-d features on an 8x8
 grid, LSTM 12, a 6-token caption, batch 8), soft and hard attention, each in a fresh
@@ -59,7 +59,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", help="write the rows here (JSON)")
     args = parser.parse_args()
-    from keras_saat.bench.runner import machine
+    from benchmarks.harness.runner import machine
 
     rows = []
     for repeat in range(args.repeats):

@@ -2,7 +2,7 @@
 length checked before and after) against TensorFlow's inflate alone: one pass of a
 synthetic int8+zlib cache through `FeatureCache.dataset`, records a second.
 
-    PYTHONPATH=. python benchmarks/zlib_inflate.py [--images 4000] [--rounds 2] [--out FILE.json]
+    python -m benchmarks.zlib_inflate [--images 4000] [--rounds 2] [--out FILE.json]
 
 The cache holds random 14x14x512 rows (the paper's grid; random values compress less
 than a ReLU's, so each record's inflate is the larger share). The two inflates alternate,
@@ -27,7 +27,7 @@ def main():
 
     import keras_saat.data.feature_cache.cache_format as cache_format
     from keras_saat.data.feature_cache.feature_cache import FeatureCache
-    from keras_saat.testing.synthetic_data import write_synthetic_cache
+    from tests.support.synthetic_data import write_synthetic_cache
 
     folder = Path(tempfile.mkdtemp(prefix="zlib-inflate-"))
     size = {"locations": 196, "channels": 512}

@@ -131,8 +131,8 @@ class DataConfig:
     # the host). "per_image": images are shuffled and batched with all their captions;
     # each image's features travel once (in the cache's dtype) and are repeated for its
     # captions on the device, and the squeeze layer runs once per image. Every caption
-    # is still trained on once per epoch. per_image keeps a GPU fed (`keras-saat bench
-    # --part input`); a batch holds train.batch_size // (captions an image) images.
+    # is still trained on once per epoch. per_image keeps a GPU fed; a batch holds
+    # train.batch_size // (captions an image) images.
     # "auto": per_image where the train split's features stream from the cache (they do
     # not fit data.resident_budget, or resident_features is false) and captions are not
     # bucketed, else per_caption.
@@ -199,7 +199,7 @@ class TrainConfig:
     # Clip the gradients to this global norm (0 = off).
     clipnorm: float = 5.0
     # Compile the train step with XLA: true, false, or "auto" (XLA when a GPU or TPU is
-    # visible; on CPUs plain TensorFlow, which `keras-saat bench` measures faster there).
+    # visible; on CPUs plain TensorFlow, which runs the step faster there).
     # Falls back, with the reason logged, when XLA cannot compile.
     jit_compile: bool | str = "auto"
     # Teacher forcing: the T steps unrolled into the graph (true; each kernel's gradient is

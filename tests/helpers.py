@@ -264,7 +264,7 @@ def cap_address_space(headroom):
 
 
 def run_capped_cases(names, warm="", headroom_mb=1024, timeout=120):
-    """Runs the hostile cases `names` (keras_saat.testing.hostile_cases), one after the other, in a
+    """Runs the hostile cases `names` (tests.support.hostile_cases), one after the other, in a
     child process whose address space is capped at what it holds after `warm` (code run
     first: the imports the loaders need) plus `headroom_mb`, within `timeout` seconds.
 
@@ -279,7 +279,7 @@ def run_capped_cases(names, warm="", headroom_mb=1024, timeout=120):
         f"""
         import json, resource, sys, tempfile
         from pathlib import Path
-        from keras_saat.testing.hostile_cases import hostile_cases
+        from tests.support.hostile_cases import hostile_cases
         {warm}
         cases = {{c.name: c for c in hostile_cases()}}
         {cap_address_space(headroom_mb * 1024 * 1024)}

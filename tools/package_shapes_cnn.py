@@ -25,13 +25,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def machine():
-    """The CPU's model name (`keras-saat bench`'s reading) and cores, or the platform's."""
+    """The CPU's model name (from /proc/cpuinfo) and cores, or the platform's."""
     import os
 
-    from keras_saat.bench.runner import _cpu_model
-
-    model = _cpu_model()
-    return f"{model}, {len(os.sched_getaffinity(0))} cores" if model else platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            names = [
+                line.split(":", 1)[1].strip() for line in info if line.startswith("model name")
+            ]
+    except OSError:
+        names = []
+    return f"{names[0]}, {len(os.sched_getaffinity(0))} cores" if names else platform.machine()
 
 
 def commit():

@@ -3,7 +3,7 @@ attention, batch 64) compiled in fresh processes, teacher forcing unrolled and i
 tf.while_loop, each once with an empty and once with a filled persistent compilation
 cache (a second run), and on a GPU under XLA flag sets.
 
-    python benchmarks/gpu/compile.py OUT.jsonl [PRECISION]
+    python -m benchmarks.gpu.compile OUT.jsonl [PRECISION]
 
 PRECISION defaults to bfloat16 on a GPU and float32 on a CPU. Each row holds the
 bench's train part (trace_s: Python tracing; compile_s: the rest of the first call)
@@ -19,7 +19,7 @@ import time
 
 import tensorflow as tf
 
-from keras_saat.bench import run_in_subprocess
+from benchmarks.harness import run_in_subprocess
 
 gpu = bool(tf.config.list_physical_devices("GPU"))
 precision = sys.argv[2] if len(sys.argv) > 2 else ("bfloat16" if gpu else "float32")

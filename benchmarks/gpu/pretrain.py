@@ -4,7 +4,7 @@ traced and XLA-compiled), and whole pre-training epochs at the recipe's batch an
 larger one, with and without the augmentation, with Keras's `jit_compile` "auto" (XLA on
 a GPU, not on a CPU) and True.
 
-    python benchmarks/gpu/pretrain.py OUT.jsonl [SCENES] [EPOCHS]
+    python -m benchmarks.gpu.pretrain OUT.jsonl [SCENES] [EPOCHS]
 
 SCENES (default 6000, the recipes' 2,000 training scenes and 4,000 extra ones) and EPOCHS
 (default 1; 0 skips the pre-training rows) size the runs; on a CPU, smaller ones check the
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from keras_saat.bench.runner import machine
+from benchmarks.harness.runner import machine
 from keras_saat.data.shapes import page_scene, render, sample_objects
 from keras_saat.encoders.shapes_cnn import _scene_batches, attribute_targets, pretrain_shapes_cnn
 from keras_saat.images.photometry import photometric_augmentation

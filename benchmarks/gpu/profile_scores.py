@@ -1,9 +1,9 @@
 """The train step's kernels with Eq. 4's scores fused and with autodiff's, teacher forcing
-unrolled and in the loop: a profile of each (`keras-saat bench`'s profile part, command
+unrolled and in the loop: a profile of each (`python -m benchmarks`' profile part, command
 buffers kept on under the profiler), one fresh process each, appended to a JSON-lines
 file.
 
-    python benchmarks/gpu/profile_scores.py OUT.jsonl [SIZE] [BATCH] [CAP_S]
+    python -m benchmarks.gpu.profile_scores OUT.jsonl [SIZE] [BATCH] [CAP_S]
 
 SIZE defaults to paper on a GPU (bfloat16) and tutorial on a CPU (float32, a check of the
 script); BATCH to 512 on a GPU and 16 on a CPU; CAP_S (default 150) kills a row's process.
@@ -14,8 +14,8 @@ import json
 import os
 import sys
 
-from keras_saat.bench import run_in_subprocess
-from keras_saat.bench.runner import on_gpu
+from benchmarks.harness import run_in_subprocess
+from benchmarks.harness.runner import on_gpu
 
 gpu = on_gpu()
 out = sys.argv[1]

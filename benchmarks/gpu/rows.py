@@ -1,14 +1,14 @@
-"""`keras-saat bench`'s GPU rows in priority order under a deadline, each in a fresh
+"""The GPU rows of `python -m benchmarks` in priority order under a deadline, each in a fresh
 process, appended to a JSON-lines file as they finish (a device call has 10 minutes).
 
-    python benchmarks/gpu/rows.py OUT.jsonl DEADLINE_S ROW_SET
+    python -m benchmarks.gpu.rows OUT.jsonl DEADLINE_S ROW_SET
 """
 
 import json
 import sys
 import time
 
-from keras_saat.bench import run_in_subprocess
+from benchmarks.harness import run_in_subprocess
 
 ROWS = {
     "smoke": [("matmul", None, 2, "bfloat16"), ("decode", 1, "bfloat16", 8)],

@@ -6,7 +6,7 @@ loops and conditionals in XLA's command buffers), the
 persistent cache empty and filled, then a short profile and the XLA compiler's pass timers.
 Each row runs in a fresh process and is appended to a JSON-lines file as it finishes.
 
-    python benchmarks/gpu/step.py OUT_DIR [DEADLINE_S] [PRECISION]
+    python -m benchmarks.gpu.step OUT_DIR [DEADLINE_S] [PRECISION]
 
 DEADLINE_S (default 400) is when the last row's process is killed: give the device call
 that many seconds and a minute more;
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from keras_saat.bench import run_in_subprocess
+from benchmarks.harness import run_in_subprocess
 
 gpu = bool(tf.config.list_physical_devices("GPU"))
 out_dir = Path(sys.argv[1])
@@ -132,7 +132,7 @@ with open(out_dir / "step.jsonl", "a") as out:
                "TF_CPP_VMODULE": "gpu_compiler=1,hlo_pass_pipeline=1,nvptx_compiler=1"}  # fmt: skip
         code = (
             "from keras_saat.runtime.xla import set_xla_defaults; set_xla_defaults(); "
-            "from keras_saat.bench.compute import measure_train; "
+            "from benchmarks.harness.compute import measure_train; "
             f"print(measure_train({size!r}, 'soft', True, 2, {precision!r}, {batches[0]}))"
         )
         import subprocess

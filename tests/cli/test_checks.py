@@ -94,7 +94,6 @@ def mistakes(tmp):
          "unknown config key 'decode.beam_sise'"),
         (["evaluate", "--workdir", tmp], "neither a workdir (no config.yaml) nor a preset"),
         (["serve", "--model-base", tmp / "none"], "no such folder"),
-        (["bench", "--part", "matmol"], "unknown bench part 'matmol'"),
     ]  # fmt: skip
 
 

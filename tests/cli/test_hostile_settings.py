@@ -22,13 +22,13 @@ from keras_saat.cli import main
 from keras_saat.config import ExperimentConfig, load_config, save_config
 from keras_saat.config_ranges import RANGES
 from keras_saat.errors import KerasSaatError
-from keras_saat.testing.crafted_settings import (
+from keras_saat.workdir import CONFIG_FILE
+from tests.helpers import ROOT, cap_address_space
+from tests.support.crafted_settings import (
     billion_laughs,
     deep_nesting,
     special_image_files,
 )
-from keras_saat.workdir import CONFIG_FILE
-from tests.helpers import ROOT, cap_address_space
 
 HEADROOM_MB = 512  # address space over what the child holds after its imports
 TIME_LIMIT_S = 120  # the unbounded code needs minutes, or never ends (a FIFO)

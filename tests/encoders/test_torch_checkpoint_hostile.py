@@ -1,7 +1,7 @@
 """The `.pth` reader against crafted checkpoints: every declared size is checked against
 what the file holds before anything is read or allocated.
 
-Each crafted file (keras_saat/testing/crafted_checkpoints.py, the bench's hostile rows) is read
+Each crafted file (tests/support/crafted_checkpoints.py, the bench's hostile rows) is read
 in a child process whose address space is capped 1 GiB above what it holds after
 importing the reader, with a time limit: a reader that trusted the file would crash,
 run out of memory or time there instead of answering with one line.
@@ -14,8 +14,8 @@ import pytest
 
 from keras_saat.encoders.torch_checkpoint import read_state_dict
 from keras_saat.errors import KerasSaatError
-from keras_saat.testing import crafted_checkpoints
 from tests.helpers import run_capped_cases
+from tests.support import crafted_checkpoints
 
 WARM = "import keras_saat.encoders.torch_checkpoint"
 

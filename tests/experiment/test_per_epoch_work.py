@@ -12,8 +12,8 @@ from keras_saat.config import from_dict
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.experiment import epoch_batches, training_run
 from keras_saat.experiment.scoring import caption_split
-from keras_saat.testing.synthetic_data import write_synthetic_cache
 from keras_saat.text import Vocabulary
+from tests.support.synthetic_data import write_synthetic_cache
 
 
 class _Dataset:

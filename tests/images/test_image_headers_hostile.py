@@ -1,6 +1,6 @@
 """Crafted images aimed at gaps between the header walk and TensorFlow's decoders.
 
-Each crafted input (`keras_saat.testing.crafted_images`, the bench's hostile rows) goes
+Each crafted input (`tests.support.crafted_images`, the bench's hostile rows) goes
 through `decode_images`, the SavedModel's decode graph, in one child process whose
 address space is capped (RLIMIT_AS) a little above what TensorFlow itself needs, and
 each answer has a deadline: a decode that allocated the hidden frame, or spent
@@ -19,8 +19,8 @@ import textwrap
 import pytest
 from PIL import Image
 
-from keras_saat.testing import crafted_images
 from tests.helpers import ROOT, cap_address_space, encode
+from tests.support import crafted_images
 
 SIZE = 32
 HEADROOM = 640 * 1024 * 1024  # bytes of address space over what TensorFlow needs at rest

@@ -3,7 +3,7 @@ model sizes, the vocabulary, the weights' datasets) is bounded and checked again
 weights file before Keras builds or loads anything; a `.keras` file (`load_captioner`)
 gets the same checks.
 
-The crafted presets (keras_saat/testing/crafted_presets.py, the bench's hostile rows) load
+The crafted presets (tests/support/crafted_presets.py, the bench's hostile rows) load
 in one child process whose address space is capped 1.5 GiB above what a small preset's
 build needs, with a time limit: a loader that trusted them would allocate gigabytes or
 spin for minutes there instead of answering with one line.
@@ -16,12 +16,12 @@ import pytest
 
 from keras_saat.errors import KerasSaatError
 from keras_saat.models import preset_checks
-from keras_saat.testing import crafted_presets
 from keras_saat.text.vocabulary import Vocabulary
 from tests.helpers import run_capped_cases
+from tests.support import crafted_presets
 
 WARM = (
-    "import tempfile; from keras_saat.testing.crafted_presets import small_preset, _load_preset; "
+    "import tempfile; from tests.support.crafted_presets import small_preset, _load_preset; "
     "_load_preset(small_preset(Path(tempfile.mkdtemp()) / 'warm'))"
 )
 

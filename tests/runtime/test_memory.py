@@ -1,7 +1,7 @@
 """tune_malloc: glibc's settings are in force after it, read back from the process.
 
 What the settings are for (TensorFlow's large outputs reusing freed memory instead of
-faulting in fresh pages) depends on the machine; `keras-saat bench --part malloc`
+faulting in fresh pages) depends on the machine; `python -m benchmarks --part malloc`
 measures it. These tests check what the code controls: that the three settings take
 effect, and that the opt-out leaves glibc's defaults alone.
 """

@@ -1,6 +1,6 @@
 """The development server against request bodies whose sizes, nesting or pace lie.
 
-The request checks are tested on crafted bytes (keras_saat/testing/crafted_requests.py),
+The request checks are tested on crafted bytes (tests/support/crafted_requests.py),
 without a server; the memory bounds in a child process whose address space is
 capped (RLIMIT_AS), and the whole path once on a live server on 127.0.0.1. Every
 socket has a timeout and every loop a bound.
@@ -17,7 +17,8 @@ import pytest
 import tensorflow as tf
 
 from keras_saat.serving.request_checks import MAX_JSON_VALUES
-from keras_saat.testing.crafted_requests import (
+from tests.helpers import ROOT, cap_address_space
+from tests.support.crafted_requests import (
     MB,
     announce,
     empty_lists_body,
@@ -30,7 +31,6 @@ from keras_saat.testing.crafted_requests import (
     slow_uploads,
     string_tensor_request,
 )
-from tests.helpers import ROOT, cap_address_space
 
 HEADROOM = 640 * MB  # address space over what the process holds at rest
 
@@ -77,7 +77,7 @@ def test_rest_bodies_are_bounded_on_their_bytes_before_parsing(body, message):
 
 def test_well_formed_rest_inputs_pass_the_checks():
     from keras_saat.serving.request_checks import rest_arrays
-    from keras_saat.testing.crafted_requests import export_specs
+    from tests.support.crafted_requests import export_specs
 
     b64 = {"b64": "AAAA"}
     for body in (
@@ -108,7 +108,7 @@ def test_grpc_string_tensors_are_checked_on_the_wire(shape, values, empty, messa
 
 
 def _pixels_request(tensor_bytes):
-    from keras_saat.testing.crafted_requests import _field
+    from tests.support.crafted_requests import _field
 
     entry = _field(1, b"pixels") + _field(2, tensor_bytes)
     return _field(1, _field(1, b"cap") + _field(3, b"serving_pixels")) + _field(2, entry)
@@ -119,7 +119,7 @@ def test_grpc_numeric_tensors_take_only_their_dtype_packed():
 
     from keras_saat.serving.answers import BadRequest
     from keras_saat.serving.grpc_wire import check_predict_wire
-    from keras_saat.testing.crafted_requests import export_specs
+    from tests.support.crafted_requests import export_specs
 
     pixels = np.zeros([1, 2, 2, 3], np.float32)
     good = tf.make_tensor_proto(pixels)
@@ -144,7 +144,7 @@ def test_grpc_numeric_tensors_take_only_their_dtype_packed():
 CAPPED = textwrap.dedent(
     f"""
     import resource, sys
-    from keras_saat.testing.hostile_cases import hostile_cases
+    from tests.support.hostile_cases import hostile_cases
     cases = {{case.name: case for case in hostile_cases()}}
     cases["baseline"].run(None)
     {cap_address_space(HEADROOM)}

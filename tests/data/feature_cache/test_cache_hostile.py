@@ -17,7 +17,7 @@ from keras_saat.data.feature_cache.resident_features import ResidentFeatures
 from keras_saat.data.feature_cache.shard_checks import naming_damaged_shards
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError
-from keras_saat.testing.synthetic_data import write_synthetic_cache
+from tests.support.synthetic_data import write_synthetic_cache
 
 SIZE = {"locations": 4, "channels": 8}
 

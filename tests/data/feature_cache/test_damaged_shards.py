@@ -18,9 +18,9 @@ from keras_saat.data.feature_cache.shard_checks import check_framing, naming_dam
 from keras_saat.encoders import ImageEncoder
 from keras_saat.errors import KerasSaatError
 from keras_saat.experiment.scoring import caption_split
-from keras_saat.testing.crafted_settings import read_cache_split, write_damaged_cache
-from keras_saat.testing.synthetic_data import write_synthetic_cache
 from tests.helpers import run_capped_cases, small_model
+from tests.support.crafted_settings import read_cache_split, write_damaged_cache
+from tests.support.synthetic_data import write_synthetic_cache
 
 WHAT_TO_DO = "delete that file and run `keras-saat extract-features` again"
 
@@ -167,7 +167,7 @@ def test_a_zlib_record_that_inflates_past_its_shape_is_refused_inside_a_memory_c
 def test_zlib_records_of_the_wrong_length_are_named_on_each_path(tmp_path, inflated):
     import zlib
 
-    from keras_saat.testing.synthetic_data import write_synthetic_cache
+    from tests.support.synthetic_data import write_synthetic_cache
 
     write_synthetic_cache(tmp_path, 8, {"locations": 4, "channels": 8}, compression="zlib")
     shard = tmp_path / "train-00000-of-00001.tfrecord"

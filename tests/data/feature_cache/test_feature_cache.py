@@ -267,7 +267,7 @@ def test_a_borrowed_cache_is_read_as_it_is_or_refused_and_never_written(
 def test_a_shard_written_again_while_a_run_reads_the_cache_is_named(tmp_path):
     """Each epoch asks the cache for its shards again: one that another run wrote anew
     since (the same bytes, even: a new file) is named, never read into the run."""
-    from keras_saat.testing.synthetic_data import write_synthetic_cache
+    from tests.support.synthetic_data import write_synthetic_cache
 
     write_synthetic_cache(tmp_path, 24, {"locations": 4, "channels": 8}, shard_size=8)
     cache = FeatureCache(tmp_path)

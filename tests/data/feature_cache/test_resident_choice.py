@@ -14,7 +14,7 @@ from keras_saat.errors import KerasSaatError
 from keras_saat.experiment.epoch_batches import batching_mode
 from keras_saat.runtime.memory import device_memory
 from keras_saat.runtime.precision import dtype_policy
-from keras_saat.testing.synthetic_data import write_synthetic_cache
+from tests.support.synthetic_data import write_synthetic_cache
 
 
 @pytest.fixture(scope="module")

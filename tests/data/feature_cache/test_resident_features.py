@@ -15,9 +15,9 @@ from keras_saat.data.feature_cache.resident_features import (
 from keras_saat.data.pipeline.batch_plan import BatchPlan
 from keras_saat.data.pipeline.input_pipeline import caption_batches, captions_per_image, token_table
 from keras_saat.errors import KerasSaatError
-from keras_saat.testing.synthetic_data import write_synthetic_cache
 from keras_saat.text import Vocabulary
 from keras_saat.training.trainer import Trainer
+from tests.support.synthetic_data import write_synthetic_cache
 
 SIZE = {"locations": 64, "channels": 128}  # the default backbone's grid (shapes_cnn)
 SKIPPED = (4, 11)  # unreadable images: no row in any batch

@@ -16,8 +16,8 @@ from keras_saat.data.pipeline.epoch_order import epoch_plan, from_step
 from keras_saat.data.pipeline.input_pipeline import caption_batches, token_table
 from keras_saat.errors import KerasSaatError
 from keras_saat.experiment.epoch_batches import batching
-from keras_saat.testing.synthetic_data import write_synthetic_cache
 from keras_saat.text import PAD_ID, Vocabulary
+from tests.support.synthetic_data import write_synthetic_cache
 
 SIZE = {"locations": 16, "channels": 8}
 SKIPPED = (4, 11)

@@ -9,7 +9,7 @@ from keras_saat.data.feature_cache.resident_features import ResidentFeatures
 from keras_saat.data.pipeline.batch_plan import BatchPlan
 from keras_saat.data.pipeline.feature_source import FeatureSource
 from keras_saat.data.pipeline.image_file_source import ImageFiles
-from keras_saat.testing.synthetic_data import write_synthetic_cache
+from tests.support.synthetic_data import write_synthetic_cache
 
 METHODS = [
     name

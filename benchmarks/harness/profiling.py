@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from keras_saat.bench.runner import median
-from keras_saat.bench.sizes import SIZES, train_setup
+from benchmarks.harness.runner import median
+from benchmarks.harness.sizes import SIZES, train_setup
 
 # Kinds of work: patterns tried in order on the lower-cased op type or kernel name (XLA's
 # GPU kernels are named after their fusion: "loop_multiply_fusion", "input_reduce_fusion").

@@ -7,6 +7,10 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+# The checkout: a part's process imports `benchmarks` and `tests.support` from here.
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def median(values):
@@ -31,15 +35,16 @@ def run_in_subprocess(name, *args, env=None, timeout=None):
     code = (
         "import json, sys; from keras_saat.runtime.memory import tune_malloc; tune_malloc(); "
         "from keras_saat.runtime.xla import set_xla_defaults; set_xla_defaults(); "
-        "from keras_saat.bench.parts import run_part; "
+        "from benchmarks.harness.parts import run_part; "
         "print('BENCH ' + json.dumps(run_part(*json.loads(sys.argv[1]))))"
     )
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     try:
         done = subprocess.run(
             [sys.executable, "-c", code, json.dumps([name, *args])],
             capture_output=True,
             text=True,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})},
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {}), "PYTHONPATH": path},
             timeout=timeout,
         )
     except subprocess.TimeoutExpired as err:

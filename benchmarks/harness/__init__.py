@@ -1,4 +1,4 @@
-"""`keras-saat bench`: speed and memory against this machine's limit, measured in one run.
+"""`python -m benchmarks`: speed and memory against this machine's limit, measured in one run.
 
 Each row of a part runs in a fresh Python process, so its peak resident memory is its
 own and no compiled function or cache carries over (`runner`). The parts, registered
@@ -51,11 +51,11 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_saat.bench.parts import PARTS, Part, add_part  # noqa: E402
-from keras_saat.bench.profiling import kind_of, op_times, step_profile  # noqa: E402
-from keras_saat.bench.report import benchmark_report, run_all, write_report  # noqa: E402
-from keras_saat.bench.runner import run_in_subprocess  # noqa: E402
-from keras_saat.bench.sizes import SIZES, forward_flops, train_step_flops  # noqa: E402
+from benchmarks.harness.parts import PARTS, Part, add_part  # noqa: E402
+from benchmarks.harness.profiling import kind_of, op_times, step_profile  # noqa: E402
+from benchmarks.harness.report import benchmark_report, run_all, write_report  # noqa: E402
+from benchmarks.harness.runner import run_in_subprocess  # noqa: E402
+from benchmarks.harness.sizes import SIZES, forward_flops, train_step_flops  # noqa: E402
 
 __all__ = [
     "PARTS",

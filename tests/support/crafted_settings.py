@@ -7,7 +7,7 @@ part (`CASES`) hand them to the code `keras-saat` runs.
 import os
 from pathlib import Path
 
-from keras_saat.testing.hostile_cases import HostileCase, error_line
+from tests.support.hostile_cases import HostileCase, error_line
 
 SPARSE_BYTES = 8 * 1024**3  # a sparse file of this length costs no disk
 SHUFFLE_BUFFER_2_31 = 2**31
@@ -77,7 +77,7 @@ def write_damaged_cache(folder, damage, locations=4, channels=8):
     bytes, "flip" flips a bit inside its first record's data; "zlib_bomb" (a zlib cache)
     rewrites it with a first record whose features inflate to ZLIB_BOMB_BYTES, whole
     records with valid checksums. Returns the damaged shard's path."""
-    from keras_saat.testing.synthetic_data import write_synthetic_cache
+    from tests.support.synthetic_data import write_synthetic_cache
 
     size = {"locations": locations, "channels": channels}
     compression = "zlib" if damage == "zlib_bomb" else "none"

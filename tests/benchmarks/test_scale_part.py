@@ -1,10 +1,10 @@
-"""`keras-saat bench --part scale`: the synthetic datasets have COCO's and CC3M's shape,
+"""`python -m benchmarks --part scale`: the synthetic datasets have COCO's and CC3M's shape,
 and every phase is reported."""
 
 import pytest
 
-from keras_saat.bench.parts import PARTS
-from keras_saat.bench.scale import measure_scale
+from benchmarks.harness.parts import PARTS
+from benchmarks.harness.scale import measure_scale
 
 
 @pytest.mark.slow

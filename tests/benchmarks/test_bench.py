@@ -1,19 +1,24 @@
-"""The benchmark harness: its FLOP count matches the model it times, and `bench --json` works."""
+"""The benchmark harness: its FLOP count matches the model it times, and `python -m
+benchmarks` checks its flags and prints one JSON object."""
 
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from keras_saat.bench import forward_flops, kind_of, step_profile, train_step_flops
+from benchmarks.__main__ import main
+from benchmarks.harness import forward_flops, kind_of, step_profile, train_step_flops
+
+ROOT = Path(__file__).parents[2]
 
 
 def test_the_flop_count_matches_the_model_weights():
     """Every matmul of the count, read off the built layers' kernel shapes."""
-    from keras_saat.bench.sizes import captioner
+    from benchmarks.harness.sizes import captioner
 
     size = dict(
         backbone="shapes_cnn", locations=64, channels=128, feature_dim=24, embedding_dim=8,
@@ -46,14 +51,28 @@ def test_the_flop_count_matches_the_model_weights():
     assert train_step_flops(size) == 3 * forward_flops(size)
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--part", "matmol"], "unknown bench part 'matmol' (did you mean \"matmul\"?)"),
+        (["--images", "0"], "--images 0: give a count from 1 to 100000000"),
+    ],
+)
+def test_a_wrong_flag_is_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("python -m benchmarks: error: ") and message in err
+
+
 @pytest.mark.slow
-def test_bench_json_prints_one_object():
+def test_the_json_report_is_one_object():
     # The parts run in child processes; the kernels' setting must reach them and be reported.
     done = subprocess.run(
-        [sys.executable, "-m", "keras_saat.cli", "bench", "--part", "matmul", "--json"],
+        [sys.executable, "-m", "benchmarks", "--part", "matmul", "--json"],
         capture_output=True,
         text=True,
         timeout=300,
+        cwd=ROOT,
         env={**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1"},
     )
     assert done.returncode == 0, done.stderr[-2000:]

@@ -12,7 +12,7 @@ import struct
 import zipfile
 import zlib
 
-from keras_saat.testing.hostile_cases import HostileCase, error_line
+from tests.support.hostile_cases import HostileCase, error_line
 
 # ---- a pickle written opcode by opcode, so it can say what torch.save never would ----
 
@@ -191,4 +191,4 @@ PTH_CASES = [
     _case("pth_pickle_bytes_2e40", pickle_counted_bytes, "counted string <= bytes left"),
 ]
 
-CASES = PTH_CASES  # HostileCase rows (keras_saat.testing.hostile_cases)
+CASES = PTH_CASES  # HostileCase rows (tests.support.hostile_cases)

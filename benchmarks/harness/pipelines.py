@@ -6,9 +6,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from keras_saat.bench.runner import median
-from keras_saat.bench.sizes import SIZES, captioner
-from keras_saat.testing.synthetic_data import write_synthetic_cache
+from benchmarks.harness.runner import median
+from benchmarks.harness.sizes import SIZES, captioner
+from tests.support.synthetic_data import write_synthetic_cache
 
 
 def write_jpegs(folder, count, seed=0):

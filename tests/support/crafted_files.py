@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from keras_saat.testing.hostile_cases import HostileCase, error_line
+from tests.support.hostile_cases import HostileCase, error_line
 
 ESCAPING_SHARD = "../../victim.tfrecord"  # relative to the cache folder
 VICTIM_TEXT = "the victim's own bytes\n"
@@ -40,8 +40,8 @@ def escaping_cache(scratch):
     index.json names its shard ESCAPING_SHARD; returns (the cache folder, the victim file
     that name reaches)."""
     from keras_saat.data.feature_cache.cache_index import INDEX
-    from keras_saat.testing.synthetic_data import write_synthetic_cache
     from keras_saat.workdir import FEATURES_DIR
+    from tests.support.synthetic_data import write_synthetic_cache
 
     folder = Path(scratch) / "w" / FEATURES_DIR
     write_synthetic_cache(folder, 8, {"locations": 4, "channels": 8}, shard_size=8)
@@ -149,7 +149,7 @@ def jpeg_scans_large(pairs=JPEG_SCAN_PAIRS):
 
 
 def _jpeg_scans_100mb(scratch):
-    from keras_saat.testing.crafted_images import decode_one
+    from tests.support.crafted_images import decode_one
 
     return decode_one(jpeg_scans_large())
 

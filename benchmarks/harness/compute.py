@@ -4,8 +4,8 @@ and the device they run on (the step's profile: `profiling`)."""
 import resource
 import time
 
-from keras_saat.bench.runner import median, on_gpu
-from keras_saat.bench.sizes import SIZES, captioner, train_setup, train_step_flops
+from benchmarks.harness.runner import median, on_gpu
+from benchmarks.harness.sizes import SIZES, captioner, train_setup, train_step_flops
 
 
 def matmul_timer(n=None, precision="float32"):

@@ -1,4 +1,4 @@
-"""`keras-saat bench --part scale --images N`: the fixed work of a run at COCO's or CC3M's
+"""`python -m benchmarks --part scale --images N`: the fixed work of a run at COCO's or CC3M's
 shape, on a synthetic dataset of N images.
 
 The shapes: "coco" (5 captions an image, a Zipf vocabulary of 10k words) and "cc3m"
@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from keras_saat.testing.synthetic_data import SHAPES, SHARD_SIZE, write_cache, write_captions_file
+from tests.support.synthetic_data import SHAPES, SHARD_SIZE, write_cache, write_captions_file
 
 
 def _peak_mb():
@@ -52,7 +52,7 @@ def _config(shape):
 
 
 def _model(vocabulary):
-    from keras_saat.bench.sizes import SIZES, captioner
+    from benchmarks.harness.sizes import SIZES, captioner
 
     return captioner({**SIZES["paper"], "vocab": len(vocabulary)}, "soft")
 

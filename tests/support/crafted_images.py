@@ -12,7 +12,7 @@ import zlib
 
 import numpy as np
 
-from keras_saat.testing.hostile_cases import HostileCase
+from tests.support.hostile_cases import HostileCase
 
 
 def _pil(fmt, width, height, mode="RGB", seed=0, **options):

@@ -1,8 +1,8 @@
 """The malloc part: the soft train step with glibc's malloc tuned and with its defaults
 (keras_saat/runtime/memory.py), in alternating fresh processes."""
 
-from keras_saat.bench.runner import median, run_in_subprocess
-from keras_saat.bench.sizes import SIZES
+from benchmarks.harness.runner import median, run_in_subprocess
+from benchmarks.harness.sizes import SIZES
 
 # Fresh processes per size and malloc setting, alternating.
 MALLOC_ROUNDS = 3

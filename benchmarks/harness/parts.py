@@ -1,4 +1,4 @@
-"""The parts of `keras-saat bench`: what each measures, with which arguments, and the
+"""The parts of `python -m benchmarks`: what each measures, with which arguments, and the
 line it logs. A new part is a measuring function and one `register_part(Part(...))`.
 
 A part's `plan(device, precisions)` lists the argument tuples it runs with; `run_all`
@@ -9,12 +9,12 @@ as a list under the part's name.
 import dataclasses
 from collections.abc import Callable
 
-from keras_saat.bench import compute, hostile, pipelines, profiling, scale
-from keras_saat.bench.malloc import measure_malloc
-from keras_saat.bench.runner import peak_rss_mb
-from keras_saat.bench.sizes import SIZES
+from benchmarks.harness import compute, hostile, pipelines, profiling, scale
+from benchmarks.harness.malloc import measure_malloc
+from benchmarks.harness.runner import peak_rss_mb
+from benchmarks.harness.sizes import SIZES
 from keras_saat.registries import Registry
-from keras_saat.testing import hostile_cases
+from tests.support import hostile_cases
 
 # Batch sizes of the batch/throughput curve (paper size, soft attention, best precision).
 BATCH_CURVE = {"gpu": (64, 128, 256, 512, 1024, 2048), "cpu": (16, 64, 256)}
@@ -25,7 +25,7 @@ class Part:
     """One part of the benchmark.
 
     Args:
-        name: str. `keras-saat bench --part NAME`.
+        name: str. `python -m benchmarks --part NAME`.
         measure: callable. `measure(*args) -> dict`, run in a fresh process.
         plan: callable. `plan(device, precisions) -> list of argument tuples`.
         line: callable. `line(row) -> str`, the log line of one row.
@@ -34,7 +34,7 @@ class Part:
         run: callable or None. `run(log) -> result`, for a part that runs its own
             processes instead of a plan (malloc). Defaults to None.
         options: tuple of str. The command-line options `plan` takes as keywords
-            (`keras-saat bench --images N`: "images"). Defaults to ().
+            (`python -m benchmarks --images N`: "images"). Defaults to ().
     """
 
     name: str

@@ -11,7 +11,7 @@ import json
 import socket
 import time
 
-from keras_saat.testing.hostile_cases import HostileCase
+from tests.support.hostile_cases import HostileCase
 
 MB = 1 << 20
 

@@ -15,8 +15,8 @@ from keras_saat.models.preset import (
     WEIGHTS_FILE,
     preset_metadata,
 )
-from keras_saat.testing.hostile_cases import HostileCase, error_line
 from keras_saat.workdir import MODEL_FILE
+from tests.support.hostile_cases import HostileCase, error_line
 
 # ---- preset folders: a real small preset, one of its files swapped for a crafted one ----
 
@@ -217,4 +217,4 @@ KERAS_FILE_CASES = [
     ),
 ]
 
-CASES = PRESET_CASES + KERAS_FILE_CASES  # HostileCase rows (keras_saat.testing.hostile_cases)
+CASES = PRESET_CASES + KERAS_FILE_CASES  # HostileCase rows (tests.support.hostile_cases)

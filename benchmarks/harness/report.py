@@ -3,8 +3,8 @@
 import json
 from pathlib import Path
 
-from keras_saat.bench.parts import PARTS, bench_precisions
-from keras_saat.bench.runner import machine, run_in_subprocess
+from benchmarks.harness.parts import PARTS, bench_precisions
+from benchmarks.harness.runner import machine, run_in_subprocess
 
 
 def run_all(parts=None, log=print, options=None):
@@ -82,10 +82,11 @@ def benchmark_report(script, fields, out=None):
     import sys
     import time
 
+    module = script.removesuffix(".py").replace("/", ".")
     report = {
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "command": " ".join([f"python benchmarks/{script}", *sys.argv[1:]]),
+        "command": " ".join([f"python -m benchmarks.{module}", *sys.argv[1:]]),
         **fields,
     }
     print(json.dumps(report, indent=1))

@@ -1,6 +1,6 @@
 """The bench's `hostile` part: each crafted input's peak memory and time, and its answer.
 
-The cases are `keras_saat.testing.hostile_cases`; each runs in a fresh process
+The cases are `tests.support.hostile_cases`; each runs in a fresh process
 (`runner.run_in_subprocess`), so its peak resident memory is its own.
 """
 
@@ -8,8 +8,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from keras_saat.bench.runner import peak_rss_mb
-from keras_saat.testing.hostile_cases import hostile_cases
+from benchmarks.harness.runner import peak_rss_mb
+from tests.support.hostile_cases import hostile_cases
 
 
 def measure_hostile(name):

@@ -1,5 +1,5 @@
 """The crafted hostile inputs as cases: what the hostile-input tests build and the
-bench's `hostile` part measures (`keras_saat.bench.hostile`).
+bench's `hostile` part measures (`benchmarks.harness.hostile`).
 
 A `HostileCase` is one attack from `docs/guides/hostile-input.md`: a crafted input
 built small (a forged header, not decoded gigabytes) and handed to the code a user or
@@ -18,12 +18,12 @@ from collections.abc import Callable
 
 # The modules whose `CASES` lists are the part's rows, in the guide's order.
 CASE_MODULES = (
-    "keras_saat.testing.crafted_images",
-    "keras_saat.testing.crafted_checkpoints",
-    "keras_saat.testing.crafted_presets",
-    "keras_saat.testing.crafted_requests",
-    "keras_saat.testing.crafted_settings",
-    "keras_saat.testing.crafted_files",
+    "tests.support.crafted_images",
+    "tests.support.crafted_checkpoints",
+    "tests.support.crafted_presets",
+    "tests.support.crafted_requests",
+    "tests.support.crafted_settings",
+    "tests.support.crafted_files",
 )
 
 
