@@ -182,11 +182,10 @@ def check_positive(args):
 
 
 def model_version_argument(parser, help):
-    """--model-version N: a SavedModel's version folder. `--version` is its older
-    spelling, kept; the program's own --version goes before the command."""
+    """--model-version N: a SavedModel's version folder (the program's own --version
+    prints the package's)."""
     parser.add_argument(
         "--model-version",
-        "--version",
         dest="version",
         metavar="N",
         type=int,

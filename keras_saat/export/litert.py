@@ -129,7 +129,7 @@ def export_litert(model, out, decode, export, version=None, metadata=None, log=p
     if out.exists() and not out.is_dir():
         raise KerasSaatError(f"--out {out} is a file; give a folder for the .tflite file")
     if version is not None:
-        log("a .tflite file has no versions: --version is ignored")
+        log("a .tflite file has no versions: --model-version is ignored")
     encoder = serving_encoder(model, export, log)
     data = convert(litert_function(model, decode, encoder), export.quantize)
     out.mkdir(parents=True, exist_ok=True)

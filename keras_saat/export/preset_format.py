@@ -7,7 +7,7 @@ from keras_saat.models.preset import save_preset
 def export_preset(model, out, decode, export, version=None, metadata=None, log=print):
     """A preset folder (`Captioner.save_to_preset`): the model with these decode settings."""
     if version is not None:
-        log("a preset folder has no versions: --version is ignored")
+        log("a preset folder has no versions: --model-version is ignored")
     settings = {
         "max_length": decode.max_length,
         "beam_size": decode.beam_size,

@@ -280,7 +280,7 @@ def export_saved_model(model, base, decode, export, version=None, metadata=None,
     final = base / str(version)
     if final.exists():
         raise KerasSaatError(
-            f"{final} already exists; pass another --version or remove it (TF Serving may be serving it)"
+            f"{final} already exists; pass another --model-version or remove it (TF Serving may be serving it)"
         )
     encoder = serving_encoder(model, export, log)
     from_bytes, from_pixels = serving_functions(model, decode, export, encoder)
@@ -322,7 +322,7 @@ def export_saved_model(model, base, decode, export, version=None, metadata=None,
                 raise
             raise KerasSaatError(
                 f"{final} was written by another export meanwhile; run again for the next "
-                "version, or pass another --version"
+                "version, or pass another --model-version"
             ) from None
     except Exception as err:  # a full disk or a read-only base, in TF's words or Python's
         raise_write_failure(err, final)

@@ -159,25 +159,17 @@ def test_saved_model_cli_show_and_run(export_base, test_images, tmp_path):
 
 def test_versions_and_refusals(trained_workdir, tmp_path, capsys):
     base = tmp_path / "versions"
-    assert (
-        main(["export", "--workdir", str(trained_workdir), "--out", str(base), "--beam-size", "1"])
-        == 0
-    )
-    assert (
-        main(["export", "--workdir", str(trained_workdir), "--out", str(base), "--version", "5"])
-        == 0
-    )
-    assert main(["export", "--workdir", str(trained_workdir), "--out", str(base)]) == 0
+    export = ["export", "--workdir", str(trained_workdir), "--out", str(base)]
+    assert main([*export, "--beam-size", "1"]) == 0
+    assert main([*export, "--model-version", "5"]) == 0
+    assert main(export) == 0
     assert sorted(p.name for p in base.iterdir()) == ["1", "5", "6"]
     assert (
         json.loads((base / "1" / "assets.extra" / "keras_saat.json").read_text())["beam_size"] == 1
     )
     capsys.readouterr()
-    assert (
-        main(["export", "--workdir", str(trained_workdir), "--out", str(base), "--version", "5"])
-        == 2
-    )
-    assert "5 already exists; pass another --version" in capsys.readouterr().err
+    assert main([*export, "--model-version", "5"]) == 2
+    assert "5 already exists; pass another --model-version" in capsys.readouterr().err
     assert main(["export", "--workdir", str(base), "--out", str(base)]) == 2
     assert "is neither a workdir (no config.yaml) nor a preset folder" in capsys.readouterr().err
 
