@@ -197,3 +197,18 @@ def test_sigterm_stops_a_command_as_ctrl_c_does(tmp_path):
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 143, stderr[-3000:]
     assert last_line(stderr) == "keras-saat: interrupted (SIGTERM)"
+
+
+def test_export_sweeps_the_staging_folders_of_exports_that_are_gone(tmp_path):
+    from keras_saat.export.saved_model import sweep_staging
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True
+    )
+    dead, alive = int(gone.stdout), os.getppid()  # a finished process's pid; pytest's parent
+    for name in (f".1.partial-{dead}", f".2.partial-{alive}", "1", ".notes"):
+        (tmp_path / name).mkdir()
+    logged = []
+    assert sweep_staging(tmp_path, logged.append) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".2.partial-" + str(alive), ".notes", "1"]
+    assert logged == [f"removed 1 staging folder(s) of exports that were stopped in {tmp_path}"]
