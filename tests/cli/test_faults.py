@@ -212,3 +212,29 @@ def test_export_sweeps_the_staging_folders_of_exports_that_are_gone(tmp_path):
     assert sweep_staging(tmp_path, logged.append) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == [".2.partial-" + str(alive), ".notes", "1"]
     assert logged == [f"removed 1 staging folder(s) of exports that were stopped in {tmp_path}"]
+
+
+READ_ONLY_WORKDIR = """
+mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" || exit 99
+"$PYTHON" -m keras_saat.cli caption --workdir "$1" "$2"
+echo "caption rc $?" >&2
+"$PYTHON" -m keras_saat.cli evaluate --workdir "$1" --split val --beam-size 1 --out "$3"
+echo "evaluate rc $?" >&2
+"$PYTHON" -m keras_saat.cli export --workdir "$1" --out "$4"
+echo "export rc $?" >&2
+"""
+
+
+@needs_mounts
+@pytest.mark.slow
+def test_a_read_only_workdir_captions_scores_and_exports(trained_workdir, test_images, tmp_path):
+    """Commands that only read a trained workdir work on a read-only one (a shared run)."""
+    workdir = tmp_path / "run"
+    shutil.copytree(trained_workdir, workdir)
+    scores, models = tmp_path / "scores", tmp_path / "models"
+    done = in_namespace(READ_ONLY_WORKDIR, workdir, test_images[0], scores, models)
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    for command in ("caption", "evaluate", "export"):
+        assert f"{command} rc 0" in done.stderr.splitlines(), done.stderr[-3000:]
+    assert json.loads((scores / "metrics.json").read_text())["bleu_4"] >= 0
+    assert (models / "1" / "saved_model.pb").is_file()

@@ -6,6 +6,7 @@ one writer of index.json, `new_index`, `set_split` and `shard_file` its one shap
 every writer makes the layout that `FeatureCache` reads.
 """
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -20,7 +21,7 @@ from keras_saat.data.feature_cache.cache_format import (
     shard_inputs,
 )
 from keras_saat.data.readers.caption_dataset import SPLITS
-from keras_saat.errors import KerasSaatError
+from keras_saat.errors import FileWriteError, KerasSaatError
 from keras_saat.images.image_files import MAX_FILE_BYTES
 from keras_saat.io_utils import remove_temporaries, write_json_atomic
 
@@ -52,9 +53,21 @@ def shard_entry(index, split, number):
     return index["splits"][split]["shards"][number]
 
 
-def write_index(directory, index):
-    """Writes a cache's index.json (atomically: a killed writer leaves the old one)."""
-    write_json_atomic(Path(directory) / INDEX, index)
+def write_index(directory, index, needed=True):
+    """Writes a cache's index.json (atomically: a killed writer leaves the old one).
+
+    Args:
+        needed: bool. False for a rewrite that only tidies (progress folded in, new file
+            times): a cache that cannot be written (a shared, read-only workdir) is read
+            as it is. Defaults to True.
+    """
+    try:
+        write_json_atomic(Path(directory) / INDEX, index)
+    except FileWriteError:
+        if needed:
+            raise
+        return False
+    return True
 
 
 def _damaged(directory, what):
@@ -185,10 +198,10 @@ def compact_index(directory, index):
     """Folds progress.jsonl into index.json (the one whole rewrite of an extraction) and
     removes the shard temporaries of writers killed before they finished."""
     progress = directory / PROGRESS
-    if progress.exists():
-        write_index(directory, index)
+    if progress.exists() and write_index(directory, index, needed=False):
         progress.unlink()
-    remove_temporaries(directory)
+    with contextlib.suppress(OSError):  # a read-only cache keeps them: they are never read
+        remove_temporaries(directory)
 
 
 def open_index(directory, fingerprint, header):
@@ -277,8 +290,7 @@ def split_entry(directory, index, split, records, shard_size, log=print):
     todo = [n for n in todo_shards(directory, entry) if entry["shards"][n]["done"]]
     for number in changed + todo:
         entry["shards"][number].update(done=False, content=None)
-    if changed or retimed or todo:
-        write_index(directory, index)
+    if (changed or retimed or todo) and write_index(directory, index, needed=changed or todo):
         (Path(directory) / PROGRESS).unlink(missing_ok=True)  # its lines are in the index
     if retimed:
         log(f"  extract {split}: {len(retimed)} shard(s) kept: new file times, same bytes")
