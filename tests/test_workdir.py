@@ -99,7 +99,7 @@ def shapes_data(path="", seed=0, varied=0.0):
     )  # fmt: skip
 
 
-def test_a_workdirs_shapes_world_is_made_anew_for_other_settings(tmp_path):
+def test_a_workdirs_shapes_world_is_made_anew_for_other_settings_by_training_only(tmp_path):
     read = get_reader("shapes")
     lines = []
     first = read(shapes_data(seed=0), tmp_path, lines.append)
@@ -109,7 +109,11 @@ def test_a_workdirs_shapes_world_is_made_anew_for_other_settings(tmp_path):
     (tmp_path / BACKBONE_RECORD_FILE).write_text('{"backbone": "shapes_cnn"}')
     again = read(shapes_data(seed=0), tmp_path, lines.append)
     assert again.counts() == first.counts() and image.read_bytes() == before  # reused as is
-    other = read(shapes_data(seed=1), tmp_path, lines.append)
+    # Scoring never redraws a folder's world nor deletes its CNN; training does.
+    with pytest.raises(KerasSaatError, match=r"scoring never redraws a folder's world: give --out"):
+        read(shapes_data(seed=1), tmp_path, lines.append)
+    assert image.read_bytes() == before and (tmp_path / BACKBONE_WEIGHTS_FILE).exists()
+    other = read(shapes_data(seed=1), tmp_path, lines.append, redraw=True)
     assert image.read_bytes() != before and other.counts() == first.counts()
     assert not (tmp_path / BACKBONE_WEIGHTS_FILE).exists()
     assert not (tmp_path / BACKBONE_RECORD_FILE).exists()
@@ -131,7 +135,7 @@ def test_a_varied_world_drawn_under_other_pages_or_light_is_made_anew(tmp_path):
         del stored["generator"][key]
     path.write_text(json.dumps(stored))
     (tmp_path / BACKBONE_WEIGHTS_FILE).write_bytes(b"a CNN pre-trained on the other pages")
-    read(shapes_data(varied=0.5), tmp_path, lines.append)
+    read(shapes_data(varied=0.5), tmp_path, lines.append, redraw=True)
     assert "varied_pages" in json.loads(path.read_text())["generator"]
     assert not (tmp_path / BACKBONE_WEIGHTS_FILE).exists()
     told = next(line for line in lines if "; generating" in line)

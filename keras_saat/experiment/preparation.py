@@ -42,9 +42,17 @@ from keras_saat.workdir import (
 )
 
 
-def load_dataset(config, workdir, log=print):
-    """Reads the configured dataset with its registered reader and logs what was skipped."""
-    dataset = get_reader(config.data.dataset)(config.data, workdir, log)
+def load_dataset(config, workdir, log=print, redraw=False):
+    """Reads the configured dataset with its registered reader and logs what was skipped.
+
+    Args:
+        redraw: bool. Whether a generated dataset (the Shapes world) may replace the one in
+            `workdir` drawn under other settings: training and extraction only. Defaults
+            to False.
+    """
+    reader = get_reader(config.data.dataset)
+    options = {"redraw": redraw} if getattr(reader, "redraws", False) else {}
+    dataset = reader(config.data, workdir, log, **options)
     for split, count in dataset.counts().items():
         if count == 0:
             raise KerasSaatError(
@@ -240,7 +248,7 @@ def extract_only(config, workdir, log=print, extractor=extract_features, **optio
     Path(workdir).mkdir(parents=True, exist_ok=True)
     with workdir_lock(workdir, "extract-features"):
         check_feature_cache(config, workdir)
-        dataset = load_dataset(config, workdir, log)
+        dataset = load_dataset(config, workdir, log, redraw=True)
         model = prepare_backbone_weights(config, dataset, workdir, log)
         # Seeded as build_captioner seeds it, so `train` finds the same encoder and reuses the cache.
         keras.utils.set_random_seed(model.seed)

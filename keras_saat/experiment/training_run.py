@@ -74,7 +74,7 @@ def _train(config, workdir, log, callbacks):
     check_feature_cache(config, workdir)  # before the data is rendered or a CNN pre-trained
     # The dataset first: a world the workdir's trained model refuses to see redrawn
     # leaves its config.yaml as it was.
-    dataset = load_dataset(config, workdir, log)
+    dataset = load_dataset(config, workdir, log, redraw=True)
     save_config(config, workdir / CONFIG_FILE)
     vocabulary = build_vocabulary(config.data, dataset, workdir, log)
     model = build_model(config, dataset, vocabulary, runtime, workdir, log)

@@ -43,7 +43,7 @@ def _trained_in(workdir):
     return next((path for path in found if path.exists()), None)
 
 
-def _shapes(data, workdir, log):
+def _shapes(data, workdir, log, redraw=False):
     """The Shapes world, generated into <workdir>/data when data.path is empty and missing.
 
     A world already there is reused when it was generated with the config's settings
@@ -52,7 +52,8 @@ def _shapes(data, workdir, log):
     varied scenes were drawn, which no setting changes, is read as it is, with a note.
     Otherwise a file named by data.path is refused, and so is the workdir's own world
     when the workdir holds a trained model; the world of a workdir with nothing trained
-    is generated anew.
+    is generated anew, with `redraw` only (training and extraction: a command that scores
+    never deletes or redraws a folder's files).
     """
     from keras_saat.data.readers.karpathy import read_karpathy
     from keras_saat.data.shapes import (
@@ -106,6 +107,13 @@ def _shapes(data, workdir, log):
                 "at a new file (generated there) and --out at a folder for its scores; to "
                 "train on one, use a new --workdir, or move model.keras and checkpoints/ "
                 "away to draw it anew here"
+            )
+        if not redraw:
+            raise KerasSaatError(
+                f"{path} holds a Shapes world of {described}, and the config asks for "
+                f"{describe_generator_settings(wanted)}; scoring never redraws a folder's "
+                "world: give --out a folder of its own (the world is drawn beside it) or set "
+                f"{keys} to match it"
             )
         log(
             f"the Shapes world in {path.parent} is {described}; generating {describe_generator_settings(wanted)}"
@@ -169,6 +177,7 @@ register_reader("coco", _coco)
 register_reader("tfds", _tfds)
 register_reader("captions", _captions)
 
+_shapes.redraws = True  # takes `redraw`: whether it may replace a folder's world
 _karpathy.input_files = ("path",)
 _flickr8k.input_files = ("path",)
 _coco.input_files = ("path", "val_path")
