@@ -57,7 +57,7 @@ class ModelConfig:
     # lambda of the doubly stochastic regulariser sum_i (1 - sum_t alpha_ti)^2 (Eq. 14).
     # null: the attention type's own (1.0 for soft attention; 0 for hard attention, as
     # the paper uses the regulariser for deterministic attention only, Sec. 4.2.1, and
-    # on hard attention it spreads alpha over the scene: docs/performance.md).
+    # on hard attention it spreads alpha over the scene).
     doubly_stochastic_lambda: float | None = None
     # Hard attention: probability of using the expected context instead of a sample (Sec. 4.1).
     hard_soft_probability: float = 0.5
@@ -103,7 +103,7 @@ class DataConfig:
     # input pipeline; resident features stay int8 on the device, half of float16's memory).
     cache_dtype: str = "float16"
     # Feature cache compression of each image's record: "none" or "zlib" (the zeros a
-    # ReLU leaves; undone in the parallel parse). docs/performance.md, "Feature cache formats".
+    # ReLU leaves; undone in the parallel parse).
     cache_compression: str = "none"
     # Images per feature cache shard (a killed extraction redoes at most one shard).
     cache_shard_size: int = 1000
@@ -203,15 +203,14 @@ class TrainConfig:
     # Falls back, with the reason logged, when XLA cannot compile.
     jit_compile: bool | str = "auto"
     # Teacher forcing: the T steps unrolled into the graph (true; each kernel's gradient is
-    # one matmul over the stacked steps, the fastest step measured) or one tf.while_loop
-    # (false; tracing and the XLA compile do not grow with T: for runs whose compile
-    # outweighs their steps). Both compute the same values (docs/performance.md).
+    # one matmul over the stacked steps, the faster step) or one tf.while_loop (false;
+    # tracing and the XLA compile do not grow with T: for runs whose compile outweighs
+    # their steps). Both compute the same values.
     unroll: bool = True
     # Eq. 4's scores as one fused block with a custom gradient, unrolled or in the loop
     # (keras_saat/layers/attention_scores.py): the same values and gradients, no
-    # (B, L, A) tensor kept per step for the backward pass. On an H100 it compiled in a
-    # quarter of the time (docs/performance.md, "The GPU step"): true for runs whose
-    # compile outweighs their steps. "auto" (as false): autodiff's scores.
+    # (B, L, A) tensor kept per step for the backward pass, so XLA compiles the step sooner:
+    # true for runs whose compile outweighs their steps. "auto" (as false): autodiff's scores.
     fused_scores: bool | str = "auto"
     # XLA's persistent compilation cache in <workdir>/xla_cache: a resumed or repeated
     # run loads the compiled train and decode steps instead of compiling them again.
@@ -223,8 +222,7 @@ class TrainConfig:
     # float32 variables), float16 (mixed_float16 with dynamic loss scaling, for GPUs
     # before Ampere), or auto (bfloat16 on CPUs with AVX512_BF16/AMX and GPUs of compute
     # capability >= 8.0, float16 on older GPUs, none otherwise). keras_saat/runtime/precision.py.
-    # true and false, the older form, mean float16 and none.
-    mixed_precision: bool | str = "none"
+    mixed_precision: str = "none"
     # Stop after this many validations (epochs, with train.validate_every 1) without a better
     # validation BLEU-4 (0 = never).
     patience: int = 0
@@ -254,8 +252,7 @@ class TrainConfig:
     # Start from the Shapes CNN packaged with the library (keras_saat/encoders/weights)
     # when it is the one this run would pre-train (the same variant, the three settings
     # above, model.seed and image size, on the same Shapes world, by the same code) rather
-    # than pre-train it here (the demo's: about 3 minutes on 2 CPU cores); false
-    # pre-trains here.
+    # than pre-train it here; false pre-trains here.
     backbone_packaged: bool = True
     # Seed for shuffling.
     seed: int = 0
@@ -274,7 +271,7 @@ class DecodeConfig:
     # Beam search ranks finished captions by log p / length ** length_penalty (0 = raw log p).
     length_penalty: float = 0.0
     # Score METEOR 1.5 in `evaluate` and after `train` when Java is on the PATH. Its Java
-    # process loads paraphrase tables for about 10 s an evaluation (2-core CPU); false
+    # process loads paraphrase tables at every evaluation, most of the scoring's time; false
     # leaves METEOR out (the PTB tokenizer still runs) and metrics.json says so.
     meteor: bool = True
 
@@ -301,7 +298,7 @@ class ExportConfig:
     # (TF_ENABLE_ONEDNN_OPTS=1), else 2. Export with the serving machine's setting.
     encoder_chunk: int | None = None
     # Fold the backbone's batch norms into its convolutions in the exported graph, checked
-    # against the unfolded backbone at export (fewer ops; see docs/performance.md).
+    # against the unfolded backbone at export (fewer ops).
     fold_batch_norms: bool = True
     # The serving graph's compute precision: float32, bfloat16 (bfloat16 compute from the
     # float32 weights; fast where the serving machine has AVX512_BF16, AMX or a GPU of

@@ -54,7 +54,7 @@ CHOICES = {
     ("train", "distribute"): ("default", "mirrored", "multi_worker"),
     ("train", "jit_compile"): (True, False, "auto"),
     ("train", "fused_scores"): (True, False, "auto"),
-    ("train", "mixed_precision"): (*PRECISIONS, True, False),
+    ("train", "mixed_precision"): PRECISIONS,
 }
 
 

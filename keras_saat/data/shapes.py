@@ -184,8 +184,7 @@ def page_background(rng):
 # Uneven light, as a lamp or a window lights a page: the light falls off linearly across
 # the picture in a random direction, the dimmest side or corner darker than the lit one by
 # a share drawn from [0, LIGHT_FALLOFF]. On a light page lit so, a CNN and decoder that
-# only saw even light name objects that are not there (docs/performance.md, "Uneven
-# light").
+# only saw even light name objects that are not there.
 LIGHT_FALLOFF = 0.35
 
 

@@ -15,7 +15,7 @@ from keras_saat.runtime.cpu_kernels import onednn_enabled
 # and how many such calls run at once: a whole batch's activations are hundreds of MB, and
 # each element-wise op then streams them through memory. oneDNN's kernels
 # (TF_ENABLE_ONEDNN_OPTS=1, TensorFlow's default on AVX512-VNNI and newer CPUs) fuse those
-# ops, so there the default is the whole batch (docs/performance.md).
+# ops, so there the default is the whole batch.
 INFERENCE_CHUNK = 2
 INFERENCE_PARALLEL = 2
 

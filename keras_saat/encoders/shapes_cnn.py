@@ -28,9 +28,9 @@ FEATURE_LAYER = "features"
 # The registered variants (keras_saat.encoders.registry): name -> `build_shapes_cnn`'s
 # width (channels of the first convolution; the features have 4x as many) and
 # standardize. The small ones need fewer multiply-adds and still tell shapes and colours
-# apart on object locations (docs/performance.md, "The demo"); the `_norm` ones see each
-# image at mean 0 and variance 1, so exposure and contrast do not reach the convolutions
-# (docs/performance.md, "Robustness"). `shapes_cnn_small_norm` is the demo's.
+# apart on object locations; the `_norm` ones see each image at mean 0 and variance 1, so
+# exposure and contrast do not reach the convolutions. `shapes_cnn_small_norm` is the
+# demo's.
 VARIANTS = {
     "shapes_cnn": {"width": 32, "standardize": False},
     "shapes_cnn_small": {"width": 24, "standardize": False},
@@ -236,9 +236,8 @@ def attribute_trainer(backbone, augment=True, seed=0):
 
     With `augment`, its first layer ("augmentation") is
     `keras_saat.images.photometry.PhotometricViews`: `photometric_augmentation` and a
-    clip to [0, 1], in the train step, on the step's device, compiled by XLA on a CPU too
-    (docs/performance.md, "The demo"). Inference passes through it, so `predict` sees the
-    pixels as they are.
+    clip to [0, 1], in the train step, on the step's device, compiled by XLA on a CPU too.
+    Inference passes through it, so `predict` sees the pixels as they are.
     """
     import keras
 
@@ -269,8 +268,8 @@ def _scene_batches(images, targets, batch_size, seed):
     Scenes of whole-number pixels stay uint8 in memory (a quarter of float32's), and each
     batch is gathered and scaled as it is needed. tf.data's autotuner is off: with it,
     and in `fit()`'s own pipeline for NumPy arrays, the step after an epoch's end can
-    wait for many seconds with the CPU idle on a 2-core machine (docs/performance.md,
-    "The demo"). The photometric augmentation is the trainer's (`attribute_trainer`).
+    wait with the CPU idle. The photometric augmentation is the trainer's
+    (`attribute_trainer`).
     """
     import tensorflow as tf
 

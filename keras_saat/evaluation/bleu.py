@@ -24,8 +24,8 @@ def corpus_bleu_scores(references, hypotheses):
         raise ValueError(f"{len(references)} reference sets but {len(hypotheses)} hypotheses")
     if not hypotheses:
         raise ValueError("no captions to score")
-    # Imported here: nltk takes about 2 s to import, which every command that imports the
-    # scoring code would pay whether or not it scores with nltk.
+    # Imported here: nltk is slow to import, and every command that imports the scoring
+    # code would pay for it whether or not it scores with nltk.
     from nltk.translate.bleu_score import corpus_bleu
 
     with warnings.catch_warnings():

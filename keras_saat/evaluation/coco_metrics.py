@@ -93,8 +93,8 @@ def coco_scores(references, hypotheses, use_java=None, meteor=True):
         hypotheses: list (per image) of generated caption strings.
         use_java: bool or None. Use the PTB tokenizer and METEOR (Java). Defaults to
             None: when `java` is on the PATH.
-        meteor: bool. Score METEOR when Java is used (about 10 s for its Java process
-            to load; false leaves it out). Defaults to True.
+        meteor: bool. Score METEOR when Java is used (its Java process loads
+            paraphrase tables at every call; False leaves it out). Defaults to True.
 
     Returns:
         dict: the scores, plus "tokenizer" ("ptb" or "keras_saat"); "meteor" only when

@@ -27,8 +27,7 @@ def decoded_batches(images, image_size, resize, max_pixels, batch_size):
     marks its own row invalid instead of failing the batch. A batch holds at most
     MAX_BATCH_BYTES of encoded images (a larger file alone), so a folder of large files
     costs a batch's bytes, not `batch_size` times the largest file. No tf.data pipeline
-    is built for a call: each would optimise and instantiate the decoder's graph again,
-    about a second a call on 2 cores (docs/performance.md, "Decoding").
+    is built for a call: each would optimise and instantiate the decoder's graph again.
 
     Args:
         images: iterable of paths or encoded image bytes (a generator is fine).

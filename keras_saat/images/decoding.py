@@ -73,8 +73,7 @@ def image_decoder(size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
 def batch_decoder(size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
     """`decode_images` traced once a process for these settings (a tf.function of a (B,)
     string batch), as `image_decoder` is for one image: each `Captioner.generate` over
-    files calls the same graph instead of tracing and optimising the batch decoder again
-    (docs/performance.md, "Decoding")."""
+    files calls the same graph instead of tracing and optimising the batch decoder again."""
     return _traced(decode_images, (None,), int(size), mode, int(max_pixels))
 
 

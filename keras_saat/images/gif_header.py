@@ -16,9 +16,9 @@ from keras_saat.images.header_bytes import byte_values, little_endian
 
 # Steps of the GIF walk: one a block (extension or frame: an animation has 2 a frame),
 # and one a run of sub-blocks, which crosses up to _GIF_STRIDES full (255-byte) ones
-# and then _GIF_WINDOW bytes of any. A step costs about 0.1-0.3 ms of one CPU core,
-# so the walk ends within about a second whatever the bytes; real files need up to
-# 3 steps a frame (so at most about 1,300 frames), plus 1 a 256 KB of image data.
+# and then _GIF_WINDOW bytes of any. The cap bounds the walk's time whatever the bytes;
+# real files need up to 3 steps a frame (so at most about 1,300 frames), plus 1 a
+# 256 KB of image data.
 MAX_GIF_STEPS = 1 << 12
 _GIF_STRIDES = 1024
 _GIF_HOPS = 3  # sub-blocks crossed one by one before a run counts as a step

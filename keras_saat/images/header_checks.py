@@ -52,7 +52,7 @@ _HEX = [f"{value:02X}" for value in range(256)]
 
 # Written with tf.cond and tf.while_loop throughout (no Python control flow on tensors),
 # so AutoGraph has nothing to convert: the traced graph is the same op for op, and a
-# process that traces it saves AutoGraph's 2-4 s of converting the header walkers.
+# process that traces it skips AutoGraph's slow conversion of the header walkers.
 @tf.autograph.experimental.do_not_convert
 def inspect_image(data, max_pixels=DEFAULT_MAX_PIXELS):
     """Header checks for one encoded image, without decoding it.

@@ -3,8 +3,7 @@ picture as light, exposure and a camera vary it and leave every colour its name.
 
 The Shapes CNN's pre-training runs each batch through it (`PhotometricViews`, in its
 train step), and the Shapes world's varied training scenes
-(`write_shapes_dataset(varied=...)`) are drawn through it (docs/performance.md,
-"Robustness").
+(`write_shapes_dataset(varied=...)`) are drawn through it.
 """
 
 import keras
@@ -62,10 +61,9 @@ class PhotometricViews(keras.layers.Layer):
     pixels through.
 
     Keras's `jit_compile="auto"` leaves a CPU's train step to TensorFlow op by op, and
-    there the hue and saturation layers' colour-space conversions take about a third of
-    the Shapes CNN's pre-training step; compiled on their own, they take a few percent
-    (docs/performance.md, "The demo"). Inside a step that XLA compiles anyway (a GPU's
-    "auto") the function is compiled with the rest.
+    there the hue and saturation layers' colour-space conversions are a large share of
+    the Shapes CNN's pre-training step, which XLA shrinks to a small one. Inside a step
+    that XLA compiles anyway (a GPU's "auto") the function is compiled with the rest.
 
     XLA draws other random numbers than TensorFlow's kernels from the same seeds: the
     views differ from `photometric_augmentation`'s own, seeded and repeatable alike.

@@ -6,8 +6,8 @@ Left to autodiff, each step of the attention MLP writes the energy tanh(p + q_t)
 (B, L, A) for its backward pass, reads it for v, reads it twice more in the backward,
 writes the pre-activation's gradient and reads it for the query's gradient and once
 more for d p, whose T per-step terms are then summed: about ten passes over a (B, L, A)
-tensor a step, which is the memory traffic that bounds the step on a GPU
-(docs/performance.md, "The GPU step"). In the loop form autodiff also stacks the T
+tensor a step, which is the memory traffic that bounds the step on a GPU. In the loop
+form autodiff also stacks the T
 energies for the backward loop.
 
 The two classes compute the same values and the same gradients, arranged for that:

@@ -37,7 +37,7 @@ class HardAttention(SoftAttention):
     options = ("hard_soft_probability",)
     reinforce = True
     # The paper's doubly stochastic regulariser belongs to deterministic attention (Sec.
-    # 4.2.1); on hard attention it spread alpha over the scene (docs/performance.md).
+    # 4.2.1); on hard attention it spreads alpha over the scene.
     doubly_stochastic_lambda = 0.0
 
     def __init__(self, units=128, gating=True, seed=None, hard_soft_probability=0.5, **kwargs):

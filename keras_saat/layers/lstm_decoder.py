@@ -44,8 +44,8 @@ class LSTMDecoder(keras.layers.Layer):
         logits_t = L_o(dropout(E y_{t-1} + L_h h_t + L_z z_t))     (Eq. 7, the deep output layer)
 
     Teacher forcing (`call`) runs the T steps either unrolled into the graph (`unroll`
-    True: each kernel's gradient is one matmul over the stacked steps, the fastest step
-    measured) or as one `tf.while_loop` (`unroll` False: the graph, its tracing and its
+    True: each kernel's gradient is one matmul over the stacked steps, the faster step)
+    or as one `tf.while_loop` (`unroll` False: the graph, its tracing and its
     XLA compile do not grow with T). Both compute the same values. `step` advances one
     word for the decoders in `keras_saat.decoding`.
 

@@ -6,8 +6,8 @@ from keras import ops
 
 
 def attend_options(step_scores, score_kernel):
-    """`attend`'s optional arguments that are set: a type that overrides `attend` with the
-    older signature (projected, hidden, query) keeps working when they are not."""
+    """`attend`'s optional arguments that are set, so a type whose `attend` takes only
+    (projected, hidden, query) works wherever they are not."""
     given = {"step_scores": step_scores, "score_kernel": score_kernel}
     return {k: v for k, v in given.items() if v is not None}
 
@@ -17,7 +17,7 @@ def _scores(energy, kernel):
 
     Its gradient is written out: autodiff's d_energy = d_scores v^T is a MatMul with an
     inner dimension of 1, an outer product that CPU matmul kernels run slowly; a
-    broadcast multiply computes the same (docs/performance.md).
+    broadcast multiply computes the same.
     """
 
     @tf.custom_gradient
@@ -181,7 +181,7 @@ class SoftAttention(keras.layers.Layer):
         """sum_i w_i a_i: (B, L), (B, L, D) -> (B, D). With w = alpha_t, Eq. 6.
 
         A batched matmul: `einsum("bl,bld->bd")` computes the same, but it and its
-        gradient run slower on CPU (docs/performance.md).
+        gradient run slower on CPU.
 
         `context_matmul`, when given, computes `w[:, None, :] @ annotations` (a decoder
         passes a `StepMatmuls` over the annotations, whose gradient is faster).

@@ -3,8 +3,7 @@
 Backpropagation through time gives the kernel W of a recurrence the gradient
 sum_t x_t^T dy_t. Left to autodiff, that is one (in, B) x (B, out) matmul per step,
 whose inner dimension is the batch. CPU kernels run such thin matmuls well below the
-rate of the same work stacked over the T steps into one (in, T*B) x (T*B, out) matmul
-(docs/performance.md).
+rate of the same work stacked over the T steps into one (in, T*B) x (T*B, out) matmul.
 
 `StepMatmuls` computes the same values and the same gradients, arranged that way:
 each step multiplies by `stop_gradient(W)`, so the input's gradient dy_t W^T flows as
@@ -21,7 +20,7 @@ matmul.
 The input's gradient dy_t W^T is left to autodiff for a per-example kernel, but for a
 weight it is a plain matmul by W^T, transposed once for all steps: autodiff's
 `MatMul(transpose_b=True)` with a thin left operand is the slow case of the CPU
-kernel (docs/performance.md), and Grappler would otherwise fold the transpose back
+kernel, and Grappler would otherwise fold the transpose back
 into it.
 
 `LoopMatmuls` does the same inside a `tf.while_loop`, whose body is traced once: the

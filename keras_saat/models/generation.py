@@ -96,8 +96,8 @@ class CaptionGeneration:
             # so one lambda per key would read as one function retraced at every new key.
             # Not converted by AutoGraph: the searches are written as tf.while_loop, and the
             # layers' Python branches are on Python values, so the graph is the one
-            # AutoGraph would give (tests/models/test_generation.py), 2-3 s sooner in a
-            # fresh process (benchmarks/decode_first_call.py).
+            # AutoGraph would give (tests/models/test_generation.py), without the time
+            # AutoGraph takes to convert them in each fresh process.
             self._decode_fns[key] = tf.function(
                 functools.partial(
                     self.generate_step,

@@ -3,8 +3,7 @@
 TensorFlow's x86 builds carry two sets of CPU kernels: its own (Eigen) and oneDNN's.
 It turns oneDNN's on by default only on CPUs with AVX512_VNNI, AVX512_BF16 or AMX, and
 reads the environment variable TF_ENABLE_ONEDNN_OPTS once, when it is imported. On
-other CPUs (AVX2 only) oneDNN's kernels train the Shapes CNN and the decoder faster too
-(`python benchmarks/onednn.py`; docs/performance.md, "The demo").
+other CPUs (AVX2 only) oneDNN's kernels train the Shapes CNN and the decoder faster too.
 
 `prefer_onednn()` turns them on for this process unless the environment already says
 either way. The command line calls it for `train` and `demo`, before it imports

@@ -4,7 +4,7 @@ TensorFlow allocates each op's output with the C library's malloc. With glibc's 
 a tensor of a few MB or more is either mapped afresh (mmap) or carved from a per-thread
 heap that hands freed memory back to the kernel, so the next op's output lands on new
 pages, and every 4 kB page costs a fault and zeroing when first written. Whether that
-costs time depends on the machine (docs/performance.md measures the train step both ways).
+costs time depends on the machine.
 
 `tune_malloc()` makes glibc keep it: one arena for all threads, no mmap for large blocks,
 and no trimming of the heap's top. Freed memory is reused, not returned to the kernel,

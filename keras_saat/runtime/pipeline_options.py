@@ -7,10 +7,9 @@ def without_autotune(ds):
     """`ds` with tf.data's autotuner off; its AUTOTUNE parallelism and buffers then take
     fixed sizes (parallelism: the cores).
 
-    With the autotuner on, the first step after an iterator's end sometimes waited
-    seconds with the CPU idle on a 2-core machine (after an epoch, or a shard of the
-    feature extraction); with it off the batches come as fast, without the waits
-    (docs/performance.md, "The demo").
+    With the autotuner on, the first step after an iterator's end (an epoch's, or a
+    feature-extraction shard's) can wait with the CPU idle; with it off the batches come
+    as fast, without the waits.
     """
     options = tf.data.Options()
     options.autotune.enabled = False

@@ -6,8 +6,8 @@
     bfloat16   Keras's mixed_bfloat16: bfloat16 compute, float32 variables, no loss scaling
     float16    Keras's mixed_float16: float16 compute, float32 variables, dynamic loss scaling
     auto       bfloat16 on CPUs that report AVX512_BF16 or AMX and on GPUs of compute
-               capability >= 8.0 (A100, H100, L4, RTX 30xx and later); float16 on older
-               GPUs; none otherwise
+               capability >= 8.0 (Ampere and later); float16 on older GPUs; none
+               otherwise
 
 Whatever the policy, the softmax over locations, the log-softmax over words, the
 losses, the REINFORCE baseline and beam scores are computed in float32 (the layers
@@ -68,16 +68,13 @@ def resolve_precision(value, cpu_flags=None, gpus=None):
     "bfloat16" or "float16".
 
     Args:
-        value: "none", "bfloat16", "float16" or "auto" (also True = "float16" and
-            False = "none", the setting's older boolean form).
+        value: "none", "bfloat16", "float16" or "auto"; None is "none".
         cpu_flags: iterable of str or None. The CPU's feature flags; read from
             /proc/cpuinfo when None.
         gpus: list of (major, minor) or None. The GPUs' compute capabilities; asked of
             TensorFlow when None.
     """
-    if value is True:
-        value = "float16"
-    if value is False or value is None:
+    if value is None:
         value = "none"
     if value not in PRECISIONS:
         raise KerasSaatError(f"mixed_precision {value!r}: expected one of {', '.join(PRECISIONS)}")

@@ -62,7 +62,7 @@ def enable_compilation_cache(directory):
 
 
 # XLA flags set for training unless the user's XLA_FLAGS already names them, to make the
-# GPU compile short (docs/performance.md, "The GPU step"): autotuning Triton GEMM tilings
+# GPU compile short: autotuning Triton GEMM tilings
 # for every matmul of the unrolled step, and timing Triton against native emitters for
 # each reduce and transpose fusion at its real shapes, are most of XLA's compile time, for
 # a step cuBLAS and the native emitters run as fast; LLVM compiles the module's parts on

@@ -1,15 +1,10 @@
 """The development server's HTTP side: a request handler with a whole-request deadline,
 and a threading server that serves at most `max_connections` connections at once.
 
-A connection that has sent nothing of a request yet (a new one, or a kept-alive one
-between requests) is idle: when every slot is taken, an idle connection is closed to
-make room, so idle sockets never keep a client with a request waiting. A connection is
-idle from the moment its answer is committed, whoever writes it (the routes, or the
-standard library's error answers): a client that reads its answer and opens a new
-connection at once finds the old one's slot reclaimable, even while the old thread
-still writes its last bytes (it is closed once the answer is out) or has not yet looked
-for the next request. Connections that can be closed at once go first, the longest idle
-first; a connection reading or running a request is never cut."""
+A connection waiting for a request, or whose answer is committed, is idle: when every
+slot is taken, an idle one is closed to make room (`RequestGate.close_longest_idle`), so
+idle sockets never keep a client with a request waiting; a connection reading or running
+a request is never cut."""
 
 import contextlib
 import json

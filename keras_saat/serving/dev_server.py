@@ -1,39 +1,10 @@
 """DevServer: TF Serving's REST API (and gRPC Predict) for machines without TF Serving.
 
-A development and test server, not a production one: production uses the
-tensorflow/serving image (see export/README.md). It implements the part of TF
-Serving's API that keras-saat's model uses:
-
-    GET  /                                        a page: captions and attention, in a browser
-    GET  /v1/models/NAME[/versions/N]             model status
-    GET  /v1/models/NAME[/versions/N]/metadata    signatures
-    POST /v1/models/NAME[/versions/N]:predict     row ("instances") or columnar ("inputs")
-    gRPC tensorflow.serving.PredictionService/Predict and GetModelMetadata
-
-Bad requests get HTTP 400 with {"error": "..."}, as TF Serving answers: a
-malformed header, body or JSON (nested too deep included), a tensor whose declared
-shape its values do not fill, and a batch over `max_batch` images never reach the
-model, and only a failure inside the model answers 500. The SavedModel is loaded
-with `tf.saved_model.load`: no Keras and no keras_saat model code, as in TF
-Serving. Its warm-up requests are replayed at start.
-
-Slow or hostile clients cannot stall it:
-- at most `max_connections` connections are served at once, each by its own
-  thread; one more is answered 503 and closed;
-- a request must arrive whole within `read_timeout` seconds of the connection
-  asking for it (a client that declares a body and never sends it is cut off);
-- request bodies held at once are budgeted at `max_inflight` full-size bodies,
-  counted on the bytes received, not on a Content-Length (dev_http.RequestGate);
-- a REST body's JSON values and objects are counted on its bytes before it is
-  parsed, and each input is checked at every depth against the signature before
-  anything is decoded (request_checks); a gRPC request's fields are counted on its
-  bytes before it is parsed (grpc_wire), and each tensor's shape, dtype and values
-  checked before it is materialised;
-- a request takes one of `max_inflight` model slots only once its body is read,
-  and REST and gRPC share those slots;
-- served on a loopback address, it answers only requests whose Host names
-  loopback and whose Origin (when a browser sends one) is its own, so neither
-  another web page nor DNS rebinding reaches it.
+A development and test server; production runs the tensorflow/serving image
+(export/README.md). As TF Serving does, it loads the SavedModel with
+`tf.saved_model.load` (no Keras, no keras_saat model code), replays its warm-up
+requests, and answers a bad request 400 before it reaches the model (a failure inside
+the model 500); docs/guides/hostile-input.md lists its bounds on slow and hostile clients.
 """
 
 import contextlib
@@ -82,6 +53,14 @@ def latest_version(model_base):
 
 class DevServer(RequestGate):
     """Serves the latest version under a TF Serving model base over REST (and gRPC).
+
+    The part of TF Serving's API that keras-saat's model uses:
+
+        GET  /                                        a page: captions and attention
+        GET  /v1/models/NAME[/versions/N]             model status
+        GET  /v1/models/NAME[/versions/N]/metadata    signatures
+        POST /v1/models/NAME[/versions/N]:predict     row ("instances") or columnar ("inputs")
+        gRPC tensorflow.serving.PredictionService/Predict and GetModelMetadata
 
     Args:
         model_base: path. TF Serving's model base path: BASE/<version>/saved_model.pb.

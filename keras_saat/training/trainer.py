@@ -90,7 +90,7 @@ class Trainer:
             "auto" (the default) is XLA on GPUs and TPUs, not on CPUs (`resolve_jit_compile`).
         log: callable. Receives progress messages. Defaults to print.
         unroll: bool. Teacher forcing unrolled over the T steps (True, the default: the
-            fastest step measured, with each kernel's gradient one stacked matmul) or one
+            faster step, with each kernel's gradient one stacked matmul) or one
             `tf.while_loop` (False: tracing and the XLA compile do not grow with T, for
             runs whose compile outweighs their steps). The trainer sets the model's decoder
             to it when it builds the step (`LSTMDecoder`).
@@ -104,10 +104,9 @@ class Trainer:
             the replica's pass is compiled and the rest runs op by op. "auto" (the default)
             is True wherever it applies.
         fused_scores: bool or None. Eq. 4's scores fused with a custom gradient in
-            either form of the decoder (`LSTMDecoder.fused_scores`). None (the default)
-            leaves them to autodiff: on an H100 at batch 512 in bfloat16 the fused block
-            compiled in a quarter of the time (19 s against 75; docs/performance.md,
-            "The GPU step").
+            either form of the decoder (`LSTMDecoder.fused_scores`): no (B, L, A) tensor
+            kept per step, so XLA compiles the step sooner. None (the default) leaves
+            them to autodiff.
     """
 
     def __init__(

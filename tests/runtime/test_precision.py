@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from keras_saat import Captioner
+from keras_saat.config import load_config
 from keras_saat.errors import KerasSaatError
 from keras_saat.runtime.precision import cpu_has_bfloat16, dtype_policy, resolve_precision
 from keras_saat.training.optimization import build_optimizer
@@ -33,8 +34,6 @@ VOCAB = ["<pad>", "<unk>", "<start>", "<end>"] + [f"w{i}" for i in range(40)]
         ("none", {"avx512_bf16"}, [(9, 0)], "float32"),
         ("bfloat16", set(), [], "bfloat16"),
         ("float16", set(), [], "float16"),
-        (True, set(), [], "float16"),  # the older boolean form
-        (False, set(), [(9, 0)], "float32"),
     ],
 )
 def test_auto_picks_the_policy_from_the_hardware(setting, flags, gpus, expected):
@@ -44,6 +43,8 @@ def test_auto_picks_the_policy_from_the_hardware(setting, flags, gpus, expected)
 def test_an_unknown_precision_is_refused():
     with pytest.raises(KerasSaatError, match="bfloat16"):
         resolve_precision("bf16", cpu_flags=set(), gpus=[])
+    with pytest.raises(KerasSaatError, match="mixed_precision: True is not a valid str"):
+        load_config(None, ["train.mixed_precision=true"])
     assert cpu_has_bfloat16({"avx512_bf16"}) and not cpu_has_bfloat16({"avx512f"})
 
 
