@@ -14,6 +14,7 @@ for the demo's on 2 CPU cores.
 import argparse
 import dataclasses
 import datetime
+import hashlib
 import json
 import platform
 import subprocess
@@ -92,6 +93,7 @@ def main(argv=None):
         "training_scenes": training_scenes_digest(dataset),
         "sources": sources_digest(),
         "val_accuracy": {k: round(v, 4) for k, v in accuracy.items()},
+        "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),  # checked at load
         "made": {
             "command": f"python tools/package_shapes_cnn.py --recipe {args.recipe}",
             "commit": commit(),

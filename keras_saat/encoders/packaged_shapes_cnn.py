@@ -11,6 +11,7 @@ and the command, commit, machine and date (`python tools/package_shapes_cnn.py` 
 them again).
 """
 
+import ast
 import hashlib
 import json
 from pathlib import Path
@@ -40,16 +41,35 @@ def packaged_files(backbone):
 
 
 def sources_digest():
-    """A digest of `SOURCES` as this library has them (line endings aside), or None where
-    they cannot be read (an install without its .py files)."""
+    """A digest of the code of `SOURCES` (its syntax tree, without comments or docstrings,
+    which change no weight), or None where they cannot be read (an install without its .py
+    files)."""
     digest = hashlib.sha256()
     for name in SOURCES:
         try:
-            text = (LIBRARY / name).read_text(encoding="utf-8").replace("\r\n", "\n")
+            text = (LIBRARY / name).read_text(encoding="utf-8")
         except OSError:
             return None
-        digest.update(f"{name}\0{text}\0".encode())
+        digest.update(f"{name}\0{_code(text)}\0".encode())
     return digest.hexdigest()[:16]
+
+
+def _code(text):
+    """The module's syntax tree as text, docstrings left out."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and _is_docstring(body[0]):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False)
+
+
+def _is_docstring(node):
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
 
 
 def world_record(data):
@@ -114,6 +134,12 @@ def load_packaged(backbone, weights, record):
         weights: path. Its `.weights.h5` file.
         record: dict. Its record (`packaged_shapes_cnn`).
     """
+    expected = record.get("weights_sha256")
+    if expected is not None and hashlib.sha256(Path(weights).read_bytes()).hexdigest() != expected:
+        raise KerasSaatError(
+            f"{weights} is damaged: its bytes are not those its record names (weights_sha256); "
+            "reinstall keras-saat, or set train.backbone_packaged=false to pre-train the CNN"
+        )
     size = record["image_size"]
     cnn = build_shapes_cnn((size, size, 3), **VARIANTS[backbone])
     trainer = attribute_trainer(cnn, record["pretraining"]["augment"], record["seed"])

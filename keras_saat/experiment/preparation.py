@@ -2,6 +2,7 @@
 feature cache, each read or made once in the workdir."""
 
 import dataclasses
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -31,7 +32,7 @@ from keras_saat.experiment.backbone_pretraining import (
     training_scenes_digest,
 )
 from keras_saat.images.decoding import load_images
-from keras_saat.io_utils import write_json_atomic
+from keras_saat.io_utils import atomic_path, write_json_atomic
 from keras_saat.text.vocabulary import Vocabulary
 from keras_saat.workdir import (
     BACKBONE_RECORD_FILE,
@@ -129,6 +130,7 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
     path = Path(workdir) / BACKBONE_WEIGHTS_FILE
     if path.exists():
         check_pretrained_for(model.backbone, path)
+        check_pretrained_on(path, dataset)
         log(f"using the pre-trained Shapes CNN in {path}")
         difference = pretraining_difference(config.train, path)
         if difference:
@@ -153,9 +155,42 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
     else:
         backbone, accuracy = pretrain_backbone(config, dataset, log=log)
         log(f"  val accuracy on object locations: {_scores(accuracy)}")
-    backbone.save_weights(str(path))
+    with atomic_path(path, suffix=".weights.h5") as tmp:  # Keras asks for that ending
+        backbone.save_weights(str(tmp))
+    record["training_scenes"] = training_scenes_digest(dataset)
+    record["weights_sha256"] = file_digest(path)
     write_json_atomic(path.parent / BACKBONE_RECORD_FILE, record)
     return dataclasses.replace(model, backbone_weights=str(path))
+
+
+def file_digest(path):
+    """The SHA-256 of a file's bytes, read a megabyte at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_pretrained_on(path, dataset):
+    """Refuses the workdir's pre-trained Shapes CNN when `backbone.json` says it was
+    pre-trained on other scenes than the dataset's, or its weights file is not the one
+    it recorded (damaged). A record without those entries is taken at its word."""
+    if not (path.parent / BACKBONE_RECORD_FILE).is_file():
+        return
+    record = json.loads((path.parent / BACKBONE_RECORD_FILE).read_text())
+    move = f"move {path.name} and {BACKBONE_RECORD_FILE} away to pre-train it again here"
+    scenes = record.get("training_scenes")
+    if scenes is not None and scenes != training_scenes_digest(dataset):
+        raise KerasSaatError(
+            f"{path} was pre-trained on another Shapes world's scenes than this run's "
+            f"({BACKBONE_RECORD_FILE}); {move}, or use a new --workdir"
+        )
+    expected = record.get("weights_sha256")
+    if expected is not None and expected != file_digest(path):
+        raise KerasSaatError(
+            f"{path} is damaged: its bytes are not those {BACKBONE_RECORD_FILE} recorded; {move}"
+        )
 
 
 def packaged_for(config, dataset=None):

@@ -128,6 +128,32 @@ def test_a_run_takes_the_packaged_cnn_into_its_workdir(shapes_dir, tmp_path):
     scenes = np.random.default_rng(0).uniform(0, 1, (2, 128, 128, 3)).astype("float32")
     np.testing.assert_array_equal(saved(scenes).numpy(), packaged(scenes).numpy())
 
+    # The workdir's record names the scenes and the bytes: a run over another world, or
+    # over a damaged file, is refused instead of training on the wrong features.
+    assert set(record) >= {"training_scenes", "weights_sha256"}
+    lines.clear()
+    prepare_backbone_weights(DEMO, dataset, tmp_path, lines.append)
+    assert lines[0] == f"using the pre-trained Shapes CNN in {tmp_path / BACKBONE_WEIGHTS_FILE}"
+    other_world = read_karpathy(shapes_dir / "dataset_shapes.json")
+    with pytest.raises(KerasSaatError, match=r"pre-trained on another Shapes world's scenes"):
+        prepare_backbone_weights(DEMO, other_world, tmp_path, quiet)
+    damaged = bytearray((tmp_path / BACKBONE_WEIGHTS_FILE).read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF
+    (tmp_path / BACKBONE_WEIGHTS_FILE).write_bytes(bytes(damaged))
+    with pytest.raises(KerasSaatError, match=r"backbone.weights.h5 is damaged: its bytes are not"):
+        prepare_backbone_weights(DEMO, dataset, tmp_path, quiet)
+
+
+def test_damaged_packaged_weights_are_refused(tmp_path):
+    weights, record_file = packaged_files("shapes_cnn_small_norm")
+    record = json.loads(record_file.read_text())
+    damaged = bytearray(weights.read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF
+    copy = tmp_path / weights.name
+    copy.write_bytes(bytes(damaged))
+    with pytest.raises(KerasSaatError, match=r"is damaged: its bytes are not those its record"):
+        load_packaged("shapes_cnn_small_norm", copy, record)
+
 
 def test_a_dataset_without_objects_is_still_refused(shapes_dir, tmp_path):
     index = json.loads((shapes_dir / "dataset_shapes.json").read_text())
