@@ -14,7 +14,6 @@ import datetime
 import errno
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import tensorflow as tf
 
 from keras_saat.encoders.image_encoder import default_inference_chunk
 from keras_saat.errors import KerasSaatError
+from keras_saat.export.staging import staging_folder, sweep_staging
 from keras_saat.images.decoding import RESIZE_MODES, decode_images, resize_image
 from keras_saat.io_utils import raise_write_failure
 from keras_saat.serving.request_checks import MAX_BATCH
@@ -220,36 +220,6 @@ def next_version(base):
     return max(versions, default=0) + 1
 
 
-STAGING = re.compile(r"\.(\d+)\.partial-(\d+)")  # .<version>.partial-<pid>
-
-
-def sweep_staging(base, log=print):
-    """Removes the staging folders of exports whose process is gone (killed mid-write);
-    a running export's is left alone. Returns how many were removed."""
-    swept = 0
-    for path in Path(base).iterdir():
-        found = STAGING.fullmatch(path.name)
-        if not found or not path.is_dir() or _alive(int(found.group(2))):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        swept += 1
-    if swept:
-        log(f"removed {swept} staging folder(s) of exports that were stopped in {base}")
-    return swept
-
-
-def _alive(pid):
-    if pid == os.getpid():
-        return False  # this process's own, from an earlier call that failed
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
 def export_saved_model(model, base, decode, export, version=None, metadata=None, log=print):
     """Writes `model` as BASE/<version>/, TF Serving's layout.
 
@@ -304,7 +274,7 @@ def export_saved_model(model, base, decode, export, version=None, metadata=None,
         raise_write_failure(err, base)
         raise
     sweep_staging(base, log)
-    staging = base / f".{version}.partial-{os.getpid()}"
+    staging = staging_folder(base, version)
     shutil.rmtree(staging, ignore_errors=True)
     try:
         archive.write_out(str(staging), verbose=False)

@@ -200,7 +200,7 @@ def test_sigterm_stops_a_command_as_ctrl_c_does(tmp_path):
 
 
 def test_export_sweeps_the_staging_folders_of_exports_that_are_gone(tmp_path):
-    from keras_saat.export.saved_model import sweep_staging
+    from keras_saat.export.staging import sweep_staging
 
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True

@@ -13,9 +13,8 @@ records with `feature_example`, so all of them write one format:
 int8 keeps a quarter of float32's bytes (half of float16's) and each channel's values to
 within half a step of its own range, so a weak channel keeps its resolution beside a
 strong one. zlib squeezes the zeros a ReLU leaves (exact zeros stay zero in int8): held
-channel-major, a channel silent over the image is one run of zeros (a quarter fewer
-bytes than row-major on the Shapes CNN's features, docs/performance.md, "Feature cache
-formats"). It is undone per record in the parallel parse (`inflate`: a record longer
+channel-major, a channel silent over the image is one run of zeros, which zlib squeezes
+better than the same zeros spread across rows. It is undone per record in the parallel parse (`inflate`: a record longer
 than zlib ever writes for its shape's bytes is refused before it is inflated, so a
 crafted record cannot inflate past about 1032 times what its shape holds), so the shard
 files stay plain TFRecords (their framing checked by a seek per record). A record of

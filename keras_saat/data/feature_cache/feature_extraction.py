@@ -55,8 +55,8 @@ def _image_batches(dataset, split, records, start, stop, size, resize, skips, ba
 
     Image files are read and decoded by `decoded_batches`, the graph `Captioner.generate`
     decodes with, traced and instantiated once a process: a tf.data pipeline built for
-    each shard would optimise and instantiate its decoder again, about a second a shard
-    on 2 cores. Streamed sources (TFDS) come through their tf.data pipeline.
+    each shard would optimise and instantiate its decoder again for every shard. Streamed
+    sources (TFDS) come through their tf.data pipeline.
     """
     if dataset.image_source is not None:
         yield from _streamed_batches(dataset, split, records, start, stop, size, resize, batch_size)

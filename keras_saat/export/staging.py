@@ -1,0 +1,42 @@
+"""Staging folders of SavedModel exports: a version is written beside its final name and
+renamed into place, so TF Serving never loads half a model; a killed export's folder is
+swept by the next export into the same base."""
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+STAGING = re.compile(r"\.(\d+)\.partial-(\d+)")  # .<version>.partial-<pid>
+
+
+def staging_folder(base, version):
+    """Where this process writes `version` before renaming it into place."""
+    return Path(base) / f".{version}.partial-{os.getpid()}"
+
+
+def sweep_staging(base, log=print):
+    """Removes the staging folders of exports whose process is gone (killed mid-write);
+    a running export's is left alone. Returns how many were removed."""
+    swept = 0
+    for path in Path(base).iterdir():
+        found = STAGING.fullmatch(path.name)
+        if not found or not path.is_dir() or _alive(int(found.group(2))):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        swept += 1
+    if swept:
+        log(f"removed {swept} staging folder(s) of exports that were stopped in {base}")
+    return swept
+
+
+def _alive(pid):
+    if pid == os.getpid():
+        return False  # this process's own, from an earlier call that failed
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
