@@ -9,7 +9,6 @@ completes, by watching that import from `sys.meta_path`.
 """
 
 import importlib
-import importlib.abc
 import sys
 
 # Every module that defines a `register_keras_serializable` class (a test keeps the list whole).
@@ -48,8 +47,9 @@ def _keras_loaded(finished=None):
     return "keras" in sys.modules and not running
 
 
-class _Loader(importlib.abc.Loader):
-    """Runs the wrapped loader, then registers when the outermost watched import ends."""
+class _Loader:
+    """Runs the wrapped loader, then registers when the outermost watched import ends
+    (duck-typed: importlib.abc would import importlib.resources into every start)."""
 
     def __init__(self, loader, watcher):
         self._loader, self._watcher = loader, watcher
@@ -70,7 +70,7 @@ class _Loader(importlib.abc.Loader):
         return getattr(self._loader, name)
 
 
-class _KerasWatcher(importlib.abc.MetaPathFinder):
+class _KerasWatcher:
     """Finds nothing itself: wraps the loaders of watched imports found by the next finders."""
 
     def __init__(self):

@@ -13,7 +13,6 @@ from keras_saat.cli.flags import (
 )
 from keras_saat.cli.results import print_scores
 from keras_saat.errors import KerasSaatError
-from keras_saat.models.trained_model_path import KERAS_FILE, KERAS_SUFFIX
 
 
 def add_parser(sub):
@@ -69,6 +68,8 @@ def check(args):
             f"{MAX_ROBUSTNESS_SCENES:,} (200 when the flag has no number)"
         )
     check_trained(args)
+    from keras_saat.models.trained_model_path import KERAS_FILE  # not at --help
+
     if args.trained.kind == KERAS_FILE and not any(s.startswith("data.") for s in args.set):
         flag = "--workdir" if args.workdir else "--preset"
         raise KerasSaatError(
@@ -80,6 +81,8 @@ def check(args):
 def default_out(args):
     """--out, else for a `.keras` file NAME-eval/SPLIT here (None: the library's default,
     WORKDIR/eval/SPLIT or PRESET-eval/SPLIT)."""
+    from keras_saat.models.trained_model_path import KERAS_FILE, KERAS_SUFFIX
+
     if args.out is not None or args.trained.kind != KERAS_FILE:
         return args.out
     return Path(f"{args.trained.path.name.removesuffix(KERAS_SUFFIX)}-eval") / args.split
