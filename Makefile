@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 WORKDIR ?= runs/demo
 
-.PHONY: demo test test-fast docs docs-serve lint format browser
+.PHONY: demo test test-fast docs notebooks docs-serve lint format browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,12 @@ test-fast: $(BIN)/python
 docs: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	$(BIN)/python tools/docs.py build
+
+# The executed tutorials written back into notebooks/ (executing those whose notebook or the
+# library changed), so the repository shows what the site shows; commit them with the change.
+notebooks: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python tools/docs.py notebooks
 
 # The site on http://127.0.0.1:8000, rebuilt as the pages change.
 docs-serve: $(BIN)/python

@@ -4,6 +4,7 @@ notebook page is published with, and the checks that fail a build (phrases that 
 at nothing, in-page links with no target, files named that are not there). Nothing
 here trains or executes."""
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -59,6 +60,178 @@ def test_a_library_change_makes_the_executed_notebook_stale(library, tmp_path, c
     assert docs.executed_copy(notebook) is not None
     notebook.write_text(notebook.read_text().replace('"1"', '"2"'))
     assert docs.executed_copy(notebook) is None
+
+
+def executed(notebook, stamp, **metadata):
+    """`notebook` as `execute_notebook` returns it: outputs, execution counts and times,
+    the kernel's language_info, its stamp and `executed_with`."""
+    import copy
+
+    ran = copy.deepcopy(notebook)
+    for count, cell in enumerate((c for c in ran.cells if c.cell_type == "code"), 1):
+        cell.execution_count = count
+        cell.metadata["execution"] = {"iopub.execute_input": "2026-11-28T17:00:00.000Z"}
+        cell.outputs = [
+            nbformat.v4.new_output("stream", name="stdout", text=f"cell {count}\n"),
+            nbformat.v4.new_output("stream", name="stdout", text="flushed later\n"),
+        ]
+    ran.metadata.update(
+        language_info={"name": "python", "version": "3.11.2", "mimetype": "text/x-python"},
+        widgets={"application/vnd.jupyter.widget-state+json": {}},
+        **{docs.STAMP: stamp, docs.EXECUTED_WITH: docs.executed_with()},
+        **metadata,
+    )
+    return ran
+
+
+def test_the_stamp_ignores_outputs_so_a_committed_notebook_is_its_own_executed_copy(
+    library, tmp_path
+):
+    path = tmp_path / "notebooks" / "04_decoding_evaluation.ipynb"
+    path.parent.mkdir()
+    cells = [nbformat.v4.new_markdown_cell("# 4."), nbformat.v4.new_code_cell("x = 1")]
+    cells.append(nbformat.v4.new_code_cell("record()", metadata={"tags": [docs.RECORD_TAG]}))
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    nbformat.write(notebook, path)
+    stamp = docs.source_hash(path)
+    assert docs.executed_copy(path) is None  # never executed
+
+    nbformat.write(docs.committed(executed(notebook, stamp), notebook), path)
+    assert docs.source_hash(path) == stamp  # outputs, counts and metadata are no part of it
+    assert docs.executed_copy(path) == path  # nothing in build/executed: the committed copy
+    stamped_copy(path)
+    assert docs.executed_copy(path) == docs.EXECUTED / path.name  # the build's own comes first
+    (docs.EXECUTED / path.name).unlink()
+    (library / "data" / "shapes.py").write_text("COLOURS = 7\n")
+    assert docs.executed_copy(path) is None  # the library changed: executed again
+    nbformat.write(notebook, path)  # back as it was, and a cell's tag changes the stamp
+    notebook.cells[2].metadata["tags"] = []
+    assert docs.cells_digest(notebook) != docs.cells_digest(nbformat.read(path, as_version=4))
+
+
+def test_a_committed_notebook_keeps_outputs_and_nothing_that_changes_from_run_to_run():
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_markdown_cell("# 1."), nbformat.v4.new_code_cell("print(1)")],
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3"},
+            "language_info": {"name": "python", "version": "3.12.1"},  # saved from Jupyter
+        },
+    )
+    notebook.cells[1].metadata["collapsed"] = True
+    ran = executed(notebook, "abc")
+    kept = docs.committed(ran, notebook)
+    cell = kept.cells[1]
+    assert cell.outputs == [
+        nbformat.v4.new_output("stream", name="stdout", text="cell 1\nflushed later\n")
+    ]
+    assert cell.execution_count == 1 and cell.metadata == {} and cell.id == notebook.cells[1].id
+    assert kept.metadata == {
+        "kernelspec": {"name": "python3", "display_name": "Python 3"},
+        "language_info": {"name": "python"},
+        docs.STAMP: "abc",
+        docs.CELLS_STAMP: docs.cells_digest(notebook),
+        docs.EXECUTED_WITH: {"version": ran.metadata[docs.EXECUTED_WITH]["version"]},
+    }
+    assert notebook.cells[1].outputs == [] and "execution" in ran.cells[1].metadata  # unchanged
+    # Executed twice, committed alike: the file does not change.
+    assert nbformat.writes(docs.committed(executed(notebook, "abc"), notebook)) == nbformat.writes(
+        kept
+    )
+    other = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(2)")])
+    with pytest.raises(docs.TutorialError, match="not executed from this notebook"):
+        docs.committed(ran, other)
+
+
+def test_only_the_notebooks_command_writes_into_notebooks(library, tmp_path, monkeypatch):
+    """`tools/docs.py notebooks` writes the executed copies back, executing the stale ones;
+    the build (and so the suite, which builds the site) reads notebooks/ and writes into
+    build/ and docs/tutorials/ only."""
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    for name in ("01_encoder", "02_attention_decoder"):
+        cells = [nbformat.v4.new_markdown_cell(f"# {name}"), nbformat.v4.new_code_cell("1")]
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), notebooks / f"{name}.ipynb")
+    ran = []
+
+    def execute(path, runs):
+        ran.append(Path(path).name)
+        return executed(nbformat.read(str(path), as_version=4), docs.source_hash(path))
+
+    monkeypatch.setattr(docs, "NOTEBOOKS", notebooks)
+    monkeypatch.setattr(docs, "ROOT", tmp_path)
+    monkeypatch.setattr(docs, "TUTORIALS", tmp_path / "docs" / "tutorials")
+    monkeypatch.setattr(docs, "execute_notebook", execute)
+    before = {p.name: p.read_bytes() for p in notebooks.iterdir()}
+    docs.prepare_tutorials(log=lambda *a: None)
+    assert {p.name: p.read_bytes() for p in notebooks.iterdir()} == before
+    assert len(ran) == 2 and len(list((tmp_path / "docs" / "tutorials").glob("*.ipynb"))) == 2
+
+    written = docs.write_notebooks(log=lambda *a: None)
+    assert [p.name for p in written] == sorted(before) and len(ran) == 2  # reused
+    for path in written:
+        notebook = nbformat.read(str(path), as_version=4)
+        assert notebook.cells[1].outputs and notebook.metadata[docs.STAMP]
+        assert docs.executed_copy(path) is not None
+    shutil.rmtree(docs.EXECUTED)  # a fresh clone: the committed notebooks are current
+    assert docs.write_notebooks(log=lambda *a: None) == [] and len(ran) == 2
+    docs.prepare_tutorials(log=lambda *a: None)
+    assert len(ran) == 2
+
+
+def test_figures_are_compacted_to_a_palette_that_looks_the_same(tmp_path):
+    """A figure of noisy scenes (the Shapes world's sensor noise) shrinks to a fraction,
+    with the same size and colours to the eye; a PNG with transparency stays as it is."""
+    import base64
+    import io
+
+    import numpy as np
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    figure = Figure(figsize=(6, 3))
+    for k, ax in enumerate(figure.subplots(1, 2)):
+        scene = np.clip(rng.normal(40, 8, (128, 128, 3)), 0, 255).astype(np.uint8)
+        scene[30:70, 40:90] = (220, 40, 40) if k else (230, 210, 60)
+        ax.imshow(scene)
+        ax.set_title(f"scene {k}")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    png = buffer.getvalue()
+    compact = docs.compact_png(png)
+    assert len(compact) < len(png) / 2
+    before, after = (Image.open(io.BytesIO(b)).convert("RGB") for b in (png, compact))
+    assert before.size == after.size and len(after.getcolors(1 << 16)) <= docs.FIGURE_COLOURS
+    difference = np.abs(np.asarray(before, float) - np.asarray(after, float))
+    assert difference.mean() < 4  # dithered: each colour kept on average, no banding
+    assert docs.compact_png(compact) == compact  # no smaller a second time
+
+    clear = io.BytesIO()
+    Image.new("RGBA", (32, 32), (255, 0, 0, 0)).save(clear, "PNG")
+    assert docs.compact_png(clear.getvalue()) == clear.getvalue()
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("plot()")])
+    notebook.cells[0].outputs = [
+        nbformat.v4.new_output("display_data", data={"image/png": base64.b64encode(png).decode()})
+    ]
+    shrunk = docs.compact_figures(notebook)
+    assert shrunk[0] > 2 * shrunk[1]
+    assert base64.b64decode(notebook.cells[0].outputs[0].data["image/png"]) == compact
+
+
+def test_tutorial_pages_carry_no_empty_script_address(tmp_path):
+    """mkdocs-jupyter's MathJax loader is a <script src=""> (its custom_mathjax_url is
+    empty): the hook takes it out; KaTeX renders the maths."""
+    convert = pytest.importorskip("mkdocs_jupyter.convert")
+    path = tmp_path / "02.ipynb"
+    cells = [nbformat.v4.new_markdown_cell("# 2.\n\n$e_{ti}$"), nbformat.v4.new_code_cell("1")]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    page = convert.nb2html(str(path), custom_mathjax_url="")
+    assert '<script src="">' in page  # what mkdocs-jupyter writes
+    shown = docs.on_page_content(page, page=None, config={}, files=[])
+    assert 'src=""' not in shown and "mathjax" not in shown.lower()
+    assert "$e_{ti}$" in shown and "clipboard-copy" in shown  # the rest of the page stays
+    assert "tools/docs.py" in Path(docs.ROOT / "mkdocs.yml").read_text().split("hooks:")[1]
 
 
 def test_the_stamp_names_each_file_by_its_path(library):

@@ -1,6 +1,6 @@
-"""The tutorial notebooks: stored without outputs, run top to bottom, and what their
-executed pages show (captions, scores, attention maps, clean outputs, no numbers the run
-does not produce) is checked."""
+"""The tutorial notebooks: committed with their outputs (as the site shows them), run top to
+bottom, and what their executed pages show (captions, scores, attention maps, clean
+outputs, no numbers the run does not produce) is checked."""
 
 import json
 import re
@@ -11,9 +11,15 @@ import pytest
 
 from tests.helpers import TUTORIAL_FIGURES, TUTORIALS
 from tools.docs import (
+    CELLS_STAMP,
     EXECUTED,
+    EXECUTED_WITH,
     ROOT,
+    STAMP,
+    VOLATILE_CELL_METADATA,
+    VOLATILE_METADATA,
     attention_peak,
+    cells_digest,
     output_problems,
     output_texts,
     record_problems,
@@ -23,19 +29,69 @@ pytestmark = TUTORIALS
 
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
 
+# A cell that draws: the paper's Figure 2, a grid of captioned images, a plot.
+DRAWS = re.compile(r"\bplot_attention\(|\bplot_captions\(|\bplt\.(?:subplots|imshow|figure)\(")
 
-def test_the_series_is_complete_and_stored_clean():
+
+def code_cells(notebook):
+    return [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
+
+
+def images(cell):
+    return [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+
+
+def test_the_series_is_complete_and_teaches_the_library():
     assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06"]
     for path in NOTEBOOKS:
-        notebook = json.loads(path.read_text())
-        for cell in notebook["cells"]:
-            if cell["cell_type"] != "code":
-                continue
-            assert cell["outputs"] == [] and cell["execution_count"] is None, path.name
-            source = "".join(cell["source"])
+        for cell in code_cells(json.loads(path.read_text())):
             # Notebooks teach the library; they never re-define its classes.
-            assert "\nclass " not in f"\n{source}", path.name
+            assert "\nclass " not in f"\n{''.join(cell['source'])}", path.name
         assert "import keras_saat" in path.read_text() or "from keras_saat" in path.read_text()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_each_notebook_is_committed_with_the_outputs_of_its_cells(path):
+    """The repository shows what the site shows: every code cell has an output (a cell
+    that prints nothing ends with what it made), each cell that draws has its figure,
+    and the outputs are those of these very cells (`make notebooks` writes them)."""
+    notebook = json.loads(path.read_text())
+    cells = code_cells(notebook)
+    silent = [
+        k for k, cell in enumerate(notebook["cells"]) if cell in cells and not cell["outputs"]
+    ]
+    assert silent == [], f"{path.name}: code cells {silent} have no output: run `make notebooks`"
+    assert notebook["metadata"].get(CELLS_STAMP) == cells_digest(notebook), (
+        f"{path.name}: its outputs are not of its cells as they are: run `make notebooks`"
+    )
+    assert notebook["metadata"].get(STAMP)
+    assert [cell["execution_count"] for cell in cells] == list(range(1, len(cells) + 1))
+    for cell in cells:
+        if DRAWS.search("".join(cell["source"])):
+            assert images(cell), f"{path.name}: a cell that draws shows no image"
+    figures = sum(len(images(cell)) for cell in cells)
+    assert figures >= TUTORIAL_FIGURES.get(path.stem, 0), path.name
+    # Clean: what the page would fail on, and nothing that changes from run to run.
+    assert output_problems(nbformat.from_dict(notebook), ROOT / "build" / "notebook-runs") == []
+    assert not set(VOLATILE_METADATA) & set(notebook["metadata"]), path.name
+    assert set(notebook["metadata"].get("language_info", {})) <= {"name"}, path.name
+    assert set(notebook["metadata"].get(EXECUTED_WITH, {})) <= {"version"}, path.name
+    for cell in notebook["cells"]:
+        assert not set(VOLATILE_CELL_METADATA) & set(cell["metadata"]), path.name
+
+
+def test_the_own_picture_cell_captions_a_picture_the_reader_names():
+    """Notebook 4 ends with a cell whose path a reader edits: a picture that ships with
+    keras_saat by default, its caption above it and each word's attention map."""
+    notebook = nbformat.read(ROOT / "notebooks" / "04_decoding_evaluation.ipynb", as_version=4)
+    cell = next(c for c in code_cells(notebook) if "MY_PICTURE = " in c.source)
+    source = cell.source
+    default = re.search(r"MY_PICTURE = HAND_DRAWN_DIR / \"([^\"]+)\"", source)
+    assert default and (ROOT / "keras_saat" / "data" / "hand_drawn" / default[1]).is_file()
+    assert "plot_attention(" in source and "suptitle(" in source
+    assert len(images(cell)) == 1
+    printed = "".join(o.get("text", "") for o in cell["outputs"])
+    assert printed.startswith(f"{default[1]}: ") and len(printed.split(": ", 1)[1].split()) > 1
 
 
 # ------------------------------------------------------------- the page checks themselves
@@ -172,6 +228,11 @@ def test_notebook_runs(path, tutorial_runs, monkeypatch, as_a_reader):
     ]
     if path.stem in TUTORIAL_FIGURES:  # the tutorial's figures are on its page
         assert len(images) >= TUTORIAL_FIGURES[path.stem], path.name
+    # Each code cell shows something, as the committed notebook must.
+    silent = [
+        k for k, cell in enumerate(notebook.cells) if cell.cell_type == "code" and not cell.outputs
+    ]
+    assert silent == [], f"{path.name}: code cells {silent} show nothing"
 
     # What the reader sees: no stderr box, no build path, no number the run did not print.
     assert output_problems(notebook, tutorial_runs) == []

@@ -1,18 +1,26 @@
 """Builds the documentation site: executed tutorials, performance plots, then mkdocs.
 
     python tools/docs.py build [--site DIR]     # `make docs`: site/ (strict: a broken link fails)
+    python tools/docs.py notebooks              # `make notebooks`: executed, into notebooks/
     python tools/docs.py serve                  # `make docs-serve`: http://127.0.0.1:8000
 
 The tutorial pages are the notebooks of notebooks/ with their outputs. Each one is
-executed with the current code (small settings unless KERAS_SAAT_FULL=1) into
-build/executed/, stamped with the SHA-256 of its source and of the library (every file
-under keras_saat/: code, recipes, package data; `library_hash`); a build reuses an
+executed with the current code (small settings unless KERAS_SAAT_FULL=1), its figures
+compacted to a 256-colour palette (`compact_figures`), into build/executed/, stamped
+with the SHA-256 of its cells' sources (not their outputs) and of the library (every
+file under keras_saat/: code, recipes, package data; `library_hash`); a build reuses an
 executed copy only when that stamp matches, so the figures on the pages always come from
 the current notebooks and library (the notebook test leaves its executed copies there,
-and `make test` builds the site after it). Each tutorial is served with its notebook and
-its code as a script (the page's "Download the notebook" and "View source"). The maths
-renders with KaTeX, installed from npm into build/npm/ and copied into the site: the
-pages load nothing from another host.
+and `make test` builds the site after it). The notebooks are committed executed, so that
+the repository shows what the site shows: `notebooks` writes the executed copies back
+into notebooks/ without what changes from run to run (`committed`), and a committed
+notebook whose stamp still matches is its own executed copy. Neither `build` nor the
+suite writes into notebooks/. Each tutorial is served with its notebook and its code as
+a script (the page's "Download the notebook" and "View source"). The maths renders with
+KaTeX, installed from npm into build/npm/ and copied into the site: the pages load
+nothing from another host, and mkdocs-jupyter's MathJax loader, whose address is empty,
+is taken out of each page (`on_page_content`, this file being one of mkdocs.yml's
+hooks).
 
 Notebooks 3 to 6 share one model, the demo's: `keras-saat demo` (the `shapes_soft`
 recipe) runs into the runs folder before the first notebook runs (`train_demo`), again
@@ -47,10 +55,12 @@ except ImportError:  # run as tools/docs.py: tools/ is the first folder on sys.p
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = ROOT / "build" / "executed"
+RUNS = ROOT / "build" / "notebook-runs"  # the demo's model is trained only to execute
 TUTORIALS = ROOT / "docs" / "tutorials"
 LIBRARY = ROOT / "keras_saat"  # what the pages show is computed by it: part of each stamp
-STAMP = "keras_saat_source_sha256"
-EXECUTED_WITH = "keras_saat_executed_with"  # date, version and commit (`executed_with`)  # an executed notebook's: its source's and the library's
+STAMP = "keras_saat_source_sha256"  # an executed notebook's: its cells' and the library's
+EXECUTED_WITH = "keras_saat_executed_with"  # date, version and commit (`executed_with`)
+CELLS_STAMP = "keras_saat_cells_sha256"  # a committed notebook's: the cells its outputs are of
 RUNS_STAMP = "library.sha256"  # <runs>/: the library the runs folder's models were trained by
 KATEX = "katex@0.16.22"  # npm's package: the script, auto-render, the stylesheet, the fonts
 KATEX_DIR = ROOT / "docs" / "assets" / "katex"
@@ -113,10 +123,26 @@ def library_hash():
     return digest.hexdigest()
 
 
+def cells_digest(notebook):
+    """The SHA-256 of a notebook's cells as written: each one's type, tags and source, in
+    order. Outputs, execution counts and metadata are left out, so a notebook and its
+    executed copy (or the copy committed in notebooks/) digest alike.
+
+    Args:
+        notebook: dict. The notebook's JSON (an nbformat.NotebookNode is one).
+    """
+    written = [
+        [c["cell_type"], c.get("metadata", {}).get("tags", []), "".join(c["source"])]
+        for c in notebook["cells"]
+    ]
+    return hashlib.sha256(json.dumps(written).encode()).hexdigest()
+
+
 def source_hash(path):
-    """An executed notebook's stamp: the SHA-256 of its source and of the library."""
-    notebook = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    return hashlib.sha256(f"{notebook}\n{library_hash()}".encode()).hexdigest()
+    """An executed notebook's stamp: the SHA-256 of its cells (`cells_digest`) and of the
+    library."""
+    cells = cells_digest(json.loads(Path(path).read_text()))
+    return hashlib.sha256(f"{cells}\n{library_hash()}".encode()).hexdigest()
 
 
 def kernel_environment(runs):
@@ -179,8 +205,9 @@ def train_demo(runs, log=print):
 
 
 def execute_notebook(path, runs, timeout=900):
-    """Runs a notebook top to bottom (small settings) and returns it with its outputs,
-    stamped with its source's and the library's hash (`source_hash`).
+    """Runs a notebook top to bottom (small settings) and returns it with its outputs (its
+    figures compacted: `compact_figures`), stamped with its cells' and the library's hash
+    (`source_hash`).
 
     Args:
         path: path. The notebook.
@@ -196,6 +223,7 @@ def execute_notebook(path, runs, timeout=900):
     from nbclient import NotebookClient
 
     runs = Path(runs)
+    runs.mkdir(parents=True, exist_ok=True)  # the kernel starts in its parent
     stamp = source_hash(path)  # before it runs: a library edited meanwhile is not this one
     if Path(path).stem in SHOWN:  # the notebooks that show a model show the demo's
         train_demo(runs)
@@ -223,9 +251,64 @@ def execute_notebook(path, runs, timeout=900):
     problems = page_problems(notebook, Path(path).stem, runs)
     if problems:
         raise TutorialError(f"{Path(path).name}: " + "; ".join(problems))
+    compact_figures(notebook)
     notebook.metadata[STAMP] = stamp
     notebook.metadata[EXECUTED_WITH] = executed_with()
     return notebook
+
+
+FIGURE_COLOURS = 256  # a figure's palette once compacted (`compact_figures`)
+
+
+def compact_png(png):
+    """An opaque PNG with at most FIGURE_COLOURS colours (an octree palette, Floyd-Steinberg
+    dithered), or `png` itself when that is no smaller or the image has transparency.
+    The Shapes scenes' sensor noise makes a figure of them a megabyte of lossless PNG; the
+    palette keeps it the same to the eye (colours, attention maps, text) at about a third.
+
+    Args:
+        png: bytes.
+
+    Returns:
+        bytes.
+    """
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png))
+    if image.mode not in ("RGB", "RGBA") or (
+        image.mode == "RGBA" and image.getextrema()[3] != (255, 255)
+    ):
+        return png
+    image = image.convert("RGB")
+    palette = image.quantize(FIGURE_COLOURS, method=Image.Quantize.FASTOCTREE)
+    compact = io.BytesIO()
+    image.quantize(palette=palette, dither=Image.Dither.FLOYDSTEINBERG).save(
+        compact, "PNG", optimize=True
+    )
+    return compact.getvalue() if len(compact.getvalue()) < len(png) else png
+
+
+def compact_figures(notebook):
+    """Re-encodes each PNG output of an executed notebook (`compact_png`), in place, so
+    that the pages and the notebooks committed with their outputs stay small.
+
+    Returns:
+        (bytes before, bytes after) of the PNGs, base64-encoded as the notebook holds them.
+    """
+    import base64
+
+    before = after = 0
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if "image/png" not in data:
+                continue
+            encoded = data["image/png"]
+            data["image/png"] = base64.b64encode(compact_png(base64.b64decode(encoded))).decode()
+            before, after = before + len(encoded), after + len(data["image/png"])
+    return before, after
 
 
 def executed_with():
@@ -357,13 +440,104 @@ def save_executed(notebook, name):
 
 
 def executed_copy(path):
-    """build/executed/<name> when it was executed from this very source by this very
-    library (`source_hash`), else None."""
-    copy = EXECUTED / Path(path).name
-    if not copy.is_file():
-        return None
-    stamp = json.loads(copy.read_text()).get("metadata", {}).get(STAMP)
-    return copy if stamp == source_hash(path) else None
+    """An executed copy of the notebook at `path` made from these very cells by this very
+    library (`source_hash`), else None: build/executed/<name>, or the notebook itself
+    when it is committed executed and its stamp still matches."""
+    stamp = source_hash(path)
+    for copy in (EXECUTED / Path(path).name, Path(path)):
+        if copy.is_file() and json.loads(copy.read_text()).get("metadata", {}).get(STAMP) == stamp:
+            return copy
+    return None
+
+
+# What a notebook's file may hold that changes from run to run, left out of the copy
+# committed in notebooks/: each cell's execution times (nbclient's "execution", an
+# extension's "ExecuteTime") and view state, and the kernel's version and widget state.
+VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
+VOLATILE_METADATA = ("widgets",)
+KEPT_LANGUAGE_INFO = ("name",)
+
+
+def committed(executed, notebook):
+    """The notebook as notebooks/ keeps it: its own cells (sources, ids, tags), each
+    code cell with the executed copy's outputs and execution count, its stamp, the digest
+    of its cells (CELLS_STAMP: the suite checks that the outputs are of these cells), and
+    the version of keras-saat that executed it. Nothing that changes from run to run stays:
+    no date or commit (`executed_with`), no VOLATILE_CELL_METADATA or VOLATILE_METADATA,
+    no kernel version; a cell's consecutive stream outputs are one (the kernel splits a
+    cell's printing wherever it happens to flush).
+
+    Args:
+        executed: nbformat.NotebookNode. The executed copy (`execute_notebook`).
+        notebook: nbformat.NotebookNode. The notebook it was executed from (same cells).
+
+    Returns:
+        nbformat.NotebookNode. A new one; neither argument is changed.
+    """
+    import copy
+
+    if cells_digest(executed) != cells_digest(notebook):
+        raise TutorialError("the executed copy was not executed from this notebook's cells")
+    kept = copy.deepcopy(notebook)
+    for key in (*VOLATILE_METADATA, STAMP, CELLS_STAMP, EXECUTED_WITH):
+        kept.metadata.pop(key, None)
+    if "language_info" in kept.metadata:  # a reader's Jupyter saves the kernel's version
+        info = kept.metadata["language_info"]
+        kept.metadata["language_info"] = {k: info[k] for k in KEPT_LANGUAGE_INFO if k in info}
+    kept.metadata[STAMP] = executed.metadata[STAMP]
+    kept.metadata[CELLS_STAMP] = cells_digest(kept)
+    if EXECUTED_WITH in executed.metadata:
+        kept.metadata[EXECUTED_WITH] = {"version": executed.metadata[EXECUTED_WITH]["version"]}
+    for cell, ran in zip(kept.cells, executed.cells, strict=True):
+        for key in VOLATILE_CELL_METADATA:
+            cell.metadata.pop(key, None)
+        if cell.cell_type != "code":
+            continue
+        cell.execution_count = ran.execution_count
+        cell.outputs = []
+        for output in copy.deepcopy(ran.outputs):
+            previous = cell.outputs[-1] if cell.outputs else None
+            if (
+                output.output_type == "stream"
+                and previous is not None
+                and previous.output_type == "stream"
+                and previous.name == output.name
+            ):
+                previous.text += output.text
+            else:
+                cell.outputs.append(output)
+    return kept
+
+
+def write_notebooks(log=print):
+    """Writes each tutorial's executed copy into notebooks/ (`committed`), executing the
+    ones that have none first (as `prepare_tutorials` does): `make notebooks`, the
+    developer's step that makes the repository show what the site shows. Neither the
+    docs build nor the suite calls it.
+
+    Args:
+        log: callable. Defaults to print.
+
+    Returns:
+        list of Path: the notebooks written anew (those already current are left alone).
+    """
+    import nbformat
+
+    written = []
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        copy = executed_copy(path)
+        if copy is None:
+            log(f"executing {path.name}")
+            save_executed(execute_notebook(path, RUNS), path.name)
+            copy = EXECUTED / path.name
+        executed = nbformat.read(str(copy), as_version=4)
+        notebook = nbformat.read(str(path), as_version=4)
+        text = nbformat.writes(committed(executed, notebook)) + "\n"
+        if path.read_text() != text:
+            path.write_text(text)
+            written.append(path)
+            log(f"wrote {path.relative_to(ROOT)} with its outputs")
+    return written
 
 
 def publish(executed, page):
@@ -382,11 +556,13 @@ def publish(executed, page):
         if cell.cell_type == "markdown":
             cell.source = html_heading_code(cell.source)
     run = notebook.metadata.get(EXECUTED_WITH)
-    if run:  # the page says what executed it
+    if run:  # the page says what executed it (a committed copy keeps the version alone)
+        when = f" on {run['date']}" if "date" in run else ""
+        commit = f" (commit {run['commit']})" if "commit" in run else ""
         notebook.cells.append(
             nbformat.v4.new_markdown_cell(
-                f"*This page was executed on {run['date']} with keras-saat {run['version']} "
-                f"(commit {run['commit']}) by `make docs`.*"
+                f"*This page was executed{when} with keras-saat {run['version']}{commit} "
+                "by `make docs`.*"
             )
         )
     nbformat.write(notebook, str(page))
@@ -416,12 +592,11 @@ def prepare_tutorials(log=print):
     """Copies each notebook's executed version into docs/tutorials/, executing the
     notebooks that have none (in order, sharing one runs folder)."""
     TUTORIALS.mkdir(parents=True, exist_ok=True)
-    runs = ROOT / "build" / "notebook-runs"  # the demo's model is trained only to execute
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         copy = executed_copy(path)
         if copy is None:
             log(f"executing {path.name}")
-            save_executed(execute_notebook(path, runs), path.name)
+            save_executed(execute_notebook(path, RUNS), path.name)
             copy = EXECUTED / path.name
         publish(copy, TUTORIALS / path.name)
 
@@ -494,6 +669,26 @@ def draw_home_figure(log=print):
     raise TutorialError(f"{HOME_PAGE_SOURCE} draws no Figure 2 for the home page")
 
 
+# mkdocs-jupyter's MathJax loader, which each tutorial page gets from nbconvert's mathjax
+# macro: a <script src=""> (the plugin's custom_mathjax_url, empty by default), which a
+# browser fetches as the page itself, and its configuration. KaTeX renders the maths.
+MATHJAX_LOADER = re.compile(
+    r"<!-- Load mathjax -->\s*<script src=\"\">\s*</script>.*?"
+    r"<!-- End of mathjax configuration -->",
+    re.S,
+)
+
+
+def without_mathjax_loader(page):
+    """A built page's HTML without mkdocs-jupyter's MathJax loader (MATHJAX_LOADER)."""
+    return MATHJAX_LOADER.sub("", page)
+
+
+def on_page_content(content, **kwargs):
+    """mkdocs's hook (mkdocs.yml, `hooks`): each page's HTML, before the theme wraps it."""
+    return without_mathjax_loader(content)
+
+
 def prepare(log=print):
     install_katex(log)
     prepare_tutorials(log)
@@ -512,9 +707,17 @@ def failed(what, problems):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Build or serve the documentation site.")
-    parser.add_argument("command", choices=["build", "serve"])
+    parser.add_argument(
+        "command",
+        choices=["build", "notebooks", "serve"],
+        help="build: the site; notebooks: the executed tutorials into notebooks/; "
+        "serve: the site, rebuilt as the pages change",
+    )
     parser.add_argument("--site", default=str(ROOT / "site"), help="output folder of build")
     args = parser.parse_args(argv)
+    if args.command == "notebooks":
+        write_notebooks()
+        return 0
     if args.command == "build" and (problems := docs_checks.stale_reference_problems(ROOT)):
         return failed("phrases that point at nothing (tools/docs_checks.py)", problems)
     if args.command == "build" and (problems := docs_checks.path_problems(ROOT)):
