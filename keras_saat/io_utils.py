@@ -37,7 +37,7 @@ def atomic_path(path, suffix=""):
         except FileExistsError:  # a name taken (by a writer or a planted link): draw again
             continue
         except OSError as err:
-            raise_write_failure(err, path)
+            raise_write_failure(err, path, also=tmp)
             raise
     try:
         yield tmp
@@ -45,14 +45,23 @@ def atomic_path(path, suffix=""):
     except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        raise_write_failure(err, path)
+        raise_write_failure(err, path, also=tmp)
         raise
 
 
-def raise_write_failure(err, path):
-    """Raises `FileWriteError` naming `path` when `err` is a write the file system refused."""
-    if not isinstance(err, FileWriteError) and (message := write_failure(err, path)):
-        raise FileWriteError(message) from None
+def raise_write_failure(err, path, also=None):
+    """Raises `FileWriteError` naming `path` when `err` is a write the file system refused
+    to `path` or within it (or `also`, where it is staged): an error about another file
+    (an image read in the block) stays as it is."""
+    if isinstance(err, FileWriteError) or not (message := write_failure(err, path)):
+        return
+    ours = [str(path)] + ([str(also)] if also is not None else [])
+    if isinstance(err, OSError):  # a file, or one in the folder, of ours; None: a write()
+        about = err.filename is None or str(err.filename).startswith(tuple(ours))
+    else:  # TensorFlow's errors name the file in their text
+        about = any(name in str(err) for name in ours)
+    if about:
+        raise FileWriteError(message) from err
 
 
 def remove_temporaries(folder):

@@ -10,6 +10,8 @@ completes, by watching that import from `sys.meta_path`.
 
 import importlib
 import sys
+import threading
+import warnings
 
 # Every module that defines a `register_keras_serializable` class (a test keeps the list whole).
 SERIALIZABLE_MODULES = (
@@ -35,6 +37,20 @@ def register_serializables():
         importlib.import_module(name)
 
 
+def _register_quietly():
+    """Registers, warning instead of raising: the import that triggers it is the user's
+    (`import keras`), which must not fail because of ours."""
+    try:
+        register_serializables()
+    except Exception as err:  # any failure of ours: reported, never raised
+        warnings.warn(
+            f"keras_saat could not register its classes with Keras ({type(err).__name__}: "
+            f"{err}); `from keras_saat import Captioner` before keras.saving.load_model",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+
 def _initializing(name):
     spec = getattr(sys.modules.get(name), "__spec__", None)
     return bool(getattr(spec, "_initializing", False))
@@ -58,13 +74,16 @@ class _Loader:
         return self._loader.create_module(spec)
 
     def exec_module(self, module):
-        self._watcher.depth += 1
+        with self._watcher.lock:
+            self._watcher.depth += 1
         try:
             self._loader.exec_module(module)
         finally:
-            self._watcher.depth -= 1
-        if not self._watcher.depth:
-            self._watcher.finished(module.__name__)
+            with self._watcher.lock:
+                self._watcher.depth -= 1
+                outermost = not self._watcher.depth
+            if outermost:  # also after a failed import that left Keras loaded
+                self._watcher.finished(module.__name__)
 
     def __getattr__(self, name):  # resource readers, get_source, is_package, ...
         return getattr(self._loader, name)
@@ -75,6 +94,7 @@ class _KerasWatcher:
 
     def __init__(self):
         self.depth = 0
+        self.lock = threading.Lock()
 
     def find_spec(self, fullname, path=None, target=None):
         if not (fullname in _WATCHED[:2] or fullname.startswith(_WATCHED[2])):
@@ -93,12 +113,12 @@ class _KerasWatcher:
         """The outermost watched import, `name`, has run: register once Keras is loaded."""
         if _keras_loaded(name) and self in sys.meta_path:
             sys.meta_path.remove(self)
-            register_serializables()
+            _register_quietly()
 
 
 def register_with_keras():
     """Registers now when Keras is loaded, else as soon as its import completes."""
     if _keras_loaded():
-        register_serializables()
+        _register_quietly()
     elif not any(isinstance(f, _KerasWatcher) for f in sys.meta_path):
         sys.meta_path.insert(0, _KerasWatcher())

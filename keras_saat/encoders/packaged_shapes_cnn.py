@@ -41,27 +41,33 @@ def packaged_files(backbone):
 
 
 def sources_digest():
-    """A digest of the code of `SOURCES` (its syntax tree, without comments or docstrings,
-    which change no weight), or None where they cannot be read (an install without its .py
-    files)."""
+    """A digest of the code of `SOURCES` (its lines without docstrings, comment lines or
+    blank lines, which change no weight), or None where they cannot be read (an install
+    without its .py files)."""
     digest = hashlib.sha256()
     for name in SOURCES:
         try:
             text = (LIBRARY / name).read_text(encoding="utf-8")
         except OSError:
             return None
-        digest.update(f"{name}\0{_code(text)}\0".encode())
+        digest.update(f"{name}\0{_code_lines(text)}\0".encode())
     return digest.hexdigest()[:16]
 
 
-def _code(text):
-    """The module's syntax tree as text, docstrings left out."""
-    tree = ast.parse(text)
-    for node in ast.walk(tree):
+def _code_lines(text):
+    """The module's lines of code. Docstrings are found by their line numbers in the
+    syntax tree, which every Python version gives alike (its dump does not)."""
+    text = text.replace("\r\n", "\n")
+    docstrings = set()
+    for node in ast.walk(ast.parse(text)):
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and _is_docstring(body[0]):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree, include_attributes=False)
+            docstrings.update(range(body[0].lineno, body[0].end_lineno + 1))
+    return "\n".join(
+        line.rstrip()
+        for number, line in enumerate(text.split("\n"), start=1)
+        if number not in docstrings and line.strip() and not line.lstrip().startswith("#")
+    )
 
 
 def _is_docstring(node):

@@ -295,7 +295,7 @@ def export_saved_model(model, base, decode, export, version=None, metadata=None,
                 "version, or pass another --model-version"
             ) from None
     except Exception as err:  # a full disk or a read-only base, in TF's words or Python's
-        raise_write_failure(err, final)
+        raise_write_failure(err, final, also=staging)
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -5,14 +5,17 @@ swept by the next export into the same base."""
 import os
 import re
 import shutil
+import socket
 from pathlib import Path
 
-STAGING = re.compile(r"\.(\d+)\.partial-(\d+)")  # .<version>.partial-<pid>
+# .<version>.partial-<host>-<pid>: a base shared by several machines (NFS) sweeps only
+# the folders of this machine's processes, the only ones it can tell are gone.
+STAGING = re.compile(r"\.(\d+)\.partial-(.+)-(\d+)")
 
 
 def staging_folder(base, version):
     """Where this process writes `version` before renaming it into place."""
-    return Path(base) / f".{version}.partial-{os.getpid()}"
+    return Path(base) / f".{version}.partial-{socket.gethostname()}-{os.getpid()}"
 
 
 def sweep_staging(base, log=print):
@@ -21,7 +24,9 @@ def sweep_staging(base, log=print):
     swept = 0
     for path in Path(base).iterdir():
         found = STAGING.fullmatch(path.name)
-        if not found or not path.is_dir() or _alive(int(found.group(2))):
+        if not found or not path.is_dir() or found.group(2) != socket.gethostname():
+            continue
+        if _alive(int(found.group(3))):
             continue
         shutil.rmtree(path, ignore_errors=True)
         swept += 1

@@ -7,6 +7,7 @@ training and captioning see images alike by construction. A tf.data dataset of
 {"images" or "features", "tokens"} batches passes through unchanged.
 """
 
+import inspect
 import warnings
 from pathlib import Path
 
@@ -25,6 +26,25 @@ _TAKES = (
 )
 
 
+def _keras_arguments(method, model, args, kwargs):
+    """The arguments of a call as keras.Model's `method` would bind them, by name; those
+    left at their defaults are left out."""
+    import keras
+
+    bound = inspect.signature(getattr(keras.Model, method)).bind(model, *args, **kwargs)
+    arguments = dict(bound.arguments)
+    arguments.pop("self")
+    arguments.update(arguments.pop("kwargs", {}))
+    return arguments
+
+
+def _features_only(data):
+    """Whether a dataset's batches carry backbone features (the backbone is not run)."""
+    spec = getattr(data, "element_spec", None)
+    spec = spec[0] if isinstance(spec, tuple) else spec
+    return isinstance(spec, dict) and "features" in spec
+
+
 def is_records(value):
     """Whether `value` is a non-empty list or tuple of records (`.path` and `.captions`)."""
     return (
@@ -34,8 +54,13 @@ def is_records(value):
     )
 
 
-def check_inputs(method, x, y=None):
+def check_inputs(method, x, y=None, empty="x"):
     """Raises our one-sentence error for inputs `method` ("fit", "evaluate") cannot take."""
+    if isinstance(x, (list, tuple)) and not x:
+        raise KerasSaatError(
+            f"Captioner.{method}: {empty} holds no records (a split of a small caption file "
+            "without a split column can come out empty: give the file a split column)"
+        )
     if hasattr(x, "records") and hasattr(x, "split"):  # a whole CaptionDataset
         raise KerasSaatError(
             f"Captioner.{method} takes one split's records: pass data.train "
@@ -114,8 +139,8 @@ class RecordFitting:
         vocabulary = Vocabulary.from_records(records, max_vocabulary, min_count)
         return cls(list(vocabulary.words), **kwargs)
 
-    def compile(self, optimizer="adam", loss=None, metrics=None, jit_compile="auto", **kwargs):
-        """Keras's `compile` with this model's defaults.
+    def compile(self, *args, **kwargs):
+        """Keras's `compile`, with this model's defaults.
 
         The loss is the paper's (`keras_saat.losses.caption_loss`, with the model's
         lambda), so neither `loss` nor `metrics` is taken; BLEU and CIDEr come from the
@@ -127,17 +152,21 @@ class RecordFitting:
             jit_compile: bool or "auto". "auto" compiles with XLA where a GPU or TPU is
                 visible, as `keras-saat train` does; on CPUs plain TensorFlow steps are
                 faster. Defaults to "auto".
-            **kwargs: the rest of `keras.Model.compile`'s arguments.
+            *args, **kwargs: the rest of `keras.Model.compile`'s arguments, in its order.
         """
         from keras_saat.runtime.xla import resolve_jit_compile
 
-        if loss is not None or metrics is not None:
+        given = _keras_arguments("compile", self, args, kwargs)
+        if given.get("loss") is not None or given.get("metrics") is not None:
             raise KerasSaatError(
                 "Captioner.compile takes no loss or metrics: it trains with the paper's loss "
                 "(keras_saat.losses.caption_loss) and reports loss, nll and the attention "
                 "penalty; add keras_saat.callbacks.CaptionMetrics(data.val) for BLEU and CIDEr"
             )
-        super().compile(optimizer=optimizer, jit_compile=resolve_jit_compile(jit_compile), **kwargs)
+        given.setdefault("optimizer", "adam")
+        if not given.get("run_eagerly"):  # Keras turns XLA off itself when run eagerly
+            given["jit_compile"] = resolve_jit_compile(given.get("jit_compile", "auto"))
+        super().compile(**given)
 
     def compile_from_config(self, config):
         """Compiles a loaded model as it was saved (its optimizer, whose state loads next);
@@ -184,37 +213,44 @@ class RecordFitting:
         split = "train" if training else "val"
         return caption_batches(source, split, records, tokens, plan), steps
 
-    def fit(self, x=None, y=None, batch_size=None, validation_data=None, **kwargs):
-        """Keras's `fit`, which also takes caption records for `x` and `validation_data`.
+    def fit(self, *args, **kwargs):
+        """Keras's `fit` (its arguments, in its order), which also takes caption records for
+        `x` and `validation_data`.
 
         Args:
             x: records (`read_captions(path).train`) or what `keras.Model.fit` takes: a
                 tf.data.Dataset of {"images" or "features", "tokens"} batches.
-            batch_size: int or None. Captions a batch when `x` is records. Defaults to
-                None (32).
+            batch_size: int or None. Captions a batch when `x` is records (and of the
+                validation records, unless `validation_batch_size`). Defaults to None (32).
             validation_data: records (`data.val`) or a dataset; its loss is `val_loss`.
+            steps_per_epoch: int or None. None with records: every caption once an epoch.
             **kwargs: the rest of `keras.Model.fit`'s arguments (`epochs`, `callbacks`, ...).
         """
+        given = _keras_arguments("fit", self, args, kwargs)
+        x, y = given.get("x"), given.get("y")
         check_inputs("fit", x, y)
-        if kwargs.get("validation_split"):
+        if given.get("validation_split"):
             raise KerasSaatError(
                 "Captioner.fit takes no validation_split: give validation_data=data.val"
             )
+        validation = given.get("validation_data")
+        if validation is not None:
+            check_inputs("fit (validation_data)", validation, empty="validation_data")
+        batch_size = given.get("batch_size")
         if is_records(x):
-            x, steps = self.caption_batches(x, batch_size, training=True)
-            kwargs.setdefault("steps_per_epoch", steps)
-            kwargs["shuffle"] = False  # shuffled in the pipeline, anew each pass
-            batch_size = None
+            given["x"], steps = self.caption_batches(x, batch_size, training=True)
+            if given.get("steps_per_epoch") is None:
+                given["steps_per_epoch"] = steps
+            given["shuffle"] = False  # shuffled in the pipeline, anew each pass
+            given["batch_size"] = None
         elif hasattr(x, "element_spec"):
-            kwargs.setdefault("shuffle", False)  # a dataset comes in its own order
-        if validation_data is not None:
-            check_inputs("fit (validation_data)", validation_data)
-            if is_records(validation_data):
-                validation_data, steps = self.caption_batches(
-                    validation_data, batch_size or DEFAULT_BATCH_SIZE, training=False
-                )
-                kwargs.setdefault("validation_steps", steps)
-        if getattr(self, "random_backbone", False):
+            given.setdefault("shuffle", False)  # a dataset comes in its own order
+        if validation is not None and is_records(validation):
+            size = given.pop("validation_batch_size", None) or batch_size
+            given["validation_data"], steps = self.caption_batches(validation, size, training=False)
+            if given.get("validation_steps") is None:
+                given["validation_steps"] = steps
+        if getattr(self, "random_backbone", False) and not _features_only(given["x"]):
             warnings.warn(
                 "the backbone has random weights and is frozen, so attention has no objects "
                 'to find; build the model with backbone_weights="imagenet" (or "shapes", a '
@@ -222,20 +258,24 @@ class RecordFitting:
                 UserWarning,
                 stacklevel=2,
             )
-        return super().fit(x, y, batch_size=batch_size, validation_data=validation_data, **kwargs)
+        return super().fit(**given)
 
-    def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
+    def evaluate(self, *args, **kwargs):
         """Keras's `evaluate` (the loss terms), which also takes caption records for `x`.
 
         For BLEU, METEOR and CIDEr, caption the images: `keras-saat evaluate`, or
         `keras_saat.callbacks.CaptionMetrics(records).evaluate(model)`.
         """
-        check_inputs("evaluate", x, y)
-        if is_records(x):
-            x, steps = self.caption_batches(x, batch_size, training=False)
-            kwargs.setdefault("steps", steps)
-            batch_size = None
-        return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+        given = _keras_arguments("evaluate", self, args, kwargs)
+        check_inputs("evaluate", given.get("x"), given.get("y"))
+        if is_records(given.get("x")):
+            given["x"], steps = self.caption_batches(
+                given["x"], given.get("batch_size"), training=False
+            )
+            if given.get("steps") is None:
+                given["steps"] = steps
+            given["batch_size"] = None
+        return super().evaluate(**given)
 
     @property
     def metrics(self):

@@ -127,7 +127,7 @@ class _RunState:
         tried = []
         for path in reversed(self.manager.checkpoints):
             try:
-                self.checkpoint.restore(path).assert_existing_objects_matched()
+                self._restore(path)
             except Exception as err:  # TF raises IndexError, OpError, ValueError, ... here
                 reason = " ".join(str(err).split())[:200]
                 tried.append(path)
@@ -141,6 +141,25 @@ class _RunState:
                 "start, or give another --workdir"
             )
         return None
+
+    def _restore(self, path):
+        """Restores `path`; one written before the epoch's running sums were checkpointed
+        restores without them (its epoch's mean then covers the steps after the resume)."""
+        try:
+            self.checkpoint.restore(path).assert_existing_objects_matched()
+            return
+        except AssertionError:
+            names = {name for name, _ in tf.train.list_variables(path)}
+            if any(name.startswith(_EPOCH_SUMS) for name in names):
+                raise
+        older = {k: v for k, v in self.values.items() if k not in _EPOCH_SUMS}
+        tf.train.Checkpoint(
+            model_variables=self.checkpoint.model_variables,
+            optimizer_variables=self.checkpoint.optimizer_variables,
+            **older,
+        ).restore(path).assert_existing_objects_matched()
+        for name in _EPOCH_SUMS:
+            self.values[name].assign(0.0)
 
     def __getitem__(self, name):
         value = self.values[name].numpy()
@@ -272,6 +291,7 @@ def run_epoch(trainer, run, data, steps_per_epoch, train_config, batch_size, hoo
     totals = {"start": time.perf_counter()}
     nonfinite_run = 0
     for batch in trainer.distribute(data):
+        stop_if_asked(run, trainer)  # also after a skipped step
         values = {k: v.numpy() for k, v in trainer.train_step(batch).items()}
         run.values["global_step"].assign_add(1)
         run.values["step_in_epoch"].assign_add(1)

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -206,11 +207,13 @@ def test_export_sweeps_the_staging_folders_of_exports_that_are_gone(tmp_path):
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True
     )
     dead, alive = int(gone.stdout), os.getppid()  # a finished process's pid; pytest's parent
-    for name in (f".1.partial-{dead}", f".2.partial-{alive}", "1", ".notes"):
+    host = socket.gethostname()
+    kept = [f".2.partial-{host}-{alive}", f".3.partial-elsewhere-{dead}", ".notes", "1"]
+    for name in (f".1.partial-{host}-{dead}", *kept):
         (tmp_path / name).mkdir()
     logged = []
     assert sweep_staging(tmp_path, logged.append) == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".2.partial-" + str(alive), ".notes", "1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)  # another host's: kept
     assert logged == [f"removed 1 staging folder(s) of exports that were stopped in {tmp_path}"]
 
 

@@ -180,3 +180,41 @@ def test_compile_resolves_xla_as_the_command_line_does():
     model.compile()
     assert model.jit_compile == resolve_jit_compile("auto")
     assert type(model.optimizer).__name__ == "Adam"
+
+
+def test_fit_takes_keras_positional_arguments_and_its_validation_batch_size(shapes_dir):
+    """fit(x, y, batch_size, epochs, verbose) as Keras orders them; the validation records
+    are cut at the same batch size (or validation_batch_size)."""
+    data = keras_saat.data.read_captions(shapes_dir / "dataset_shapes.json")
+    model = Captioner.from_records(data.train, **TINY)
+    model.compile()
+
+    class Batches(keras.callbacks.Callback):
+        def on_test_begin(self, logs=None):
+            self.count = 0
+
+        def on_test_batch_end(self, batch, logs=None):
+            self.count += 1
+
+    counted = Batches()
+    val = data.val[:2]  # 10 captions
+    with pytest.warns(UserWarning, match="random weights"):
+        history = model.fit(data.train[:4], None, 4, 1, 0, [counted], 0.0, val)
+    assert len(history.history["loss"]) == 1 and counted.count == 3  # ceil(10 / 4)
+    model.fit(
+        data.train[:4], batch_size=4, validation_data=val, validation_batch_size=5, verbose=0,
+        callbacks=[counted],
+    )  # fmt: skip
+    assert counted.count == 2
+    model.evaluate(val, None, 5, 0, callbacks=[counted])
+    assert counted.count == 2
+
+
+def test_empty_records_say_so(model):
+    from keras_saat.data.readers.caption_dataset import ImageRecord
+
+    one = [ImageRecord(0, ROOT / "no-such.png", "train", ["a red circle"])]
+    with pytest.raises(KerasSaatError, match=r"validation_data holds no records .* split column"):
+        model.fit(one, validation_data=[])
+    with pytest.raises(KerasSaatError, match=r"x holds no records"):
+        model.fit([])

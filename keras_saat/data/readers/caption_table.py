@@ -1,6 +1,6 @@
 """Reader for your own captions: one row per (image, caption) in CSV, TSV or JSON lines.
 
-    image,caption,split                      # CSV (.csv) or tab-separated (.tsv, .txt)
+    image,caption,split                      # CSV (.csv) or tab-separated (.tsv; .txt either)
     photos/dog.jpg,A dog runs on the beach.,train
     photos/dog.jpg,A brown dog at the sea.,train
 
@@ -23,6 +23,7 @@ features are extracted.
 
 import csv
 import hashlib
+import itertools
 import json
 import os
 import stat
@@ -132,6 +133,11 @@ def _rows(path, handle):
     if delimiter is None:
         parse = _json_row
     else:
+        if path.suffix.lower() == ".txt":  # tab-separated, or a CSV saved as .txt
+            first = next(lines, (1, ""))
+            header = first[1] if isinstance(first[1], str) else ""
+            delimiter = "\t" if "\t" in header or "," not in header else ","
+            lines = itertools.chain([first], lines)
         parse = _table_row(_header(path, lines, delimiter), delimiter)
     for number, line in lines:
         if isinstance(line, Exception):

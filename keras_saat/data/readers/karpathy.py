@@ -21,7 +21,7 @@ from keras_saat.errors import KerasSaatError
 def read_json(path, what):
     """Parses a JSON file; errors name the file, the line and the column."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark read past
     except json.JSONDecodeError as err:
         raise KerasSaatError(
             f"{what} {path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"

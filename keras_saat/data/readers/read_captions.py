@@ -10,9 +10,14 @@ SNIFF_BYTES = 64 * 1024  # enough for a JSON file's first record, never the whol
 FLICKR8K_LINE = re.compile(rb"^[^\t#\r\n]+#\d+\t")  # name.jpg#k<TAB>caption
 
 
+def _head(path):
+    with path.open("rb") as handle:
+        return handle.read(SNIFF_BYTES)
+
+
 def _json_kind(path):
     """ "karpathy" or "coco", from the keys near the start of a JSON caption file."""
-    head = path.open("rb").read(SNIFF_BYTES)
+    head = _head(path)
     if b'"sentences"' in head:
         return "karpathy"
     if any(key in head for key in (b'"annotations"', b'"info"', b'"licenses"')):
@@ -79,7 +84,7 @@ def read_captions(path, images_dir=None, strict=False, val_path=None):
         from keras_saat.data.readers.karpathy import read_karpathy
 
         return read_karpathy(path, images_dir, strict=strict)
-    if suffix == ".txt" and FLICKR8K_LINE.match(path.open("rb").read(SNIFF_BYTES)):
+    if suffix == ".txt" and FLICKR8K_LINE.match(_head(path)):
         from keras_saat.data.readers.flickr8k import read_flickr8k
 
         return read_flickr8k(path, images_dir, strict=strict)

@@ -86,3 +86,18 @@ def test_unknown_files_are_named(tmp_path):
     (tmp_path / "c.json").write_text('{"rows": []}')
     with pytest.raises(KerasSaatError, match=r"neither a Karpathy split file .* nor COCO"):
         read_captions(tmp_path / "c.json")
+
+
+def test_a_csv_saved_as_txt_and_a_karpathy_file_with_a_byte_order_mark(tmp_path, shapes_dir):
+    (tmp_path / "dog.jpg").write_bytes(b"x")
+    (tmp_path / "captions.txt").write_text("image,caption\ndog.jpg,A dog runs.\n")
+    assert [r.captions for r in read_captions(tmp_path / "captions.txt").records] == [
+        ["A dog runs."]
+    ]
+    marked = tmp_path / "dataset_marked.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + (shapes_dir / "dataset_shapes.json").read_bytes())
+    same(
+        read_captions(marked, images_dir=shapes_dir / "images"),
+        read_karpathy(marked, shapes_dir / "images"),
+    )
+    assert len(read_captions(marked, images_dir=shapes_dir / "images").train) == 40
