@@ -122,3 +122,9 @@ def register_with_keras():
         _register_quietly()
     elif not any(isinstance(f, _KerasWatcher) for f in sys.meta_path):
         sys.meta_path.insert(0, _KerasWatcher())
+
+
+def forgo():
+    """For a process that reads no Keras file (the SavedModel server): Keras's first import
+    registers nothing, so the model code is never imported."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _KerasWatcher)]

@@ -7,7 +7,6 @@ training and captioning see images alike by construction. A tf.data dataset of
 {"images" or "features", "tokens"} batches passes through unchanged.
 """
 
-import inspect
 import warnings
 from pathlib import Path
 
@@ -24,18 +23,6 @@ _TAKES = (
     "caption records (keras_saat.data.read_captions(path).train) or a tf.data.Dataset of "
     '{"images" or "features", "tokens"} batches'
 )
-
-
-def _keras_arguments(method, model, args, kwargs):
-    """The arguments of a call as keras.Model's `method` would bind them, by name; those
-    left at their defaults are left out."""
-    import keras
-
-    bound = inspect.signature(getattr(keras.Model, method)).bind(model, *args, **kwargs)
-    arguments = dict(bound.arguments)
-    arguments.pop("self")
-    arguments.update(arguments.pop("kwargs", {}))
-    return arguments
 
 
 def _features_only(data):
@@ -139,8 +126,12 @@ class RecordFitting:
         vocabulary = Vocabulary.from_records(records, max_vocabulary, min_count)
         return cls(list(vocabulary.words), **kwargs)
 
-    def compile(self, *args, **kwargs):
-        """Keras's `compile`, with this model's defaults.
+    def compile(
+        self, optimizer="adam", loss=None, loss_weights=None, metrics=None,
+        weighted_metrics=None, run_eagerly=False, steps_per_execution=1, jit_compile="auto",
+        auto_scale_loss=True,
+    ):  # fmt: skip
+        """Keras's `compile` (its arguments, in its order), with this model's defaults.
 
         The loss is the paper's (`keras_saat.losses.caption_loss`, with the model's
         lambda), so neither `loss` nor `metrics` is taken; BLEU and CIDEr come from the
@@ -152,21 +143,22 @@ class RecordFitting:
             jit_compile: bool or "auto". "auto" compiles with XLA where a GPU or TPU is
                 visible, as `keras-saat train` does; on CPUs plain TensorFlow steps are
                 faster. Defaults to "auto".
-            *args, **kwargs: the rest of `keras.Model.compile`'s arguments, in its order.
         """
         from keras_saat.runtime.xla import resolve_jit_compile
 
-        given = _keras_arguments("compile", self, args, kwargs)
-        if given.get("loss") is not None or given.get("metrics") is not None:
+        if loss is not None or metrics is not None or weighted_metrics is not None:
             raise KerasSaatError(
                 "Captioner.compile takes no loss or metrics: it trains with the paper's loss "
                 "(keras_saat.losses.caption_loss) and reports loss, nll and the attention "
                 "penalty; add keras_saat.callbacks.CaptionMetrics(data.val) for BLEU and CIDEr"
             )
-        given.setdefault("optimizer", "adam")
-        if not given.get("run_eagerly"):  # Keras turns XLA off itself when run eagerly
-            given["jit_compile"] = resolve_jit_compile(given.get("jit_compile", "auto"))
-        super().compile(**given)
+        if not run_eagerly:  # Keras turns XLA off itself when run eagerly
+            jit_compile = resolve_jit_compile(jit_compile)
+        super().compile(
+            optimizer=optimizer, loss_weights=loss_weights, run_eagerly=run_eagerly,
+            steps_per_execution=steps_per_execution, jit_compile=jit_compile,
+            auto_scale_loss=auto_scale_loss,
+        )  # fmt: skip
 
     def compile_from_config(self, config):
         """Compiles a loaded model as it was saved (its optimizer, whose state loads next);
@@ -213,7 +205,12 @@ class RecordFitting:
         split = "train" if training else "val"
         return caption_batches(source, split, records, tokens, plan), steps
 
-    def fit(self, *args, **kwargs):
+    def fit(
+        self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
+        validation_split=0.0, validation_data=None, shuffle=None, class_weight=None,
+        sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
+        validation_batch_size=None, validation_freq=1,
+    ):  # fmt: skip
         """Keras's `fit` (its arguments, in its order), which also takes caption records for
         `x` and `validation_data`.
 
@@ -223,32 +220,34 @@ class RecordFitting:
             batch_size: int or None. Captions a batch when `x` is records (and of the
                 validation records, unless `validation_batch_size`). Defaults to None (32).
             validation_data: records (`data.val`) or a dataset; its loss is `val_loss`.
+            shuffle: bool or None. None: records are shuffled in the pipeline, anew each
+                epoch, and a dataset keeps its own order; arrays are shuffled. Defaults to
+                None.
             steps_per_epoch: int or None. None with records: every caption once an epoch.
-            **kwargs: the rest of `keras.Model.fit`'s arguments (`epochs`, `callbacks`, ...).
+                Defaults to None.
         """
-        given = _keras_arguments("fit", self, args, kwargs)
-        x, y = given.get("x"), given.get("y")
+        given = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         check_inputs("fit", x, y)
-        if given.get("validation_split"):
+        if validation_split:
             raise KerasSaatError(
                 "Captioner.fit takes no validation_split: give validation_data=data.val"
             )
-        validation = given.get("validation_data")
-        if validation is not None:
-            check_inputs("fit (validation_data)", validation, empty="validation_data")
-        batch_size = given.get("batch_size")
+        if validation_data is not None:
+            check_inputs("fit (validation_data)", validation_data, empty="validation_data")
         if is_records(x):
             given["x"], steps = self.caption_batches(x, batch_size, training=True)
-            if given.get("steps_per_epoch") is None:
+            if steps_per_epoch is None:
                 given["steps_per_epoch"] = steps
-            given["shuffle"] = False  # shuffled in the pipeline, anew each pass
-            given["batch_size"] = None
-        elif hasattr(x, "element_spec"):
-            given.setdefault("shuffle", False)  # a dataset comes in its own order
-        if validation is not None and is_records(validation):
-            size = given.pop("validation_batch_size", None) or batch_size
-            given["validation_data"], steps = self.caption_batches(validation, size, training=False)
-            if given.get("validation_steps") is None:
+            given["shuffle"], given["batch_size"] = False, None
+        elif shuffle is None:
+            given["shuffle"] = not hasattr(x, "element_spec")  # a dataset keeps its order
+        if validation_data is not None and is_records(validation_data):
+            size = validation_batch_size or batch_size
+            given["validation_data"], steps = self.caption_batches(
+                validation_data, size, training=False
+            )
+            given["validation_batch_size"] = None
+            if validation_steps is None:
                 given["validation_steps"] = steps
         if getattr(self, "random_backbone", False) and not _features_only(given["x"]):
             warnings.warn(
@@ -260,22 +259,23 @@ class RecordFitting:
             )
         return super().fit(**given)
 
-    def evaluate(self, *args, **kwargs):
+    def evaluate(
+        self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
+        callbacks=None, return_dict=False, **kwargs,
+    ):  # fmt: skip
         """Keras's `evaluate` (the loss terms), which also takes caption records for `x`.
 
         For BLEU, METEOR and CIDEr, caption the images: `keras-saat evaluate`, or
         `keras_saat.callbacks.CaptionMetrics(records).evaluate(model)`.
         """
-        given = _keras_arguments("evaluate", self, args, kwargs)
-        check_inputs("evaluate", given.get("x"), given.get("y"))
-        if is_records(given.get("x")):
-            given["x"], steps = self.caption_batches(
-                given["x"], given.get("batch_size"), training=False
-            )
-            if given.get("steps") is None:
-                given["steps"] = steps
-            given["batch_size"] = None
-        return super().evaluate(**given)
+        check_inputs("evaluate", x, y)
+        if is_records(x):
+            x, count = self.caption_batches(x, batch_size, training=False)
+            steps, batch_size = count if steps is None else steps, None
+        return super().evaluate(
+            x, y, batch_size=batch_size, verbose=verbose, sample_weight=sample_weight,
+            steps=steps, callbacks=callbacks, return_dict=return_dict, **kwargs,
+        )  # fmt: skip
 
     @property
     def metrics(self):

@@ -91,6 +91,9 @@ class DevServer(RequestGate):
         version=None, log=print, max_inflight=4, max_batch=MAX_BATCH, max_connections=32,
         read_timeout=30.0,
     ):  # fmt: skip
+        from keras_saat.registration import forgo
+
+        forgo()  # a SavedModel needs no Keras classes: keep the model code out
         import tensorflow as tf
         from tensorflow.core.protobuf import saved_model_pb2
 

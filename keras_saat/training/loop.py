@@ -15,7 +15,6 @@ as an uninterrupted one.
 
 import json
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,29 +25,11 @@ import tensorflow as tf
 from keras_saat.errors import KerasSaatError
 from keras_saat.io_utils import raise_write_failure, write_json_atomic
 from keras_saat.runtime.interrupts import stop_at_step_boundaries, stop_requested
+from keras_saat.training.progress import Progress
 from keras_saat.workdir import CHECKPOINT_DIR, HISTORY_FILE
 
 _PROGRESS = ("global_step", "epoch", "step_in_epoch", "best_epoch", "bad_epochs", "finished")
 _EPOCH_SUMS = ("epoch_loss_sum", "epoch_nll_sum", "epoch_steps")
-
-
-class _Progress:
-    """A progress bar on terminals; otherwise a log line at each reporting step."""
-
-    def __init__(self, steps, log):
-        self.steps, self.log = steps, log
-        self.bar = None
-        if sys.stdout.isatty():
-            self.bar = keras.utils.Progbar(
-                steps, stateful_metrics=["loss", "nll", "captions/s", "lr"], unit_name="step"
-            )
-
-    def update(self, epoch, step, values, report):
-        if self.bar is not None:
-            self.bar.update(min(step, self.steps), list(values.items()))
-        elif report:
-            shown = ", ".join(f"{k} {v:.4g}" for k, v in values.items())
-            self.log(f"  epoch {epoch} step {step}/{self.steps}: {shown}")
 
 
 class _RunState:
@@ -283,7 +264,7 @@ def run_epoch(trainer, run, data, steps_per_epoch, train_config, batch_size, hoo
     """Trains one epoch from the step a checkpoint stopped at (`data` starts there);
     returns its loss totals."""
     epoch = run["epoch"]
-    progress = _Progress(steps_per_epoch, trainer.log)
+    progress = Progress(steps_per_epoch, trainer.log)
     window_start, window_steps = time.perf_counter(), 0
     if not run["step_in_epoch"]:  # a new epoch (a resumed one keeps its sums)
         for name in _EPOCH_SUMS:

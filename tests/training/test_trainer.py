@@ -254,7 +254,7 @@ def test_mixed_precision_trains_with_loss_scaling():
     from keras_saat.runtime.precision import dtype_policy
 
     vocab = tiny_model()[1]
-    with dtype_policy(True):
+    with dtype_policy("float16"):
         model, _ = tiny_model()
         optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam(1e-2))
     assert keras.config.dtype_policy().name == "float32"  # restored after building
