@@ -525,11 +525,7 @@ def write_notebooks(log=print):
 
     written = []
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
-        copy = executed_copy(path)
-        if copy is None:
-            log(f"executing {path.name}")
-            save_executed(execute_notebook(path, RUNS), path.name)
-            copy = EXECUTED / path.name
+        copy = executed_notebook(path, log)
         executed = nbformat.read(str(copy), as_version=4)
         notebook = nbformat.read(str(path), as_version=4)
         text = nbformat.writes(committed(executed, notebook)) + "\n"
@@ -588,16 +584,23 @@ def html_heading_code(markdown):
     return "\n".join(lines)
 
 
+def executed_notebook(path, log=print):
+    """The executed copy of notebook `path` for the current notebook and library, executing
+    it first when there is none (in order, sharing one runs folder)."""
+    copy = executed_copy(path)
+    if copy is None:
+        log(f"executing {path.name}")
+        save_executed(execute_notebook(path, RUNS), path.name)
+        copy = EXECUTED / path.name
+    return copy
+
+
 def prepare_tutorials(log=print):
     """Copies each notebook's executed version into docs/tutorials/, executing the
     notebooks that have none (in order, sharing one runs folder)."""
     TUTORIALS.mkdir(parents=True, exist_ok=True)
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
-        copy = executed_copy(path)
-        if copy is None:
-            log(f"executing {path.name}")
-            save_executed(execute_notebook(path, RUNS), path.name)
-            copy = EXECUTED / path.name
+        copy = executed_notebook(path, log)
         publish(copy, TUTORIALS / path.name)
 
 
