@@ -293,8 +293,10 @@ def test_api_reference_shows_public_names_signatures_and_examples(served, browse
                 before};"""
     )
     assert "vocabulary" in section["signature"] and 'backbone="shapes_cnn"' in section["signature"]
-    assert "Captioner(" in (section["example"] or ""), section["example"]
+    example = section["example"] or ""  # the Keras user's path, end to end
+    assert "Captioner.from_records(" in example and "keras.saving.load_model(" in example, example
     public = " ".join(section["before"])
-    assert "generate" in public and "save_to_preset" in public, public
+    for name in ("from_records", "fit", "generate", "save_to_preset"):
+        assert name in public, public
     for internal in ("update_baseline", "weight_gradients", "train_step"):
         assert internal not in public, internal
