@@ -1,6 +1,7 @@
 """Small file helpers shared by the data, training and serving packages."""
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -72,6 +73,15 @@ def remove_temporaries(folder):
     for path in found:
         path.unlink()
     return len(found)
+
+
+def file_sha256(path):
+    """The SHA-256 (hex) of a file's bytes, read a megabyte at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_bytes_atomic(path, data):

@@ -14,7 +14,6 @@ for the demo's on 2 CPU cores.
 import argparse
 import dataclasses
 import datetime
-import hashlib
 import json
 import platform
 import subprocess
@@ -70,6 +69,7 @@ def main(argv=None):
         training_scenes_digest,
     )
     from keras_saat.experiment.preparation import load_dataset
+    from keras_saat.io_utils import file_sha256
 
     config = load_config(recipe_path(args.recipe))
     config = dataclasses.replace(
@@ -93,7 +93,7 @@ def main(argv=None):
         "training_scenes": training_scenes_digest(dataset),
         "sources": sources_digest(),
         "val_accuracy": {k: round(v, 4) for k, v in accuracy.items()},
-        "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),  # checked at load
+        "weights_sha256": file_sha256(weights),  # checked at load
         "made": {
             "command": f"python tools/package_shapes_cnn.py --recipe {args.recipe}",
             "commit": commit(),

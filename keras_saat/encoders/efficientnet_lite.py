@@ -16,7 +16,6 @@ arbitrary code) and caches the arrays under the Keras cache folder
 ($KERAS_HOME/models/keras_saat/). Nothing is downloaded at run time.
 """
 
-import hashlib
 import importlib.util
 import math
 import os
@@ -29,6 +28,7 @@ import numpy as np
 from keras_saat.encoders.preprocessing import lite as preprocess_input
 from keras_saat.encoders.torch_checkpoint import read_state_dict
 from keras_saat.errors import KerasSaatError
+from keras_saat.io_utils import file_sha256
 
 __all__ = [
     "EfficientNetLite0",
@@ -299,7 +299,7 @@ def imagenet_weights(variant):
                 layers.setdefault(layer, {})[int(index)] = saved[key]
             return {k: [v[i] for i in sorted(v)] for k, v in layers.items()}
     path = checkpoint_path(variant)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = file_sha256(path)
     if digest != expected:
         raise KerasSaatError(
             f"{path} has sha256 {digest}, not {expected}: the file is damaged or not the "

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from keras_saat.encoders.shapes_cnn import VARIANTS, attribute_trainer, build_shapes_cnn
 from keras_saat.errors import KerasSaatError
+from keras_saat.io_utils import file_sha256
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 LIBRARY = Path(__file__).parents[1]
@@ -141,7 +142,7 @@ def load_packaged(backbone, weights, record):
         record: dict. Its record (`packaged_shapes_cnn`).
     """
     expected = record.get("weights_sha256")
-    if expected is not None and hashlib.sha256(Path(weights).read_bytes()).hexdigest() != expected:
+    if expected is not None and file_sha256(weights) != expected:
         raise KerasSaatError(
             f"{weights} is damaged: its bytes are not those its record names (weights_sha256); "
             "reinstall keras-saat, or set train.backbone_packaged=false to pre-train the CNN"

@@ -2,7 +2,6 @@
 feature cache, each read or made once in the workdir."""
 
 import dataclasses
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ from keras_saat.experiment.backbone_pretraining import (
     training_scenes_digest,
 )
 from keras_saat.images.decoding import load_images
-from keras_saat.io_utils import atomic_path, write_json_atomic
+from keras_saat.io_utils import atomic_path, file_sha256, write_json_atomic
 from keras_saat.text.vocabulary import Vocabulary
 from keras_saat.workdir import (
     BACKBONE_RECORD_FILE,
@@ -158,18 +157,9 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
     with atomic_path(path, suffix=".weights.h5") as tmp:  # Keras asks for that ending
         backbone.save_weights(str(tmp))
     record["training_scenes"] = training_scenes_digest(dataset)
-    record["weights_sha256"] = file_digest(path)
+    record["weights_sha256"] = file_sha256(path)
     write_json_atomic(path.parent / BACKBONE_RECORD_FILE, record)
     return dataclasses.replace(model, backbone_weights=str(path))
-
-
-def file_digest(path):
-    """The SHA-256 of a file's bytes, read a megabyte at a time."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_pretrained_on(path, dataset):
@@ -187,7 +177,7 @@ def check_pretrained_on(path, dataset):
             f"({BACKBONE_RECORD_FILE}); {move}, or use a new --workdir"
         )
     expected = record.get("weights_sha256")
-    if expected is not None and expected != file_digest(path):
+    if expected is not None and expected != file_sha256(path):
         raise KerasSaatError(
             f"{path} is damaged: its bytes are not those {BACKBONE_RECORD_FILE} recorded; {move}"
         )
