@@ -1,6 +1,7 @@
 """An experiment's inputs: the dataset, the vocabulary, the backbone's weights and the
 feature cache, each read or made once in the workdir."""
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -210,13 +211,19 @@ def _scores(accuracy):
     return ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items())
 
 
-def extract(config, encoder, dataset, workdir, log=print, extractor=extract_features, **options):
+def extract(config, encoder, dataset, workdir, log=print, extractor=extract_features,
+            lock_as="evaluate", **options):  # fmt: skip
     """Fills <workdir>/features with the encoder's output for every split (resumable), or
     checks the finished cache `data.feature_cache` names and reads it as it is.
 
     Args:
         extractor: callable. `extract_features`, or one with its arguments (the Beam
             pipeline's `extract_features_beam`), given `options` too.
+        lock_as: str or None. The command that holds the workdir's lock while it writes
+            the cache, or None where the caller holds it already (`train`,
+            `extract-features`). A finished cache is read without the lock (a read-only
+            workdir, a `train` beside), and an unfinished one is written once the run
+            holding the lock has ended. Defaults to "evaluate".
     """
     data = config.data
     if data.feature_cache:  # another workdir's: read, never written
@@ -225,6 +232,19 @@ def extract(config, encoder, dataset, workdir, log=print, extractor=extract_feat
         open_finished(
             directory, encoder, dataset, data.resize, data.cache_dtype, data.cache_compression, log
         )
+        return FeatureCache(directory)
+    if lock_as is not None:
+        directory, lines = Path(workdir) / FEATURES_DIR, []
+        try:
+            open_finished(directory, encoder, dataset, data.resize, data.cache_dtype,
+                          data.cache_compression, lines.append)  # fmt: skip
+        except KerasSaatError:  # not there, unfinished, or written by another run now
+            with contextlib.ExitStack() as held:
+                _wait_for_lock(held, workdir, lock_as, log)
+                return extract(config, encoder, dataset, workdir, log, extractor, None, **options)
+        log(f"feature cache {directory} (finished)")
+        for line in lines:
+            log(line)
         return FeatureCache(directory)
     log(
         f"feature cache {Path(workdir) / FEATURES_DIR} ({format_name(data.cache_dtype, data.cache_compression)}, {data.cache_shard_size} images a shard)"
@@ -244,6 +264,22 @@ def extract(config, encoder, dataset, workdir, log=print, extractor=extract_feat
     )
     log(f"  features ready in {time.perf_counter() - start:.0f}s")
     return cache
+
+
+def _wait_for_lock(held, workdir, command, log):
+    """Enters `workdir_lock` into the ExitStack `held`, waiting while another process holds
+    it (an `extract-features` or `train` filling the cache: its temporaries are its own)."""
+    told = False
+    while True:
+        try:
+            return held.enter_context(workdir_lock(workdir, command))
+        except KerasSaatError as err:
+            if " is in use: " not in str(err):  # a lock that cannot be taken at all
+                raise
+            if not told:
+                log(f"{str(err).split('; ')[0]}; waiting for it to end to write the feature cache")
+                told = True
+            time.sleep(1)
 
 
 def check_feature_cache(config, workdir):
@@ -278,4 +314,4 @@ def extract_only(config, workdir, log=print, extractor=extract_features, **optio
         # Seeded as build_captioner seeds it, so `train` finds the same encoder and reuses the cache.
         keras.utils.set_random_seed(model.seed)
         encoder = ImageEncoder(model.backbone, model.image_size or None, model.backbone_weights)
-        return extract(config, encoder, dataset, workdir, log, extractor, **options)
+        return extract(config, encoder, dataset, workdir, log, extractor, None, **options)

@@ -168,7 +168,7 @@ def feature_source(config, model, dataset, workdir, log=print):
             "the backbone's top layers train, so batches are decoded from the images (no feature cache)"
         )
         return ImageFiles(model.image_size, config.data.resize)
-    return extract(config, model.encoder, dataset, workdir, log)
+    return extract(config, model.encoder, dataset, workdir, log, lock_as=None)  # train's lock
 
 
 def build_trainer(train_config, model, steps, runtime, workdir, log=print, resident=None):
