@@ -95,7 +95,7 @@ def main():
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--out", help="also write the report as JSON here")
     args = parser.parse_args()
-    from keras_saat.data.shapes import write_shapes_dataset
+    from keras_saat.data.shapes_dataset import write_shapes_dataset
 
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
     scratch = Path(tempfile.mkdtemp(prefix="beam-caption-"))

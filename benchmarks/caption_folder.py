@@ -34,7 +34,7 @@ def main():
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--out", help="also write the rows as JSON here")
     args = parser.parse_args()
-    from keras_saat.data.shapes import write_shapes_dataset
+    from keras_saat.data.shapes_dataset import write_shapes_dataset
 
     scratch = Path(tempfile.mkdtemp(prefix="caption-folder-"))
     try:

@@ -27,7 +27,7 @@ from benchmarks.harness import benchmark_report  # noqa: E402
 from benchmarks.harness.runner import machine  # noqa: E402
 from keras_saat.data import read_karpathy  # noqa: E402
 from keras_saat.data.feature_cache.feature_extraction import extract_features  # noqa: E402
-from keras_saat.data.shapes import write_shapes_dataset  # noqa: E402
+from keras_saat.data.shapes_dataset import write_shapes_dataset  # noqa: E402
 from keras_saat.encoders import ImageEncoder  # noqa: E402
 
 

@@ -29,7 +29,7 @@ _fast_xla_compiles()
 
 import pytest  # noqa: E402
 
-from keras_saat.data.shapes import write_shapes_dataset  # noqa: E402
+from keras_saat.data.shapes_dataset import write_shapes_dataset  # noqa: E402
 
 
 @contextlib.contextmanager

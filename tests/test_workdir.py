@@ -217,7 +217,7 @@ def test_evaluate_on_other_data_writes_only_where_out_says(trained_workdir, tmp_
     """`evaluate --set data.path=...` scores the model on another dataset: it asks for
     --out, encodes the images as it reads them, and leaves the workdir's own scores and
     feature cache as they were."""
-    from keras_saat.data.shapes import write_shapes_dataset
+    from keras_saat.data.shapes_dataset import write_shapes_dataset
 
     other = tmp_path / "other"
     write_shapes_dataset(other, train=2, val=2, test=3, seed=11)

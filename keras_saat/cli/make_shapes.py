@@ -50,7 +50,7 @@ def check(args):
 
 
 def run(args):
-    from keras_saat.data.shapes import write_shapes_dataset
+    from keras_saat.data.shapes_dataset import write_shapes_dataset
 
     if args.varied and not args.verbose:
         from keras_saat.runtime.tf_logs import import_tensorflow_quietly

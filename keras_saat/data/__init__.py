@@ -20,7 +20,7 @@ _EXPORTS = {
     "read_flickr8k": "keras_saat.data.readers.flickr8k",
     "read_karpathy": "keras_saat.data.readers.karpathy",
     "read_tfds": "keras_saat.data.readers.tfds_reader",
-    "write_shapes_dataset": "keras_saat.data.shapes",
+    "write_shapes_dataset": "keras_saat.data.shapes_dataset",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -27,6 +27,7 @@ LIBRARY = Path(__file__).parents[1]
 # pre-train their own until they are made again (the record's "sources").
 SOURCES = (
     "data/shapes.py",
+    "data/camera.py",
     "encoders/shapes_cnn.py",
     "encoders/add_coords.py",
     "images/photometry.py",

@@ -9,16 +9,8 @@ same role ImageNet pre-training plays for VGG in the paper.
 
 import numpy as np
 
-from keras_saat.data.shapes import (
-    COLOURS,
-    GRID,
-    SHAPES,
-    SIZES,
-    object_mask,
-    page_scene,
-    render,
-    sample_objects,
-)
+from keras_saat.data.camera import varied_view
+from keras_saat.data.shapes import COLOURS, GRID, SHAPES, SIZES, object_mask, render, sample_objects
 
 # Keras and TensorFlow are imported by the functions that build and train, so the backbone
 # registry can name these variants before TensorFlow is loaded (the command line checks a
@@ -150,8 +142,9 @@ def pretrain_shapes_cnn(
             data. Defaults to 0.
         width: int. The CNN's width (`build_shapes_cnn`; `VARIANTS` has the registered
             ones). Defaults to 32.
-        augment: bool. Vary photometry: the extra scenes on dark to light pages under
-            uneven light (`keras_saat.data.shapes.page_scene`), every batch through
+        augment: bool. Vary the views: the extra scenes on dark to light pages under
+            uneven light, drawn by hand or photographed
+            (`keras_saat.data.camera.varied_view`), every batch through
             `keras_saat.images.photometry.PhotometricViews` in the train step
             (`attribute_trainer`).
             Defaults to True.
@@ -179,8 +172,9 @@ def pretrain_shapes_cnn(
     if extra_scenes:
         rng = np.random.default_rng([seed, 1])  # not the dataset generator's stream
         extra = [sample_objects(rng) for _ in range(extra_scenes)]
-        draw = (lambda o: page_scene(o, rng)) if augment else (lambda o: render(o, rng))
-        rendered = np.stack([draw(o) for o in extra])  # (E, 128, 128, 3); scenes are square
+        draw = (lambda o: varied_view(o, rng)) if augment else (lambda o: (render(o, rng), o))
+        rendered, extra = zip(*[draw(o) for o in extra], strict=True)
+        rendered = np.stack(rendered)  # (E, 128, 128, 3); scenes are square
         if rendered.shape[1:3] != images.shape[1:3]:
             rendered = resize_image(rendered, images.shape[1]).numpy()
         images = np.concatenate([images, rendered])

@@ -14,6 +14,9 @@ from the in-distribution row only by what its name says. The shifts:
 - JPEG: the scene delivered as a low-quality JPEG.
 - resolution: the scene at half its size (detail lost), or at twice (the model resizes).
 - noise: more sensor noise than the world's sigma 8.
+- views a reader makes (`keras_saat.data.camera`): the scene turned by 5-8 degrees, drawn
+  by hand (wobbly outlines, a pen line, marker colours, a light page, a JPEG), or printed
+  on a light page and photographed on a table.
 
 BLEU-4 is nltk's corpus BLEU (the same on every row; `keras-saat evaluate`'s main row uses
 pycocoevalcap where it is installed) and the hit rate is `attention_localisation`'s.
@@ -23,6 +26,7 @@ import dataclasses
 
 import numpy as np
 
+from keras_saat.data.camera import hand_drawn_sheet, photographed
 from keras_saat.data.shapes import (
     BACKGROUND_MAX,
     IMAGE_SIZE,
@@ -49,6 +53,7 @@ class Shift:
     scale: float = 1.0  # rendered, then resized by this factor
     noise: float = 0.0  # Gaussian sigma added on top of the world's own
     light: float = 0.0  # the dimmest side or corner this much darker, in a random direction
+    view: str = ""  # "rotated", "hand-drawn" or "photographed": `VIEWS`
 
 
 SHIFTS = (
@@ -70,7 +75,39 @@ SHIFTS = (
     Shift("half resolution", "rendered, then scaled to 64x64", scale=0.5),
     Shift("double resolution", "rendered, then scaled to 256x256", scale=2.0),
     Shift("noise sigma 20", "Gaussian noise sigma 18 on top of the world's 8", noise=18.0),
+    Shift("rotated 5-8 degrees", "the scene turned by 5-8 degrees either way", view="rotated"),
+    Shift(
+        "hand-drawn",
+        "wobbly outlines with a pen line, marker colours, a light page, a JPEG",
+        view="hand-drawn",
+    ),
+    Shift(
+        "photographed sheet",
+        "a light page at 80-90 % of the frame on a table, turned up to 8 degrees, "
+        "blurred, vignetted, a JPEG",
+        view="photographed",
+    ),
 )
+
+
+def _rotated(objects, rng):
+    sheet = render(objects, rng)
+    return photographed(sheet, objects, rng, scale=(1.0, 1.0), tilt=(5.0, 8.0), table=False)
+
+
+def _hand_drawn(objects, rng):
+    sheet, objects = hand_drawn_sheet(objects, rng)
+    return photographed(sheet, objects, rng, scale=(1.0, 1.0), tilt=(0.0, 0.0), table=False)
+
+
+def _photographed(objects, rng):
+    level = int(rng.integers(160, 201))
+    sheet = render(objects, rng, (level, level + 30))
+    return photographed(sheet, objects, rng, scale=(0.8, 0.9))
+
+
+# A view's name -> how it draws a scene: (objects, rng) -> (pixels, objects as drawn).
+VIEWS = {"rotated": _rotated, "hand-drawn": _hand_drawn, "photographed": _photographed}
 
 
 def shift_by_name(name):
@@ -87,12 +124,21 @@ CHUNK = 256  # scenes rendered and decoded together: a bounded memory at any cou
 def render_shifted(scenes, shift, seed=0):
     """(N, S, S, 3) uint8 pixels of `scenes` (lists of objects) under `shift`; `seed` (an int
     or a tuple of ints) picks the backgrounds' and noise draws, the same for every shift."""
+    return render_views(scenes, shift, seed)[0]
+
+
+def render_views(scenes, shift, seed=0):
+    """`render_shifted`'s pixels and the scenes' objects where the pixels show them (a
+    view of `VIEWS` moves their boxes)."""
     import tensorflow as tf
 
     key = [int(k) for k in np.atleast_1d(seed)]  # an int, or a tuple of them
     rng = np.random.default_rng([*key, 1])
     noise_rng = np.random.default_rng([*key, 2])
     light_rng = np.random.default_rng([*key, 3])
+    if shift.view:
+        views = [VIEWS[shift.view](objects, rng) for objects in scenes]
+        return np.stack([v[0] for v in views]), [v[1] for v in views]
     pixels = np.stack(
         [
             render(
@@ -123,7 +169,7 @@ def render_shifted(scenes, shift, seed=0):
         side = int(round(IMAGE_SIZE * shift.scale))
         resized = tf.image.resize(pixels, (side, side), method="bilinear", antialias=True)
         pixels = np.clip(np.rint(resized.numpy()), 0, 255).astype(np.uint8)
-    return pixels
+    return pixels, scenes
 
 
 def robustness_scenes(count, seed=0):
@@ -158,15 +204,16 @@ def robustness_rows(model, count=200, seed=0, shifts=SHIFTS, batch_size=64, max_
     decoder = BatchDecoder(model, batch_size, max_length or model.max_length, 1, 0.0)
     rows = []
     for shift in shifts:
-        results = []
+        results, seen = [], []
         for start in range(0, count, CHUNK):
-            pixels = render_shifted(scenes[start : start + CHUNK], shift, (seed, start))
+            pixels, shown = render_views(scenes[start : start + CHUNK], shift, (seed, start))
             if pixels.shape[1] != model.image_size:
                 pixels = resize_image(pixels, model.image_size, resize).numpy()
             results += decoder(pixels=pixels)
+            seen += shown
         words = [r["words"] for r in results]
         bleu = corpus_bleu_scores(references, words)["bleu_4"]
-        local = attention_localisation(words, [r["attention"] for r in results], scenes)
+        local = attention_localisation(words, [r["attention"] for r in results], seen)
         row = {
             "shift": shift.name,
             "changes": shift.changes,

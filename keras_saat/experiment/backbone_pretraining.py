@@ -20,6 +20,7 @@ def image_size_of(model_config):
 def pretraining_record(train):
     """What the Shapes CNN's pre-training under `train` (a TrainConfig) does, as
     backbone.json records it beside the weights."""
+    from keras_saat.data.camera import camera_settings
     from keras_saat.data.shapes import page_settings
 
     record = {
@@ -28,7 +29,7 @@ def pretraining_record(train):
         "augment": train.backbone_pretrain_augment,
     }
     if train.backbone_pretrain_augment:
-        record.update(page_settings())
+        record.update(page_settings(), camera=camera_settings())
     return record
 
 

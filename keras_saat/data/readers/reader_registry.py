@@ -56,7 +56,7 @@ def _shapes(data, workdir, log, redraw=False):
     never deletes or redraws a folder's files).
     """
     from keras_saat.data.readers.karpathy import read_karpathy
-    from keras_saat.data.shapes import (
+    from keras_saat.data.shapes_dataset import (
         DATASET_FILE,
         describe_generator_settings,
         generator_settings,
@@ -72,7 +72,11 @@ def _shapes(data, workdir, log, redraw=False):
     stored = stored_generator_settings(path) if path.is_file() else None
     if stored is not None and stored != wanted:
         described = describe_generator_settings(stored)
-        drawn = {"varied_pages", "varied_light"}  # how, not what: no setting changes it
+        drawn = {
+            "varied_pages",
+            "varied_light",
+            "varied_camera",
+        }  # how, not what: no setting changes it
         only_drawn = {k: v for k, v in stored.items() if k not in drawn} == {
             k: v for k, v in wanted.items() if k not in drawn
         }
