@@ -1,14 +1,7 @@
-"""What a gRPC PredictRequest's bytes may hold, checked before protobuf parses them.
-
-Parsing is where a small message grows: each two-byte empty `string_val` entry
-becomes a 16-byte string view in a growing array, each two-byte `dim` a message
-object, each one-byte packed `int64_val` eight bytes. So the dev server takes
-Predict's request as bytes, walks its fields here (a bounded number of them, never
-the values themselves) and parses only what the signature can take: per tensor, at
-most as many `string_val` entries as the signature's input admits, values only in
-the field of the signature's dtype (packed, as every protobuf 3 library writes
-them) or in `tensor_content`, and at most MAX_DIMS dims.
-"""
+"""What a gRPC PredictRequest's bytes may hold, checked before protobuf parses them:
+grpcio's receive limit bounds a message's bytes, not parsing, which turns each two-byte
+string_val or dim (or one-byte packed int64) into 16 to 31 bytes, so the fields are
+counted here, never their values."""
 
 from keras_saat.serving.answers import BadRequest
 from keras_saat.serving.request_checks import MAX_ELEMENTS, check_names
@@ -103,8 +96,7 @@ def _string_limit(spec, max_batch):
 def _check_tensor(data, ranges, name, spec, max_batch):
     """Checks the fields of one input's tensor, given as the (start, end) of each of its
     occurrences: protobuf merges them into one tensor, so they are counted together."""
-    wanted = 7 if spec.dtype.name == "string" else spec.dtype.as_datatype_enum
-    value_field = FIELD_OF_DTYPE.get(wanted)
+    value_field = FIELD_OF_DTYPE.get(spec.dtype.as_datatype_enum)
     most = _string_limit(spec, max_batch)
     limit, strings, dims, others = max(most, MIN_STRINGS), 0, 0, 0
     fields = (field for start, end in ranges for field in _fields(data, start, end))
@@ -125,19 +117,11 @@ def _check_tensor(data, ranges, name, spec, max_batch):
                 dims += field[0] == 2
                 if dims > MAX_DIMS:
                     raise BadRequest(f"input {name}: over {MAX_DIMS} dimensions in its shape")
-        elif number in VALUE_FIELDS:
-            if number == STRING_VAL or (number != TENSOR_CONTENT and number != value_field):
-                raise BadRequest(
-                    f"input {name}: the signature takes {spec.dtype.name}; its values "
-                    f"belong in field {value_field} of the TensorProto, not field {number}"
-                )
-            if number == TENSOR_CONTENT and value_field == STRING_VAL:
-                raise BadRequest(f"input {name}: a string tensor sends its values in string_val")
-            if kind != 2:
-                raise BadRequest(
-                    f"input {name}: send repeated numbers packed (every protobuf 3 library "
-                    "does) or as tensor_content"
-                )
+        elif number in VALUE_FIELDS and number not in (TENSOR_CONTENT, value_field):
+            raise BadRequest(
+                f"input {name}: the signature takes {spec.dtype.name}; its values "
+                f"belong in field {value_field} of the TensorProto, not field {number}"
+            )
 
 
 def check_predict_wire(data, input_specs, max_batch):
