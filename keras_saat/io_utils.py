@@ -6,6 +6,8 @@ import json
 import os
 import re
 import secrets
+import socket
+import time
 from pathlib import Path
 
 import yaml
@@ -17,7 +19,9 @@ from keras_saat.errors import FileWriteError, write_failure
 def atomic_path(path, suffix=""):
     """Yields a new temporary path beside `path`; when the block ends, it replaces `path`.
 
-    The temporary gets a random name and is created exclusively (O_CREAT | O_EXCL, the
+    The temporary's name carries this machine's name and this process's id, so the next
+    run that owns the folder can tell a killed writer's (`sweep_temporaries`), and a random
+    part; it is created exclusively (O_CREAT | O_EXCL, the
     umask's mode), so a link planted under a name in a shared folder is never followed, and
     two writers never share one. `os.replace` then swaps the name itself: a link at `path`
     is replaced, its target untouched. A block that raises leaves `path` as it was and
@@ -31,7 +35,8 @@ def atomic_path(path, suffix=""):
     """
     path = Path(path)
     while True:
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp{suffix}")
+        owner = f"{socket.gethostname()}-{os.getpid()}"
+        tmp = path.with_name(f".{path.name}.{owner}.{secrets.token_hex(6)}.tmp{suffix}")
         try:
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             break
@@ -73,6 +78,47 @@ def remove_temporaries(folder):
     for path in found:
         path.unlink()
     return len(found)
+
+
+# A temporary that names no process of this machine is another's after this long untouched.
+STALE_AFTER_S = 24 * 3600
+
+
+def sweep_temporaries(folder, log=print):
+    """Removes the temporaries in `folder` whose writer is gone, for the next run that owns
+    the folder: `atomic_path`'s of a process of this machine that has ended, and those of
+    another machine or of a writer that names no process (hidden `.*.tmp`, `*.tmp-*`)
+    once untouched for STALE_AFTER_S (so too one whose process id was taken again). A
+    running writer's are left. Logs what it removed; returns how many."""
+    host = re.escape(socket.gethostname())
+    ours = re.compile(rf"\..+\.{host}-(\d+)\.[0-9a-f]{{12}}\.tmp(\.[a-z]+)?")
+    anyone = re.compile(r"\..+\.tmp(\.[a-z]+)?|.+\.tmp-[\w.-]+")
+    swept = 0
+    for path in Path(folder).iterdir():
+        if not path.is_file() or path.is_symlink():
+            continue
+        found = ours.fullmatch(path.name)
+        gone = found is not None and not process_alive(int(found.group(1)))
+        stale = anyone.fullmatch(path.name) and time.time() - path.stat().st_mtime > STALE_AFTER_S
+        if not (gone or stale):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            swept += 1
+    if swept:
+        log(f"removed {swept} temporary file(s) of writers that were stopped in {folder}")
+    return swept
+
+
+def process_alive(pid):
+    """Whether process `pid` of this machine runs (this one included)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def file_sha256(path):

@@ -337,3 +337,25 @@ def shapes_caption_csv(shapes_dir, out):
                 where = shapes_dir / "images" / image["filename"]
                 writer.writerow([where, " ".join(sentence["tokens"]), image["split"]])
     return path
+
+
+KILLED_WRITE = """
+import os, signal, sys
+from keras_saat.io_utils import atomic_path
+with atomic_path(sys.argv[1]) as tmp:
+    tmp.write_bytes(b"half a file")
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def killed_write(path):
+    """Writes `path` through `atomic_path` in a child killed (SIGKILL) mid-write; returns
+    the temporary it leaves beside `path`."""
+    import subprocess
+    import sys
+
+    before = set(Path(path).parent.iterdir())
+    done = subprocess.run([sys.executable, "-c", KILLED_WRITE, str(path)], cwd=ROOT)
+    assert done.returncode == -9
+    (left,) = set(Path(path).parent.iterdir()) - before
+    return left

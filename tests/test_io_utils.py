@@ -2,6 +2,7 @@
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -45,3 +46,32 @@ def test_temporaries_of_killed_writers_are_removed_and_nothing_else(tmp_path):
     (tmp_path / ".hidden.tmp").write_bytes(b"not ours")
     assert remove_temporaries(tmp_path) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == [".hidden.tmp", "shard.tfrecord"]
+
+
+def test_sweep_removes_the_temporaries_of_writers_that_are_gone(tmp_path):
+    """A killed writer's (this machine, its process gone) at once; another machine's, or
+    a name without a process, once a day old; a running writer's and other files never."""
+    import secrets
+    import socket
+
+    from keras_saat.io_utils import STALE_AFTER_S, sweep_temporaries
+    from tests.helpers import killed_write
+
+    killed = killed_write(tmp_path / "captions-00000-0123456789ab.jsonl")
+    host = socket.gethostname()
+    running = f".a.jsonl.{host}-{os.getpid()}.{secrets.token_hex(6)}.tmp"
+    elsewhere = f".b.jsonl.far-away-{os.getpid()}.{secrets.token_hex(6)}.tmp"
+    old = time.time() - STALE_AFTER_S - 60
+    for name in (running, elsewhere, "train-00000.tfrecord.tmp-4242", "notes.tmp", "x.json"):
+        (tmp_path / name).write_bytes(b"")
+    for name in ("old.tfrecord.tmp-4242", ".old.npz.0123456789ab.tmp.npz", "old-notes.tmp"):
+        (tmp_path / name).write_bytes(b"")
+        os.utime(tmp_path / name, (old, old))
+    logged = []
+    assert sweep_temporaries(tmp_path, logged.append) == 3
+    assert killed.name.startswith(f".captions-00000-0123456789ab.jsonl.{host}-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [running, elsewhere, "train-00000.tfrecord.tmp-4242", "notes.tmp", "x.json",
+         "old-notes.tmp"]
+    )  # fmt: skip
+    assert logged == [f"removed 3 temporary file(s) of writers that were stopped in {tmp_path}"]

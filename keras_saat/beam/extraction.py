@@ -18,6 +18,7 @@ those lines into index.json as the one-process path does.
 import collections
 import io
 import json
+import zipfile
 from pathlib import Path
 
 import apache_beam as beam
@@ -90,9 +91,16 @@ class EncoderHandler(ModelHandler):
         backbone, image_size, weights, dtype, resize = self._settings
         keras.config.set_dtype_policy(self._policy)
         encoder = ImageEncoder(backbone, image_size, None)
-        with open(weights, "rb") as stream:
-            saved = np.load(io.BytesIO(stream.read()))
-            encoder.feature_model.set_weights([saved[f"w{i}"] for i in range(len(saved.files))])
+        try:  # a file of other arrays is refused as one of other values is (below)
+            with open(weights, "rb") as stream:
+                saved = np.load(io.BytesIO(stream.read()))
+                arrays = [saved[f"w{i}"] for i in range(len(saved.files))]
+            encoder.feature_model.set_weights(arrays)
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+            raise KerasSaatError(
+                f"{weights} does not hold the encoder's weights ({type(err).__name__}); "
+                "run the command again to write it anew"
+            ) from None
         found = encoder_fingerprint(encoder, resize, format_name(dtype, self._compression))
         if found != self._fingerprint:
             raise KerasSaatError(

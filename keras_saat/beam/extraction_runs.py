@@ -40,6 +40,7 @@ from keras_saat.data.feature_cache.cache_index import (
 from keras_saat.data.feature_cache.feature_cache import FeatureCache
 from keras_saat.data.readers.caption_dataset import SPLITS, Skips
 from keras_saat.errors import KerasSaatError
+from keras_saat.io_utils import sweep_temporaries
 
 _HASH = re.compile(r"[0-9a-f]{32}")  # a `shard_content`
 
@@ -120,6 +121,9 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
 
     directory = Path(directory)
     index, fingerprint = open_extraction(directory, encoder, dataset, resize, dtype, compression)
+    for folder in (directory, directory / BEAM_DIR):  # a stopped run's temporaries
+        if folder.is_dir():
+            sweep_temporaries(folder, log)
     skips, todo, total, inputs = Skips(strict), [], 0, {}
     for split in splits:
         records = dataset.split(split)

@@ -5,7 +5,7 @@
 
 A shard's digest hashes its paths, and its output is written under a temporary name
 and renamed when whole, so a rerun over the same images skips the shards already
-written and redoes the rest; a shard file of images no longer given is removed. The
+written and redoes the rest (and sweeps a killed run's temporaries); a shard file of images no longer given is removed. The
 lists are written anew by each run (a list already in OUT is never trusted), one JSON
 string a line, so a newline in a file name stays inside its name. A name that is not
 UTF-8 gets its error row without entering the pipeline, as in the one-process path.
@@ -29,7 +29,7 @@ from keras_saat.beam.captioning import CaptionKeyedImages, caption_row, remote_c
 from keras_saat.beam.model_handler import BATCH_SIZE, SavedModelHandler, is_remote
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.image_files import is_utf8, printable
-from keras_saat.io_utils import write_bytes_atomic
+from keras_saat.io_utils import sweep_temporaries, write_bytes_atomic
 
 PREFIX = "captions"
 # A shard file's name (`shards`): only these are the run's; any other file in OUT is left.
@@ -250,6 +250,9 @@ def caption_run(saved_model, paths, out, runner="local", beam_args=(), batch_siz
         dict: shards (all), skipped (written before), images and errors (this run's).
     """
     model = saved_model_folder(saved_model)
+    for folder in (out, os.path.join(out, LISTS)):  # a killed run's: local folders only
+        if not is_remote(out) and os.path.isdir(folder):
+            sweep_temporaries(folder, log)
     everything = shards(paths, shard_size)
     done = written_shards(out)
     stale = sorted(done - {name for name, _ in everything})

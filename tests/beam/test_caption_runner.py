@@ -193,3 +193,33 @@ def test_hostile_names_and_a_hostile_out_folder_keep_every_row_where_it_belongs(
     (out / "captions-00009-000000000000.jsonl").mkdir()
     assert main(argv) == 2
     assert "captions-00009-000000000000.jsonl is not a file; remove it" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_rerun_sweeps_a_killed_runs_temporaries(
+    runner_out, export_base, test_images, tmp_path, capsys
+):
+    """A run killed while it wrote a shard and its list leaves their temporaries; the
+    next run into the folder removes them (a running writer's stay) and says so."""
+    import secrets
+    import socket
+
+    from tests.helpers import killed_write
+
+    out = tmp_path / "captions"
+    shutil.copytree(runner_out, out)
+    redone = sorted(out.glob("captions-*.jsonl"))[1]
+    expected = redone.read_text()
+    redone.unlink()
+    killed_write(redone)
+    killed_write(out / ".lists" / (redone.stem + ".txt"))
+    running = out / f".other.jsonl.{socket.gethostname()}-{os.getpid()}.{secrets.token_hex(6)}.tmp"
+    running.write_bytes(b"")
+    capsys.readouterr()
+    assert main(runner_argv(export_base, test_images, out)) == 0
+    logged = capsys.readouterr().out
+    for folder in (out, out / ".lists"):
+        assert f"removed 1 temporary file(s) of writers that were stopped in {folder}" in logged
+    assert sorted(p.name for p in out.rglob(".*tmp*")) == [running.name]
+    again = [json.loads(line)["image"] for line in redone.read_text().splitlines()]
+    assert again == [json.loads(line)["image"] for line in expected.splitlines()]

@@ -265,3 +265,64 @@ def test_a_beam_record_of_another_shape_is_not_folded(tmp_path, field, value):
     assert folded == [0] and shard["done"] and shard["content"] == record["content"]
     folded, shard = fold({**record, field: value})
     assert folded == [] and not shard["done"]
+
+
+@pytest.mark.slow
+def test_a_stopped_runs_leftovers_are_swept_and_its_encoder_file_never_read(
+    shapes, single, tmp_path, capsys
+):
+    """What a killed run leaves in the cache folder: a shard's temporary (its process
+    gone), another writer's day-old `*.tfrecord.tmp-*`, and an encoder file in CACHE/.beam
+    that holds other weights. The next run sweeps the temporaries, writes the encoder
+    file anew, and makes the one-process cache."""
+    import time
+
+    from keras_saat.io_utils import STALE_AFTER_S
+    from tests.helpers import killed_write
+
+    workdir = tmp_path / "w"
+    cache = workdir / "features"
+    (cache / ".beam").mkdir(parents=True)
+    encoder = json.loads((single / "index.json").read_text())["fingerprint"]["encoder"]
+    np.savez(cache / ".beam" / f"encoder-{encoder}.npz", w0=np.zeros((3, 3, 3, 32)))
+    killed_write(cache / "val-00000-of-00001.tfrecord")
+    planted = cache / "train-00000-of-00003.tfrecord.tmp-4242"
+    planted.write_bytes(b"another writer's")
+    old = time.time() - STALE_AFTER_S - 60
+    os.utime(planted, (old, old))
+    assert main(argv(shapes[0], workdir, "--runner", "local")) == 0
+    logged = capsys.readouterr().out
+    assert f"removed 2 temporary file(s) of writers that were stopped in {cache}" in logged
+    assert_same_cache(cache, single)
+
+
+@pytest.mark.parametrize("crafted", ["other values", "other arrays", "not an npz"])
+def test_an_encoder_file_of_other_weights_is_refused(tmp_path, crafted):
+    """The workers rebuild the encoder from CACHE/.beam/encoder-*.npz only when its
+    weights give the cache's fingerprint: features of other weights are never written."""
+    import keras
+
+    from keras_saat.beam.extraction import EncoderHandler, save_encoder_weights
+    from keras_saat.data.feature_cache.cache_format import encoder_fingerprint
+    from keras_saat.encoders import ImageEncoder
+    from keras_saat.errors import KerasSaatError
+
+    keras.utils.set_random_seed(0)
+    encoder = ImageEncoder("shapes_cnn")
+    fingerprint = encoder_fingerprint(encoder, "crop", "float16")
+    weights = save_encoder_weights(encoder, tmp_path, fingerprint)
+    if crafted == "other values":
+        saved = np.load(weights)
+        np.savez(weights, **{k: np.zeros_like(saved[k]) for k in saved.files})
+    elif crafted == "other arrays":
+        np.savez(weights, w0=np.zeros(3))
+    else:
+        with open(weights, "wb") as out:
+            out.write(b"PK\x03\x04 not a zip")
+    handler = EncoderHandler("shapes_cnn", 128, weights, "float16", "crop", fingerprint)
+    with pytest.raises(KerasSaatError) as raised:
+        handler.load_model()
+    if crafted == "other values":
+        assert f"not the cache's {fingerprint}" in str(raised.value)
+    else:
+        assert str(raised.value).startswith(f"{weights} does not hold the encoder's weights")
