@@ -1,10 +1,8 @@
 """The development server's HTTP side: a request handler with a whole-request deadline,
 and a threading server that serves at most `max_connections` connections at once.
 
-A connection waiting for a request, or whose answer is committed, is idle: when every
-slot is taken, an idle one is closed to make room (`RequestGate.close_longest_idle`), so
-idle sockets never keep a client with a request waiting; a connection reading or running
-a request is never cut."""
+A keep-alive timeout alone lets idle sockets turn clients away until it expires, so a
+connection waiting for its next request line gives up its slot to a new one."""
 
 import contextlib
 import json
@@ -19,7 +17,6 @@ from keras_saat.serving.answers import BadRequest, Busy, Forbidden, NotFound, Pa
 from keras_saat.serving.request_checks import MAX_BODY_BYTES
 
 READ_CHUNK = 1 << 20  # bytes read (and reserved) at a time from a request body
-IDLE, BUSY, ANSWERING = "idle", "busy", "answering"  # a connection's state (http_handler)
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
@@ -31,69 +28,23 @@ def http_handler(server):
         protocol_version = "HTTP/1.1"
         timeout = server.read_timeout  # each read on the socket, idle keep-alive included
 
-        def setup(self):
-            super().setup()
-            self._state_lock = threading.Lock()
-            self._state, self._reclaimed = IDLE, False
-
         def handle_one_request(self):
             # The whole request must arrive within read_timeout: a client trickling
             # bytes resets the per-read timeout but not this deadline.
             self._deadline = threading.Timer(server.read_timeout, self._cut)
             self._deadline.daemon = True
             self._deadline.start()
-            server.idle_since(self.connection, self)
+            server.idle_since(self.connection)
             try:
                 super().handle_one_request()
             except (ConnectionError, TimeoutError, OSError):
                 self.close_connection = True  # the client went away or was cut off
             finally:
                 self._deadline.cancel()
-            # Still idle when no request line came (the thread ends), or idle again
-            # since its answer was committed; BoundedHTTPServer forgets it at the end.
 
         def parse_request(self):
-            with self._state_lock:
-                self._state = BUSY  # a request line arrived: not to be cut
-            server.not_idle(self.connection)
-            return super().parse_request()
-
-        def send_error(self, code, message=None, explain=None):
-            with self._answering():  # the standard library's own answers (400, 501, ...)
-                super().send_error(code, message, explain)
-
-        @contextlib.contextmanager
-        def _answering(self):
-            """Around writing an answer: the answer is committed, so the client may open
-            its next connection as soon as it reads it; this one is reclaimable from now
-            on, and closed once the answer is out if it was reclaimed meanwhile."""
-            with self._state_lock:
-                self._state = ANSWERING
-            server.idle_since(self.connection, self)
-            try:
-                yield
-            finally:
-                with self._state_lock:
-                    self._state = IDLE
-                    if self._reclaimed:
-                        self.close_connection = True  # its slot went to a new connection
-
-        @property
-        def answering(self):
-            return self._state == ANSWERING
-
-        def reclaim(self):
-            """Frees this connection's slot for a new one: closes it now if it waits for
-            a request, or once the answer being written is out. Returns False, doing
-            nothing, while a request is read or run."""
-            with self._state_lock:  # held while cutting: a request line is not half-served
-                if self._state == BUSY:
-                    return False
-                if self._state == ANSWERING:
-                    self._reclaimed = True
-                else:
-                    self._cut()
-                return True
+            # False when reclaimed meanwhile: the connection is shut, nobody to answer.
+            return server.not_idle(self.connection) and super().parse_request()
 
         def _cut(self):
             with contextlib.suppress(OSError):
@@ -105,19 +56,16 @@ def http_handler(server):
                 data, kind = payload.encode("utf-8"), "text/html; charset=utf-8"
             else:
                 data = json.dumps(payload).encode("utf-8")
-            with self._answering():
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", kind)
-                    self.send_header("Content-Length", str(len(data)))
-                    if status == 503:
-                        self.send_header("Retry-After", "1")
-                    if self._reclaimed:  # its slot went to a new connection: say so
-                        self.send_header("Connection", "close")
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (ConnectionError, TimeoutError, OSError):
-                    self.close_connection = True  # the client hung up: nobody to answer
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                if status == 503:
+                    self.send_header("Retry-After", "1")
+                self.end_headers()
+                self.wfile.write(data)
+            except (ConnectionError, TimeoutError, OSError):
+                self.close_connection = True  # the client hung up: nobody to answer
 
         def _body(self, length, reserve):
             """The body's `length` bytes, read a chunk at a time and reserved (`reserve`,
@@ -255,49 +203,38 @@ class RequestGate:
         self.connection_slots = threading.BoundedSemaphore(self.max_connections)
         self._count_lock = threading.Lock()
         self._reading = 0  # bytes of request bodies held
-        self._idle = {}  # connection -> (monotonic time it became idle, its handler)
+        self._idle = {}  # connection -> monotonic time it began waiting for a request
         self._http = None
 
-    def idle_since(self, connection, handler):
-        """Marks a connection idle (its answer committed, or waiting for a request's
-        first line) from now on, or since it last became idle if it still is. `handler`
-        has `answering` and `reclaim()` (`http_handler`'s)."""
+    def idle_since(self, connection):
+        """Marks a connection idle: waiting for its next request line."""
         with self._count_lock:
-            since = self._idle.get(connection, (time.monotonic(),))[0]
-            self._idle[connection] = (since, handler)
+            self._idle[connection] = time.monotonic()
 
     def not_idle(self, connection):
+        """Marks a connection busy; False when it was reclaimed first."""
         with self._count_lock:
-            self._idle.pop(connection, None)
+            return self._idle.pop(connection, None) is not None
 
     def take_connection_slot(self):
-        """A slot for a new connection: a free one, else one an idle connection frees
-        (`close_longest_idle`, waiting up to 2 s for its thread to end); False when
-        every connection is mid-request."""
+        """A slot for a new connection: a free one, else the one the longest idle
+        connection frees, else one whose answer ends within a second; False if none."""
         slots = self.connection_slots
         if slots.acquire(blocking=False):
             return True
-        if self.close_longest_idle():
-            return slots.acquire(timeout=2.0)
-        return slots.acquire(blocking=False)  # one that ended meanwhile
+        with self._count_lock:
+            longest = min(self._idle, key=self._idle.get, default=None)
+            self._idle.pop(longest, None)
+        if longest is not None:
+            with contextlib.suppress(OSError):
+                longest.shutdown(socket.SHUT_RDWR)  # its thread ends, freeing its slot
+        return slots.acquire(timeout=1.0)
 
     def connection_ended(self, connection):
         """Its thread is done: the connection is forgotten and its slot freed at once."""
         with self._count_lock:
             self._idle.pop(connection, None)
             self.connection_slots.release()
-
-    def close_longest_idle(self):
-        """Reclaims an idle connection, freeing its slot once its thread ends: one that
-        can be closed at once before one still writing its answer, the longest idle
-        first; returns whether there was one."""
-        with self._count_lock:
-            order = sorted(self._idle.items(), key=lambda i: (i[1][1].answering, i[1][0]))
-        for connection, (_, handler) in order:
-            if handler.reclaim():
-                self.not_idle(connection)
-                return True
-        return False
 
     def route(self, method, path, body):
         raise NotFound(f"malformed request: {method} {path}")
