@@ -202,8 +202,8 @@ def read_image_file(path, limit=MAX_FILE_BYTES):
         if info.st_size > limit:
             raise ValueError(_too_long(info.st_size, limit))
         chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, min(limit + 1 - size, 1 << 20))
+        while size <= limit:  # the stat's size in one read: joining one chunk copies nothing
+            chunk = os.read(fd, min(limit + 1 - size, max(info.st_size + 1 - size, 1 << 20)))
             if not chunk:
                 break
             chunks.append(chunk)

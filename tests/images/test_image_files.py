@@ -77,3 +77,21 @@ def test_a_hard_link_is_a_name_of_its_own_and_a_symbolic_link_is_not(tmp_path):
     os.link(tmp_path / "a.png", tmp_path / "b.png")
     (tmp_path / "c.png").symlink_to(tmp_path / "a.png")
     assert [p.name for p in find_images([tmp_path])] == ["a.png", "b.png"]
+
+
+def test_a_file_is_read_into_memory_once(tmp_path):
+    """A 40 MB file costs its bytes once (one read of its size, no chunks joined)."""
+    import tracemalloc
+
+    from keras_saat.images.image_files import read_image_file
+
+    path = tmp_path / "large.gif"
+    path.write_bytes(b"GIF89a" + b"\x01" * (40 << 20))
+    tracemalloc.start()
+    try:
+        data = read_image_file(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(data) == (40 << 20) + 6
+    assert peak < 1.1 * len(data)

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import select
+import struct
 import subprocess
 import sys
 import tempfile
@@ -229,3 +230,39 @@ def test_the_header_walk_of_a_100_mb_file_holds_it_once(tmp_path, name, build):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=180, env=env, cwd=ROOT)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("sub_block", [255, 254], ids=["full sub-blocks", "short sub-blocks"])
+def test_the_gif_walk_alone_holds_a_few_windows_not_the_file(tmp_path, sub_block):
+    """The block walk over a 100 MB GIF (`inspect_image`, one image: no batch map) in a
+    child capped 16 MiB above what it holds with the file read: each step reads a few
+    kilobytes (its strides and window), never a copy of the file."""
+    path = tmp_path / "large.gif"
+    block = bytes([sub_block]) + b"\x01" * sub_block
+    head = b"GIF89a" + struct.pack("<HHBBB", 1, 1, 0x80, 0, 0) + b"\x00" * 6
+    head += b"\x2c" + struct.pack("<HHHH", 0, 0, 1, 1) + b"\x00" + b"\x02"
+    with path.open("wb") as out:
+        out.write(head)
+        for _ in range(100):
+            out.write(block * ((1 << 20) // len(block)))
+        out.write(b"\x00\x3b")
+    small = head + block * 8 + b"\x00\x3b"  # the same walk, traced and run once first
+    script = textwrap.dedent(f"""
+        import tensorflow as tf
+        from keras_saat.images.header_checks import inspect_image
+        walk = tf.function(lambda data: inspect_image(data, 25_000_000))
+        walk(tf.constant({small!r}))
+        data = tf.io.read_file({str(path)!r})
+        {cap_address_space(16 * 1024 * 1024)}
+        ok, error, code, orientation = walk(data)
+        print(bool(ok), error.numpy().decode())
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3",
+           "MALLOC_ARENA_MAX": "2"}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=180, env=env, cwd=ROOT)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    # Full sub-blocks are crossed 256 KB a step; short ones 1 KB a step, so the cap on
+    # steps ends that walk first.
+    expected = "True" if sub_block == 255 else "False GIF too complex: over 4096 steps"
+    assert done.stdout.strip().startswith(expected)
