@@ -19,6 +19,7 @@ SERIALIZABLE_MODULES = (
     "keras_saat.encoders.folding",
     "keras_saat.encoders.image_encoder",
     "keras_saat.images.photometry",
+    "keras_saat.layers.feature_familiarity",
     "keras_saat.layers.hard_attention",
     "keras_saat.layers.lstm_decoder",
     "keras_saat.layers.soft_attention",

@@ -1,4 +1,5 @@
-"""The paper's layers: soft and hard attention (in a registry), the attention LSTM decoder.
+"""The paper's layers: soft and hard attention (in a registry), the attention LSTM decoder,
+and the familiarity statistics that flag pictures unlike the training pictures.
 
 The names below load on first use, so the registry's names are known without Keras.
 """
@@ -6,6 +7,7 @@ The names below load on first use, so the registry's names are known without Ker
 from keras_saat._lazy import lazy_getattr
 
 _EXPORTS = {
+    "FeatureFamiliarity": "keras_saat.layers.feature_familiarity",
     "HardAttention": "keras_saat.layers.hard_attention",
     "LSTMDecoder": "keras_saat.layers.lstm_decoder",
     "SoftAttention": "keras_saat.layers.soft_attention",

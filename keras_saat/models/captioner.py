@@ -7,9 +7,11 @@ from keras_saat.encoders.image_encoder import ImageEncoder
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.image_formats import DEFAULT_MAX_PIXELS
 from keras_saat.layers.attention_registry import get_attention
+from keras_saat.layers.feature_familiarity import FeatureFamiliarity
 from keras_saat.layers.lstm_decoder import LSTMDecoder
 from keras_saat.losses import caption_loss
 from keras_saat.models.argument_checks import check_captioner_arguments
+from keras_saat.models.familiarity_calibration import FamiliarityCalibration
 from keras_saat.models.generation import CaptionGeneration
 from keras_saat.models.preset import load_preset, save_preset
 from keras_saat.models.record_fitting import RecordFitting
@@ -18,7 +20,7 @@ from keras_saat.text.vocabulary import Vocabulary
 
 
 @keras.saving.register_keras_serializable(package="keras_saat")
-class Captioner(CaptionGeneration, RecordFitting, keras.Model):
+class Captioner(CaptionGeneration, FamiliarityCalibration, RecordFitting, keras.Model):
     """Image encoder, Dense(D, relu) squeeze, and the attention LSTM decoder.
 
     `call` is teacher-forced and takes a dict with `tokens` (B, T + 1) and either `images`
@@ -29,6 +31,9 @@ class Captioner(CaptionGeneration, RecordFitting, keras.Model):
     `generate` chains three parts, as keras-hub's `CausalLM.generate` does: `preprocessor()`
     (files, bytes or pixels -> pixels), `decode` (the compiled search over `generate_step`,
     which the export also builds on) and `postprocessor` (ids -> words and attention grids).
+    Each caption carries the image's `novelty` (`FeatureFamiliarity`: above 1 for a
+    picture unlike the training pictures) once `calibrate_familiarity` has run, as
+    `keras-saat train` and `fit` on caption records run it.
 
     Args:
         vocabulary: list of str. Tokens in id order (see `keras_saat.text.Vocabulary`).
@@ -171,6 +176,8 @@ class Captioner(CaptionGeneration, RecordFitting, keras.Model):
             name="decoder",
         )
         self.decoder.build(annotation_dim)
+        # Statistics of the training images' features, fitted by `calibrate_familiarity`.
+        self.familiarity = FeatureFamiliarity(self.encoder.feature_channels, name="familiarity")
         self.baseline = self.add_weight(
             shape=(), initializer="zeros", trainable=False, name="reinforce_baseline"
         )

@@ -9,6 +9,7 @@ time through `BatchDecoder`, which keeps every batch at one compiled shape.
 
 import contextlib
 import functools
+import warnings
 
 import tensorflow as tf
 from keras import ops
@@ -38,6 +39,11 @@ class CaptionGeneration:
 
         `decode` compiles it; the export calls it inside its own serving function.
         """
+        decoded = self._search(features, max_length, beam_size, length_penalty)
+        decoded["novelty"] = self.familiarity(features)  # (B,), NaN before calibration
+        return decoded
+
+    def _search(self, features, max_length, beam_size, length_penalty):
         annotations = self.annotate(features)  # (B, L, D)
         projected = self.decoder.attention.project(annotations)
         h, c = self.decoder.initial_state(annotations)
@@ -84,7 +90,9 @@ class CaptionGeneration:
 
         Returns:
             dict of tensors: tokens (B, T) with T = max_length + 1 (the <end> token
-            included), lengths (B,), log_prob (B,), alpha (B, T, L).
+            included), lengths (B,), log_prob (B,), alpha (B, T, L), novelty (B,) (the
+            image's distance from the training images, above 1 when unlike them; NaN
+            while the model is not calibrated, `calibrate_familiarity`).
         """
         max_length = int(max_length or self.max_length)
         beam_size = int(beam_size)
@@ -140,7 +148,8 @@ class CaptionGeneration:
             batch_size: int or None. Images per decoding batch, every batch padded to it
                 (one compiled shape). Defaults to None, `decode.batch_size`'s default.
             return_details: bool. Return dicts with words, log_prob, attention
-                (T, grid_h, grid_w) and error instead of strings. Defaults to False.
+                (T, grid_h, grid_w), novelty, familiar and error instead of strings
+                (`generate_stream`). Defaults to False.
             resize: str or None. How images of another size reach the input: "crop",
                 "pad" or "stretch". Defaults to None, the model's own rule (`resize`).
             beam_size: int or None. Beam width; 1 is greedy decoding. Defaults to None,
@@ -177,8 +186,14 @@ class CaptionGeneration:
         Takes what `generate` takes; `images` may be any iterable of paths or bytes
         (a generator over a folder of a million files is fine). Each dict has image
         (the path, "#<index>" for bytes, or the row number), caption, words, log_prob,
-        attention (steps, grid_h, grid_w) and error ("" when captioned; caption, words,
-        log_prob and attention are None when not).
+        attention (steps, grid_h, grid_w), novelty, familiar and error ("" when captioned;
+        the others are None when not).
+
+        `novelty` is how far the image's features lie from the training images' (the
+        squared Mahalanobis distance over the threshold `calibrate_familiarity` set);
+        `familiar` is False when it is above 1: a picture unlike the training pictures,
+        whose caption names what the model knows rather than what is there. A model never
+        calibrated gives NaN and True, and warns.
 
         Args:
             errors: str. "skip" (yield the error row) or "raise". Defaults to "skip".
@@ -187,6 +202,14 @@ class CaptionGeneration:
             raise KerasSaatError("generate() takes exactly one of images= or features=")
         if errors not in ("raise", "skip"):
             raise KerasSaatError(f"errors must be 'raise' or 'skip'; got {errors!r}")
+        if not self.familiarity_calibrated:
+            warnings.warn(
+                "this model's familiarity was never calibrated, so no caption is flagged as "
+                "unlike the training pictures (novelty NaN); call "
+                "model.calibrate_familiarity(training records or features)",
+                UserWarning,
+                stacklevel=2,
+            )
         decoder = BatchDecoder(self, batch_size, max_length, beam_size, length_penalty)
         if features is not None:
             batches = feature_batches(features, decoder.batch_size)
@@ -206,5 +229,7 @@ class CaptionGeneration:
                     elif errors == "raise":
                         raise KerasSaatError(f"cannot caption {name}: {error}")
                     else:
-                        empty = dict.fromkeys(("caption", "words", "log_prob", "attention"))
+                        empty = dict.fromkeys(
+                            ("caption", "words", "log_prob", "attention", "novelty", "familiar")
+                        )
                         yield {"image": name, **empty, "error": error}

@@ -34,15 +34,19 @@ class CaptionPostprocessor:
         return np.asarray(alpha)[:length].reshape(length, *self.grid_shape)
 
     def __call__(self, decoded):
-        """A dict per caption: caption, words, log_prob and attention (steps, grid_h, grid_w).
+        """A dict per caption: caption, words, log_prob, attention (steps, grid_h, grid_w),
+        novelty and familiar (novelty not above 1; True where novelty is NaN, a model never
+        calibrated).
 
         Args:
-            decoded: dict of tokens (B, T), lengths (B,), log_prob (B,) and alpha (B, T, L),
-                tensors or arrays (`Captioner.decode`).
+            decoded: dict of tokens (B, T), lengths (B,), log_prob (B,), alpha (B, T, L)
+                and novelty (B,), tensors or arrays (`Captioner.decode`).
         """
-        decoded = {k: np.asarray(decoded[k]) for k in ("tokens", "lengths", "log_prob", "alpha")}
+        keys = ("tokens", "lengths", "log_prob", "alpha", "novelty")
+        decoded = {k: np.asarray(decoded[k]) for k in keys}
         results = []
         for row, words in enumerate(self.words(decoded["tokens"])):
+            novelty = float(decoded["novelty"][row])
             results.append(
                 {
                     "caption": " ".join(words),
@@ -51,6 +55,8 @@ class CaptionPostprocessor:
                     "attention": self.attention_grid(
                         decoded["alpha"][row], int(decoded["lengths"][row])
                     ),
+                    "novelty": novelty,
+                    "familiar": not novelty > 1.0,
                 }
             )
         return results

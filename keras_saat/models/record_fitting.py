@@ -212,7 +212,10 @@ class RecordFitting:
         validation_batch_size=None, validation_freq=1,
     ):  # fmt: skip
         """Keras's `fit` (its arguments, in its order), which also takes caption records for
-        `x` and `validation_data`.
+        `x` and `validation_data`. Fitted on records, the model then calibrates its
+        familiarity from them (`calibrate_familiarity`: one more pass of the backbone over
+        the training and validation images), so its captions say when a picture is unlike
+        them.
 
         Args:
             x: records (`read_captions(path).train`) or what `keras.Model.fit` takes: a
@@ -257,7 +260,11 @@ class RecordFitting:
                 UserWarning,
                 stacklevel=2,
             )
-        return super().fit(**given)
+        history = super().fit(**given)
+        if is_records(x):  # the training images' features, for each caption's novelty
+            held = validation_data if is_records(validation_data) else None
+            self.calibrate_familiarity(x, validation=held)
+        return history
 
     def evaluate(
         self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,

@@ -1,0 +1,149 @@
+"""FamiliarityCalibration: fitting a Captioner's familiarity statistics from its training images.
+
+Every caption carries a novelty score (`keras_saat.layers.feature_familiarity`): the
+distance of the image's backbone features from the training images' features, in
+units of a threshold that 99.5 % of held-out familiar images stay under. This mixin
+fits those statistics from images (records, paths, bytes or pixels) or from backbone
+features (a feature cache's batches), a bounded number of images at a time.
+
+    model.calibrate_familiarity(data.train, validation=data.val)
+    model.generate("photo.jpg", return_details=True)[0]["familiar"]  # False for a cat
+"""
+
+import contextlib
+
+import numpy as np
+
+from keras_saat.errors import KerasSaatError
+from keras_saat.layers.feature_familiarity import (
+    DEFAULT_QUANTILE,
+    DEFAULT_SHRINKAGE,
+    fit_familiarity,
+    pooled_vectors,
+)
+
+# The most training images whose vectors are held at once: their mean and covariance
+# are settled long before, and (N, C) float64 stays bounded (20000 x 2560: 410 MB).
+MAX_IMAGES = 20000
+# Images encoded a batch when calibrating from images.
+BATCH_SIZE = 64
+
+
+def _is_feature_array(value):
+    return hasattr(value, "shape") and len(value.shape) == 3
+
+
+class FamiliarityCalibration:
+    """`calibrate_familiarity`, `familiarity_vectors` and `familiarity_calibrated` of a
+    model with `familiarity` (a FeatureFamiliarity), `encoder` and `preprocessor()` (a
+    Captioner)."""
+
+    @property
+    def familiarity_calibrated(self):
+        """Whether the familiarity statistics were fitted; an unfitted model's novelty is
+        NaN and every caption reads familiar."""
+        return self.familiarity.is_calibrated
+
+    def familiarity_vectors(self, images=None, features=None, batch_size=None, limit=None):
+        """The pooled vectors the familiarity statistics describe, (N, C) float64.
+
+        Args:
+            images: caption records (`read_captions(path).train`), image paths or bytes,
+                or pixels (N, H, W, 3) in [0, 255]. Unreadable images are left out.
+            features: (N, L, C) backbone features, or an iterable of such batches (or of
+                a feature cache's {"features": ...} batches), instead of images.
+            batch_size: int or None. Images encoded at once. Defaults to None (64).
+            limit: int or None. Read at most this many images. Defaults to None (all).
+        """
+        if (images is None) == (features is None):
+            raise KerasSaatError("familiarity_vectors takes exactly one of images= or features=")
+        if features is None:
+            features = self._encoded_batches(images, int(batch_size or BATCH_SIZE))
+        elif _is_feature_array(features):
+            features = [features]
+        vectors, count = [], 0
+        batches = iter(features)
+        # A generator's reader stops with the loop; a list's or dataset's iterator has no close.
+        closing = contextlib.closing if hasattr(batches, "close") else contextlib.nullcontext
+        with closing(batches):
+            for batch in batches:
+                if isinstance(batch, dict):  # a feature cache's {"position", "features"}
+                    batch = batch["features"]
+                batch = np.asarray(batch)
+                if batch.ndim != 3 or batch.shape[-1] != self.familiarity.channels:
+                    raise KerasSaatError(
+                        "familiarity takes backbone features (N, L, "
+                        f"{self.familiarity.channels}); got a batch of shape {batch.shape}"
+                    )
+                if limit is not None:
+                    batch = batch[: max(int(limit) - count, 0)]
+                vectors.append(pooled_vectors(batch))
+                count += len(batch)
+                if limit is not None and count >= limit:
+                    break
+        if not vectors:
+            return np.zeros((0, self.familiarity.channels))
+        return np.concatenate(vectors)
+
+    def _encoded_batches(self, images, batch_size):
+        if isinstance(images, (list, tuple)) and images and hasattr(images[0], "captions"):
+            images = [r.path for r in images]  # caption records
+        encode = self.encoder.compiled()
+        with contextlib.closing(self.preprocessor().rows(images, batch_size)) as batches:
+            for batch in batches:
+                valid = np.asarray(batch["valid"], bool)
+                if valid.any():  # every row encoded: one batch shape, one compiled call
+                    yield np.asarray(encode(np.asarray(batch["pixels"], np.float32)))[valid]
+
+    def calibrate_familiarity(
+        self,
+        images=None,
+        features=None,
+        validation=None,
+        quantile=DEFAULT_QUANTILE,
+        shrinkage=DEFAULT_SHRINKAGE,
+        batch_size=None,
+        max_images=MAX_IMAGES,
+    ):
+        """Fits the familiarity statistics from the training images (or their features).
+
+        `keras-saat train` (and so the demo) calls it at the end of a run with the feature
+        cache's train and val splits; `fit` on caption records calls it with its records.
+        Call it yourself after training on a `tf.data` dataset.
+
+        Args:
+            images: the training images: caption records, paths, bytes or pixels
+                (`familiarity_vectors`).
+            features: their backbone features instead: (N, L, C) or an iterable of batches.
+            validation: validation images of the same kind (records, paths, pixels, or
+                features when `features` is given), or None. Their distances join the
+                threshold's sample. Defaults to None.
+            quantile: float. The share of held-out familiar images left unflagged.
+                Defaults to 0.995.
+            shrinkage: float. How far the covariance is pulled towards a multiple of
+                the identity. Defaults to 0.1.
+            batch_size: int or None. Images encoded at once. Defaults to None (64).
+            max_images: int. Training images read at most. Defaults to MAX_IMAGES.
+
+        Returns:
+            dict: images (training images fitted), validation_images, threshold (the
+            squared distance that novelty 1 stands for), quantile.
+        """
+        train = self.familiarity_vectors(images, features, batch_size, limit=max_images)
+        held = None
+        if validation is not None:
+            kind = {"images": None, "features": validation}
+            if features is None:
+                kind = {"images": validation, "features": None}
+            held = self.familiarity_vectors(**kind, batch_size=batch_size, limit=max_images)
+        try:
+            statistics = fit_familiarity(train, held, quantile, shrinkage)
+        except ValueError as err:
+            raise KerasSaatError(f"cannot calibrate familiarity: {err}") from None
+        self.familiarity.assign(statistics)
+        return {
+            "images": len(train),
+            "validation_images": 0 if held is None else len(held),
+            "threshold": statistics["threshold"],
+            "quantile": float(quantile),
+        }
