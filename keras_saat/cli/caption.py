@@ -2,8 +2,8 @@
 (`caption_files`), --plot the paper's Figure 2; with --runner, a Beam pipeline over a
 SavedModel (`caption_runner`)."""
 
+import contextlib
 import sys
-import time
 from pathlib import Path
 
 from keras_saat.cli.checks import check_trained
@@ -49,8 +49,8 @@ def add_parser(sub):
     p.add_argument(
         "--out",
         metavar="FILE.jsonl|FILE.csv",
-        help="write one row per image (image, caption, log_prob, error); a second run "
-        "skips the images already captioned there",
+        help="write one row per image (image, caption, log_prob, novelty, familiar, error); "
+        "a second run skips the images already captioned there",
     )
     batch_size_argument(p, "images per batch (default: decode.batch_size)")
     beam_size_argument(p, "the model's; 1 = greedy")
@@ -146,7 +146,12 @@ def run(args):
     # The config's export.max_pixels (or --max-pixels), as its SavedModel would refuse.
     model, config, _ = trained_model(trained(args), overrides(args))
     plots = _Plots(model, args.plot, paths) if args.plot else None
-    progress = _Progress(len(todo)) if sys.stderr.isatty() else None
+    progress = None
+    if sys.stderr.isatty():
+        import keras
+
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries the captions
+            progress = keras.utils.Progbar(len(todo), unit_name="image")
     failed = 0
     try:
         stream = model.generate_stream(
@@ -163,16 +168,15 @@ def run(args):
                 failed += 1
                 print(f"keras-saat: {result['image']}: {result['error']}", file=sys.stderr)
             elif out is None:
-                log(f"{result['image']}: {result['caption']}")
+                log(f"{result['image']}: {result['caption']}{unfamiliar_note(result)}")
             if plots is not None and not result["error"]:
                 plots.save(result)
             if progress is not None:
-                progress.update(1)
+                with contextlib.redirect_stdout(sys.stderr):
+                    progress.add(1)
     finally:
         if out is not None:
             out.close()
-        if progress is not None:
-            progress.close()
     if out is not None:
         log(f"wrote {len(todo) - failed} captions to {args.out}")
     if failed:
@@ -180,6 +184,13 @@ def run(args):
             f"{failed} of {len(todo)} images could not be captioned"
             + (" (their rows carry the error; run again to retry them)" if out else "")
         )
+
+
+def unfamiliar_note(result):
+    """What a printed caption adds when its picture is unlike the training pictures."""
+    if result.get("familiar", True):
+        return ""
+    return f"  [unlike the training pictures: novelty {result['novelty']:.1f}]"
 
 
 # How an image over the limit is refused (keras_saat/images/header_checks.py), and how the
@@ -237,28 +248,3 @@ def plot_names(plot, paths):
         used.add(name)
         names[str(image)] = plot.with_name(name + suffix)
     return names
-
-
-class _Progress:
-    """'captioned N/M images, X images/s' on one terminal line (stderr)."""
-
-    def __init__(self, total):
-        self.total, self.count, self.start, self.shown = total, 0, time.perf_counter(), 0.0
-
-    def update(self, n):
-        self.count += n
-        now = time.perf_counter()
-        if now - self.shown < 0.5 and self.count < self.total:
-            return
-        self.shown = now
-        rate = self.count / max(now - self.start, 1e-9)
-        print(
-            f"\rcaptioned {self.count}/{self.total} images, {rate:.1f} images/s",
-            end="",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def close(self):
-        if self.count:
-            print(file=sys.stderr)

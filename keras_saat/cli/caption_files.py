@@ -5,7 +5,8 @@
         for result in model.generate_stream(todo):
             out.write(result)
 
-A row holds image, caption, log_prob and error ("" when captioned). A file opened
+A row holds image, caption, log_prob, novelty, familiar (false for a picture unlike the
+model's training pictures) and error ("" when captioned). A file opened
 again is read a row at a time (only the captioned images' names are kept) and
 appended to; rows that failed and a half-written last row are dropped first (the
 file is then copied without them, a line at a time), so a second run retries only
@@ -35,7 +36,7 @@ from keras_saat.errors import KerasSaatError
 from keras_saat.io_utils import atomic_path, raise_write_failure
 
 FORMATS = {".jsonl": "jsonl", ".csv": "csv"}
-CSV_COLUMNS = ("image", "caption", "log_prob", "error")
+CSV_COLUMNS = ("image", "caption", "log_prob", "novelty", "familiar", "error")
 SHARD_ROWS = 1000  # captioned rows per attention shard: at most ~16 MB held at 14x14
 
 
@@ -97,6 +98,7 @@ class CaptionFile:
         self.format = self.check(path, attention)
         self.attention = attention
         self._file = None
+        self._columns = CSV_COLUMNS  # a kept CSV file's own header, when it has one (`_rows`)
         try:
             self._file = self._open_locked()
             self.done, dropped = self._scan()
@@ -183,6 +185,8 @@ class CaptionFile:
                         raise KerasSaatError(
                             f"{self.path} has no 'image' column; is it a caption file?"
                         )
+                    if reader.fieldnames is not None:  # rows appended keep its columns
+                        self._columns = tuple(reader.fieldnames)
                     for row in reader:
                         yield None, row
                 except csv.Error as err:
@@ -241,7 +245,7 @@ class CaptionFile:
                 _lock(out, self.path)
                 writer = None
                 if self.format == "csv":
-                    writer = csv.DictWriter(out, CSV_COLUMNS, extrasaction="ignore")
+                    writer = csv.DictWriter(out, self._columns, extrasaction="ignore")
                     writer.writeheader()
                 for _, row in self._rows():
                     if row is None or not self._keep(row):
@@ -279,13 +283,16 @@ class CaptionFile:
 
     def _write(self, result):
         if self.format == "csv" and self._csv is None:
-            self._csv = csv.DictWriter(self._file, CSV_COLUMNS)
+            # A file a version without some columns began keeps its header and columns.
+            self._csv = csv.DictWriter(self._file, self._columns, extrasaction="ignore")
             if self._file.tell() == 0:  # a new file (a kept one has its header)
                 self._csv.writeheader()
         row = {
             "image": str(result["image"]),
             "caption": result["caption"],
             "log_prob": None if result["log_prob"] is None else round(result["log_prob"], 5),
+            "novelty": _novelty(result.get("novelty")),
+            "familiar": result.get("familiar"),
             "error": result["error"],
         }
         if self.format == "csv":
@@ -342,6 +349,14 @@ class CaptionFile:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _novelty(value):
+    """A row's novelty: 4 decimals, None where not measured (an error row, or NaN: a model
+    never calibrated), so the JSON lines stay JSON."""
+    if value is None or value != value:
+        return None
+    return round(float(value), 4)
 
 
 def _lock(handle, path):

@@ -148,3 +148,33 @@ def test_an_attention_reference_out_of_its_folder_is_never_followed(tmp_path):
     with pytest.raises(KerasSaatError, match="rows name shards in caps.attention/ only"):
         read_attention(out, row)
     assert CaptionFile(out, attention=True).done == set()  # captioned again, not trusted
+
+
+def test_rows_carry_novelty_and_familiar_and_an_older_csv_keeps_its_columns(tmp_path):
+    out = tmp_path / "caps.csv"
+    with CaptionFile(out) as file:
+        file.write({**result(0), "novelty": 3.14159, "familiar": False})
+        file.write({**result(1), "novelty": float("nan"), "familiar": True})  # never calibrated
+    lines = out.read_text().splitlines()
+    assert lines[0] == "image,caption,log_prob,novelty,familiar,error"
+    assert lines[1:] == [
+        "img0.png,a caption 0,-1.5,3.1416,False,",
+        "img1.png,a caption 1,-1.5,,True,",
+    ]
+    jsonl = tmp_path / "caps.jsonl"
+    with CaptionFile(jsonl) as file:
+        file.write({**result(0), "novelty": 0.5, "familiar": True})
+        file.write({**result(1, error="truncated"), "novelty": None, "familiar": None})
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert (rows[0]["novelty"], rows[0]["familiar"]) == (0.5, True)
+    assert (rows[1]["novelty"], rows[1]["familiar"]) == (None, None)
+
+    older = tmp_path / "older.csv"  # written before the columns existed
+    older.write_text("image,caption,log_prob,error\nimg0.png,a caption 0,-1.5,\n")
+    with CaptionFile(older) as file:
+        assert file.done == {"img0.png"}
+        file.write({**result(1), "novelty": 2.0, "familiar": False})
+    assert older.read_text().splitlines()[1:] == [
+        "img0.png,a caption 0,-1.5,",
+        "img1.png,a caption 1,-1.5,",
+    ]

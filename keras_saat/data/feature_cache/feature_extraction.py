@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -110,20 +111,6 @@ def _streamed_batches(dataset, split, records, start, stop, size, resize, batch_
         yield positions.numpy(), pixels
 
 
-def _bar(split, done, total, start):
-    """A progress bar redrawn in place, on a terminal only (logs get one line per shard)."""
-    if not sys.stdout.isatty():
-        return
-    rate = done / max(time.perf_counter() - start, 1e-9)
-    filled = int(30 * done / max(total, 1))
-    sys.stdout.write(
-        f"\r  extract {split} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}, {rate:.0f} img/s "
-    )
-    sys.stdout.flush()
-    if done >= total:
-        sys.stdout.write("\r" + " " * 80 + "\r")
-
-
 def extract_features(
     encoder,
     dataset,
@@ -172,6 +159,8 @@ def extract_features(
                 continue
             start_time, done = time.perf_counter(), 0
             total = sum(min(count, (j + 1) * size) - j * size for j in todo)
+            # On a terminal only: logs get one line per shard.
+            bar = keras.utils.Progbar(total, unit_name="image") if sys.stdout.isatty() else None
             for i in todo:
                 shard = entry["shards"][i]
                 start, stop = i * size, min(count, (i + 1) * size)
@@ -192,7 +181,8 @@ def extract_features(
                         for positions, pixels in batches:
                             features = encode(pixels).numpy()  # (B, L, C)
                             writer.queue.put((positions, features))
-                            _bar(split, done + len(writer.written), total, start_time)
+                            if bar is not None:
+                                bar.update(done + len(writer.written))
                             if writer.error:
                                 break
                     finally:
