@@ -51,44 +51,49 @@ def cache_owner(directory):
 def workdir_lock(workdir, command):
     """Holds WORKDIR/train.lock while `command` writes the workdir; a second run fails.
 
-    The lock is the operating system's (flock): it goes with the process, so a killed
-    run never leaves a stale lock, and the same command resumes it.
+    The lock is the operating system's (filelock: flock, or a Windows file lock): it goes
+    with the process, so a killed run never leaves a stale lock, and the same command
+    resumes it.
 
     Raises:
         KerasSaatError: another process holds the lock, or the lock's name is taken by a
             link or something other than a plain file.
     """
-    try:
-        import fcntl
-    except ImportError:  # no flock (Windows): nothing to hold
-        yield
-        return
+    from filelock import FileLock, Timeout
+
     path = Path(workdir) / LOCK_FILE
-    try:  # never through a link: a link planted here would have its target truncated
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    except OSError as err:
+    lock = FileLock(path, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        owner = ""
+        with contextlib.suppress(OSError):  # Windows locks the bytes too
+            owner = path.read_text(encoding="utf-8", errors="replace")[:500].strip()
+        raise KerasSaatError(
+            f"{workdir} is in use: {owner or 'another process'}; wait for that run to end, "
+            "or give another --workdir"
+        ) from None
+    except OSError as err:  # O_NOFOLLOW: a link planted here would have its target written
         raise KerasSaatError(
             f"{path} cannot be opened as the workdir's lock ({err.strerror}); it must be a "
             "plain file: remove it and run again"
         ) from None
-    found = os.fstat(fd)
-    if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:  # a hard link: another's file
-        os.close(fd)
-        raise KerasSaatError(f"{path} is not a plain file of its own; remove it and run again")
-    with open(fd, "r+", encoding="utf-8") as handle:
+    try:
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            owner = handle.read().strip() or "another process"
-            raise KerasSaatError(
-                f"{workdir} is in use: {owner}; wait for that run to end, or give another --workdir"
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"`keras-saat {command}`, process {os.getpid()} on {socket.gethostname()}\n")
-        handle.flush()
-        try:
-            yield
+            found = os.fstat(fd)
+            if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:  # another's file
+                raise KerasSaatError(
+                    f"{path} is not a plain file of its own; remove it and run again"
+                )
+            with contextlib.suppress(OSError):  # Windows locks the bytes: no owner is named
+                os.ftruncate(fd, 0)
+                os.write(
+                    fd,
+                    f"`keras-saat {command}`, process {os.getpid()} on {socket.gethostname()}\n".encode(),
+                )
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            os.close(fd)
+        yield
+    finally:
+        lock.release()

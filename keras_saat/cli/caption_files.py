@@ -361,7 +361,8 @@ def _novelty(value):
 
 def _lock(handle, path):
     """This process's exclusive lock on the open file `handle` (nothing where the system
-    has no flock)."""
+    has no flock): flock, not filelock, which locks a file of its own and on Windows
+    deletes it on release, so it cannot lock the rows' file itself."""
     try:
         import fcntl
     except ImportError:
