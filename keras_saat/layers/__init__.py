@@ -1,7 +1,5 @@
-"""The paper's layers: soft and hard attention (in a registry), the attention LSTM decoder,
-and the familiarity statistics that flag pictures unlike the training pictures.
-
-The names below load on first use, so the registry's names are known without Keras.
+"""The paper's layers: soft and hard attention, the attention LSTM decoder, and the
+familiarity statistics. Names load on first use, so the registry works without Keras.
 """
 
 from keras_saat._lazy import lazy_getattr

@@ -1,30 +1,12 @@
-"""StepScores and LoopScores: Eq. 4's scores s_t = tanh(W_a a + W_h h_{t-1}) v over the
-T steps, unrolled or in a `tf.while_loop`, with no (B, L, A) tensor kept between the
-forward and the backward pass.
+"""StepScores and LoopScores: Eq. 4's scores tanh(W_a a + W_h h_{t-1}) v over T steps,
+with no (B, L, A) energy tensor kept for the backward pass.
 
-Left to autodiff, each step of the attention MLP writes the energy tanh(p + q_t)
-(B, L, A) for its backward pass, reads it for v, reads it twice more in the backward,
-writes the pre-activation's gradient and reads it for the query's gradient and once
-more for d p, whose T per-step terms are then summed: about ten passes over a (B, L, A)
-tensor a step, which is the memory traffic that bounds the step on a GPU. In the loop
-form autodiff also stacks the T
-energies for the backward loop.
-
-The two classes compute the same values and the same gradients, arranged for that:
-- forward, s_t = sum_a v_a tanh(p + q_t)_a reduces as it goes (XLA fuses the tanh into
-  the reduction), and only q_t (B, A) is recorded;
-- each step's backward gives q_t its gradient sum_l ds_tl v (1 - tanh(p + q_t)^2),
-  recomputing the tanh from p;
-- p = W_a a + b_a and v receive theirs once, after the recurrence, from every step's ds_t
-  at once: a zero "probe" added to each s_t (one per step for `StepScores`, row t of a
-  (T, B, L) tensor for `LoopScores`), made by a `tf.custom_gradient` function of p and
-  v as in `StepMatmuls`, hands the gradient function all T upstream gradients together
-  (`summed_gradients`). Under XLA that is two reductions over the steps, one for d p
-  and one for d v, each recomputing the tanh as it reads p; outside XLA, a sequential
-  loop over the steps.
-
-The reductions run in float32 under mixed precision, as the score matmul's accumulator
-does.
+Autodiff makes about ten passes over a (B, L, A) tensor per step, the memory traffic
+that bounds the step on a GPU. Here the forward reduces as it goes and records only
+q_t = W_h h_{t-1}; each step's backward recomputes the tanh for q_t's gradient; p and v
+get theirs once, after the recurrence, through zero "probes" (as in `StepMatmuls`)
+whose gradient function sees all T upstream gradients (`summed_gradients`). The
+reductions run in float32 under mixed precision.
 """
 
 import functools
@@ -33,10 +15,9 @@ import tensorflow as tf
 
 
 def _recomputed(*tensors):
-    """The tensors, behind XLA's optimisation barrier when XLA compiles the graph: without
-    it, XLA's common-subexpression pass merges the backward pass's tanh with the forward's
-    and stores the (B, L, A) energy after all. Outside XLA (no barrier kernel there) they
-    are returned as they are."""
+    """The tensors behind XLA's optimisation barrier, so that XLA's CSE does not merge the
+    backward tanh with the forward's and store the (B, L, A) energy; unchanged outside XLA.
+    """
     if not _in_xla():
         return tensors
     try:
@@ -90,8 +71,7 @@ def summed_gradients(projected, kernel, queries, d_scores):
 
 
 def _summed_by_step(projected, kernel, queries, d_scores):
-    """`summed_gradients` one step at a time: outside XLA each op writes its result, and
-    a (B, L, A) tensor a step holds far less memory than (T, B, L, A)."""
+    """`summed_gradients` one step at a time, which holds (B, L, A) rather than (T, B, L, A)."""
     p = _f32(projected)
 
     def add(sums, step):
@@ -114,9 +94,8 @@ class StepScores:
     """s_t = tanh(projected + query_t) @ v for t = 0..steps-1, fused, with one gradient
     for `projected` and `v` summed over the steps.
 
-    Call it once per step, in order: `step_scores(query_t)` returns s_t (B, L). Values
-    equal `tanh(projected + query_t[:, None]) @ v` up to float rounding; gradients equal
-    autodiff's. Use a new object for each pass through the loop.
+    Call it once per step, in order: `step_scores(query_t)` returns s_t (B, L). Use a new
+    object for each pass through the loop.
 
     Args:
         projected: (B, L, A). W_a a + b_a, in the compute dtype.
@@ -165,16 +144,7 @@ class StepScores:
 
 
 class LoopScores:
-    """`StepScores` for the body of a `tf.while_loop` over t = 0..steps-1 (and a first
-    step before it): s_t fused, p's and v's gradients summed once after the loop.
-
-    As with `LoopMatmuls` (keras_saat/layers/stacked_matmul.py): in the body, set
-    `last_input` to None, then `loop_scores.at(t)(query_t)` returns s_t (once a step) and
-    `last_input` is query_t, which the loop writes to a TensorArray it carries; after
-    the loop, hand the stacked queries (T, B, A) to `record` before the gradient is
-    taken. Each s_t adds row t of a zero "probe" (T, B, L), read from a TensorArray, so
-    the probe's gradient is every step's ds_t, stacked after the backward loop. No
-    iteration keeps its (B, L, A) energy for the backward pass.
+    """`StepScores` for the body of a `tf.while_loop`, used as `LoopMatmuls` is.
 
     Args:
         projected: (B, L, A). W_a a + b_a, in the compute dtype.
@@ -226,8 +196,7 @@ class LoopScores:
 def fused_scores(projected, v, query):
     """sum_a v_a tanh(projected + query[:, None])_a: (B, L, A), (A,), (B, A) -> (B, L).
 
-    The gradient is taken for `query` only (the callers pass a frozen `projected` and `v`),
-    recomputing the tanh rather than keeping it.
+    The gradient is for `query` only, recomputing the tanh rather than keeping it.
     """
 
     @tf.custom_gradient

@@ -1,22 +1,17 @@
-"""FeatureFamiliarity: how far an image's features lie from the training images' features.
+"""FeatureFamiliarity: how far an image's backbone features lie from the training images'.
 
-A captioner names what it learnt to name, whatever it is shown: a photograph of a cat
-comes back as "a white square above a white circle". This layer says when that
-happens. It pools the frozen backbone's annotation grid over its L locations, takes
-each channel's signed square root (the power normalisation of Perronnin et al.,
-ECCV 2010, which evens out ReLU features' long tails), and measures the squared
-Mahalanobis distance of that vector from the training images' mean under their
-shrunk covariance (Ledoit and Wolf's target, a multiple of the identity):
+A captioner names what it learnt to name, whatever it is shown; this layer flags when
+the picture is unlike the training pictures. It mean-pools the annotation grid, takes
+each channel's signed square root (Perronnin et al., ECCV 2010), and measures the
+squared Mahalanobis distance from the training mean under a shrunk covariance:
 
     v = sign(m) sqrt(|m|),  m = mean_i f_i                     (C,)
     d2 = |(v - mu) W|^2 / C,  W W^T = ((1 - s) S + s tr(S)/C I)^-1
     novelty = d2 / threshold
 
-`threshold` is a high quantile of held-out familiar images' d2 (`fit_familiarity`), so
-novelty above 1 marks an image unlike the training pictures. The statistics are
-non-trainable weights, so a `.keras` file, a preset, the SavedModel (core TF ops:
-mean, sqrt, matmul) and the LiteRT file (builtin ops) all carry them. A layer never
-fitted (`calibrated` 0) answers NaN.
+`threshold` is a high quantile of held-out familiar images' d2, so novelty above 1
+marks an unfamiliar image. The statistics are non-trainable weights, so every saved and
+exported form carries them; a layer never fitted answers NaN.
 """
 
 import keras
@@ -38,15 +33,13 @@ def signed_sqrt(values):
 
 
 def pooled_vectors(features):
-    """The vectors the familiarity statistics describe: (B, L, C) features -> (B, C)
-    NumPy float64, each location-mean pooled and signed-square-rooted."""
+    """(B, L, C) features -> (B, C) float64 vectors, location-mean pooled and signed-square-rooted."""
     pooled = np.asarray(features, np.float64).mean(axis=1)
     return np.sign(pooled) * np.sqrt(np.abs(pooled))
 
 
 def fit_statistics(vectors, shrinkage=DEFAULT_SHRINKAGE):
-    """(mean (C,), whitening W (C, C)) of (N, C) vectors: W W^T is the inverse of the
-    shrunk covariance, so |(v - mean) W|^2 is the squared Mahalanobis distance."""
+    """(mean (C,), whitening W (C, C)) of (N, C) vectors, W W^T the inverse shrunk covariance."""
     vectors = np.asarray(vectors, np.float64)
     mean = vectors.mean(axis=0)
     centred = vectors - mean
@@ -76,9 +69,8 @@ def fit_familiarity(
 ):
     """The familiarity statistics of training images' pooled vectors (`pooled_vectors`).
 
-    The mean and covariance come from all of `train_vectors`; the threshold is the
-    `quantile` of held-out distances: each training image's under statistics fitted on
-    the other `folds` - 1 folds, and each validation image's under the final ones.
+    The threshold is the `quantile` of held-out distances: each training image's under
+    statistics fitted on the other folds, and each validation image's under the final ones.
 
     Args:
         train_vectors: (N, C) array. N must be larger than `folds`.
@@ -123,20 +115,13 @@ def fit_familiarity(
 
 @keras.saving.register_keras_serializable(package="keras_saat")
 class FeatureFamiliarity(keras.layers.Layer):
-    """Novelty of images from their backbone features: d2 / threshold (module docstring).
+    """Novelty of images from their backbone features: d2 / threshold.
 
-    Input: (B, L, C) backbone features. Output: (B,) float32 novelty, above 1 for an image
-    unlike the training images, NaN while the layer was never fitted (`assign`).
+    Input (B, L, C) backbone features; output (B,) float32 novelty, above 1 for an
+    unfamiliar image, NaN until fitted (`assign`).
 
     Args:
         channels: int. C, the backbone's feature channels.
-
-    Example:
-        ```python
-        layer = FeatureFamiliarity(96)
-        layer.assign(fit_familiarity(pooled_vectors(train_features)))
-        layer(features)  # (B,) novelty
-        ```
     """
 
     def __init__(self, channels, **kwargs):
@@ -186,8 +171,7 @@ class FeatureFamiliarity(keras.layers.Layer):
         return ops.where(self.calibrated > 0, novelty, float("nan"))
 
     def load_own_variables(self, store):
-        """Reads the statistics, or leaves the layer unfitted where the file has none (a
-        model saved before familiarity existed)."""
+        """Reads the statistics, or leaves the layer unfitted where the file has none."""
         if len(store.keys()) == 0:
             return
         super().load_own_variables(store)

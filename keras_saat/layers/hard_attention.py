@@ -10,13 +10,10 @@ from keras_saat.layers.soft_attention import SoftAttention, attend_options
 class HardAttention(SoftAttention):
     """s_t ~ Multinoulli_L(alpha_t), z_t = a_{s_t} (Eq. 8-9).
 
-    In training, each location is drawn with a stateless sampler seeded by a
-    SeedGenerator (reproducible, compiles under XLA, checkpointed with the
-    layer). A caption uses the expected (soft) context instead with probability
-    `hard_soft_probability`, drawn once per caption by `begin`: the paper's
-    variance reduction (Sec. 4.1). At inference the expected context is used.
-    The gating scalar multiplies whichever context is used, as in the authors'
-    arctic-captions code.
+    In training, locations are drawn with a stateless sampler (reproducible under XLA,
+    checkpointed with the layer). A caption uses the expected context instead with
+    probability `hard_soft_probability` (the variance reduction of Sec. 4.1); inference
+    uses the expected context. The gating scalar multiplies either, as in arctic-captions.
 
     Args:
         units: int. Width of the attention MLP. Defaults to 128.
@@ -88,10 +85,8 @@ class HardAttention(SoftAttention):
         step_scores=None,
         score_kernel=None,
     ):
-        """Returns dict(z, alpha, beta, sample (B,) int32, log_p_sample (B,), entropy (B,)).
-
-        `query`, `gate_input`, `context_matmuls`, `step_scores` and `score_kernel` as in
-        `SoftAttention.call`.
+        """Returns dict(z, alpha, beta, sample (B,) int32, log_p_sample (B,), entropy (B,)); the
+        other arguments are as in `SoftAttention.call`.
         """
         given = attend_options(step_scores, score_kernel)
         alpha = self.attend(projected, hidden, query, **given)  # (B, L)

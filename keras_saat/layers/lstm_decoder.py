@@ -19,10 +19,9 @@ def _forget_bias_one(shape, dtype=None):
 
 @keras.saving.register_keras_serializable(package="keras_saat")
 def _scores_as_built(attention):
-    """Whether an attention type scores locations with SoftAttention's own Eq. 4 (its
-    `attend` and `call` as the library's, and a `score` layer): the decoder then hands it
-    the fused scores or the score kernel read before a loop. A type of its own that
-    overrides `attend` or `call` gets the arguments it was written for."""
+    """Whether an attention type scores with SoftAttention's own Eq. 4 (its `attend` and
+    `call`, and a `score` layer), so the decoder may hand it fused scores or the score kernel.
+    """
     from keras_saat.layers.hard_attention import HardAttention
     from keras_saat.layers.soft_attention import SoftAttention
 
@@ -43,11 +42,9 @@ class LSTMDecoder(keras.layers.Layer):
         c_t = f * c_{t-1} + i * g;  h_t = o * tanh(c_t)            (Eq. 2-3)
         logits_t = L_o(dropout(E y_{t-1} + L_h h_t + L_z z_t))     (Eq. 7, the deep output layer)
 
-    Teacher forcing (`call`) runs the T steps either unrolled into the graph (`unroll`
-    True: each kernel's gradient is one matmul over the stacked steps, the faster step)
-    or as one `tf.while_loop` (`unroll` False: the graph, its tracing and its
-    XLA compile do not grow with T). Both compute the same values. `step` advances one
-    word for the decoders in `keras_saat.decoding`.
+    Teacher forcing (`call`) runs unrolled (faster steps) or as one `tf.while_loop` (a graph
+    and compile that do not grow with T), with the same values. `step` advances one word
+    for the decoders in `keras_saat.decoding`.
 
     Args:
         vocab_size: int. K, number of tokens.
@@ -61,14 +58,11 @@ class LSTMDecoder(keras.layers.Layer):
         attention_options: dict or None. Extra constructor arguments of the attention
             type (its `options`, e.g. hard attention's hard_soft_probability). Defaults to None.
         seed: int or None. Seed for dropout and the attention's draws. Defaults to None.
-        unroll: bool. Teacher forcing unrolled (True) or as a `tf.while_loop` (False). A
-            setting of the computation, not of the model: it can be changed on a built
-            layer (the trainer sets it from `train.unroll`). Defaults to True.
+        unroll: bool. Teacher forcing unrolled (True) or as a `tf.while_loop` (False); a
+            setting of the computation that can change on a built layer. Defaults to True.
         fused_scores: bool. Eq. 4's scores as one fused block with a custom gradient
-            (`keras_saat.layers.attention_scores.StepScores`, or `LoopScores` in the loop
-            form): the same values and gradients, no (B, L, units) tensor kept per step.
-            A setting of the computation like `unroll` (the trainer sets it from
-            `train.fused_scores`). Defaults to False.
+            (`StepScores` or `LoopScores`): the same values, no (B, L, units) tensor kept per
+            step. A setting of the computation like `unroll`. Defaults to False.
 
     Example:
         ```python
@@ -153,10 +147,8 @@ class LSTMDecoder(keras.layers.Layer):
         return self.init_h(mean), self.init_c(mean)
 
     def lstm(self, embedding_gates, z, h, c, context=None, recurrent=None):
-        """One LSTM update (Eq. 1-3). `embedding_gates` is E y_{t-1} @ W_e: (batch, 4n).
-
-        `context` (z @ W_z) and `recurrent` (h @ U), each (batch, 4n), are computed here
-        unless the caller passes them (teacher forcing computes them with `StepMatmuls`).
+        """One LSTM update (Eq. 1-3). `embedding_gates` is E y_{t-1} @ W_e: (batch, 4n);
+        `context` (z @ W_z) and `recurrent` (h @ U) are computed here unless given.
         """
         dtype = h.dtype  # the compute dtype (float16 under mixed precision, also outside __call__)
         if context is None:
@@ -172,10 +164,7 @@ class LSTMDecoder(keras.layers.Layer):
         return h, c
 
     def deep_output(self, embedded, h, z, training=False, context=None):
-        """Eq. 7 logits for any leading shape: (..., m), (..., n), (..., D) -> (..., K).
-
-        `context` is L_z z (L_z has no bias) when the caller has it from a wider matmul.
-        """
+        """Eq. 7 logits: (..., m), (..., n), (..., D) -> (..., K); `context` is L_z z if computed."""
         if context is None:
             context = self.output_context(z)
         out = embedded + self.output_hidden(h) + context
@@ -203,27 +192,22 @@ class LSTMDecoder(keras.layers.Layer):
         annotated = self.annotated(annotations, repeats)
         if not self.unroll:
             return self._loop(annotated, embedded, embedding_gates, training)
-        # One unstack, not a slice per step: the gradient of T slices `[:, t]` is T
-        # zero-padded (B, T, 4n) tensors summed; the gradient of unstack is a single stack.
+        # One unstack: the gradient of T slices `[:, t]` is T zero-padded tensors summed.
         step_gates = ops.unstack(embedding_gates, steps, axis=1)  # T x (B, 4n)
         annotations, projected, h, c = annotated
         batch_size = ops.shape(annotations)[0]
         begun = self.attention.begin(batch_size, training)  # per-caption draws
-        # Every kernel that multiplies h_{t-1} (U, the attention's W_h and f_beta) in one
-        # matmul per step, and z @ W_z; each kernel's gradient is one matmul over the
-        # stacked steps (keras_saat/layers/stacked_matmul.py). Same values as `step`.
+        # h_{t-1} meets all its kernels in one matmul per step; each kernel's gradient,
+        # and the context's over the annotations, is one matmul over the stacked steps.
         dtype = h.dtype
         kernels = self.hidden_kernels(dtype)
         hidden_matmul = StepMatmuls(kernels["hidden"], steps, [batch_size])
         context_matmul = StepMatmuls(ops.cast(self.lstm_context_kernel, dtype), steps, [batch_size])
-        # The context sum_i alpha_ti a_i as a StepMatmuls over the annotations: their
-        # gradient becomes one batched matmul instead of a (B, L, D) tensor per step.
         context_matmuls = [
             StepMatmuls(annotations, steps, [batch_size, 1])
             for _ in range(self.attention.context_count(training))
         ]
-        # Eq. 4 fused over the steps: d(W_a a) and dv summed once, after the recurrence.
-        # Only for the library's own Eq. 4 (a type that overrides `attend` scores its own way).
+        # Eq. 4 fused only for the library's own scoring; d(W_a a) and dv summed once.
         fuse = self.fused_scores and _scores_as_built(self.attention)
         scores = {"step_scores": self.attention.step_scores(projected, steps)} if fuse else {}
         collected = {}
@@ -246,9 +230,9 @@ class LSTMDecoder(keras.layers.Layer):
         return self._outputs(embedded, stacked, begun, training)
 
     def annotated(self, annotations, repeats=None):
-        """(annotations, W_a a, h_0, c_0), one row per caption: with `repeats`, the
-        annotations are one row per image, and each is projected (B L D A multiply-adds,
-        the largest matmul of the steps' set-up) and averaged once, then repeated."""
+        """(annotations, W_a a, h_0, c_0), one row per caption; with `repeats`, W_a a and the
+        initial state are computed once per image, then repeated.
+        """
         projected = self.attention.project(annotations)  # (B, L, units), once per image
         h, c = self.initial_state(annotations)
         if repeats is None:
@@ -281,11 +265,7 @@ class LSTMDecoder(keras.layers.Layer):
         }
 
     def step_kernels(self, dtype=None):
-        """The kernels `step` multiplies by, concatenated by input, for a whole decode.
-
-        h_{t-1} meets U and the attention's hidden kernels (W_h, f_beta) in one matmul, and
-        z_t meets W_z and L_z in another, as teacher forcing does. Decoders compute this
-        once, outside their loop, and pass it to every `step`.
+        """The kernels `step` multiplies by, concatenated by input, computed once per decode.
 
         Returns:
             dict: "hidden" (n, 4n + ...) and "context" (D, 4n + m), in the compute dtype,
@@ -300,9 +280,9 @@ class LSTMDecoder(keras.layers.Layer):
         }
 
     def hidden_kernels(self, dtype):
-        """U and the attention's hidden kernels (W_h, f_beta), which all multiply h_{t-1},
-        concatenated in `dtype`: dict "hidden" (n, 4n + ...), its split points
-        "hidden_split" and the attention's argument names "hidden_names"."""
+        """U and the attention's hidden kernels, which all multiply h_{t-1}, concatenated:
+        "hidden", its split points "hidden_split" and argument names "hidden_names".
+        """
         attention_kernels = self.attention.hidden_kernels()  # {call argument: kernel}
         hidden = [self.lstm_recurrent_kernel, *attention_kernels.values()]
         return {
@@ -320,9 +300,8 @@ class LSTMDecoder(keras.layers.Layer):
     def step(self, input_ids, state, annotations, projected, kernels=None):
         """One inference step: (batch,) previous ids -> (logits (B, K), new state).
 
-        `state` holds h and c; the returned state adds the step's alpha (B, L). `kernels`
-        is `step_kernels()`, computed here when not given. The values equal those of the
-        per-kernel products (`lstm`, `deep_output`).
+        `state` holds h and c; the returned state adds the step's alpha (B, L). `kernels` is
+        `step_kernels()`, computed here when not given.
         """
         embedded = self.embedding(input_ids)  # (B, m)
         dtype = embedded.dtype

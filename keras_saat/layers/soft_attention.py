@@ -6,18 +6,16 @@ from keras import ops
 
 
 def attend_options(step_scores, score_kernel):
-    """`attend`'s optional arguments that are set, so a type whose `attend` takes only
-    (projected, hidden, query) works wherever they are not."""
+    """`attend`'s optional arguments that are set, for types whose `attend` lacks them."""
     given = {"step_scores": step_scores, "score_kernel": score_kernel}
     return {k: v for k, v in given.items() if v is not None}
 
 
 def _scores(energy, kernel):
-    """energy @ v: (B, L, units), (units, 1) -> (B, L), the `v` layer's product.
+    """energy @ v: (B, L, units), (units, 1) -> (B, L).
 
-    Its gradient is written out: autodiff's d_energy = d_scores v^T is a MatMul with an
-    inner dimension of 1, an outer product that CPU matmul kernels run slowly; a
-    broadcast multiply computes the same.
+    Its gradient is a broadcast multiply: autodiff's d_scores v^T is a MatMul with inner
+    dimension 1, which CPU kernels run slowly.
     """
 
     @tf.custom_gradient
@@ -42,14 +40,10 @@ def _scores(energy, kernel):
 class SoftAttention(keras.layers.Layer):
     """e_ti = v^T tanh(W_a a_i + W_h h_{t-1}); alpha_t = softmax_i(e_t); z_t = beta_t sum_i alpha_ti a_i.
 
-    The gating scalar beta_t = sigmoid(f_beta(h_{t-1})) is one number per caption
-    and step (Sec. 4.2.1). `W_a a` does not depend on t: `project` computes it
-    once per image and every step reuses it.
-
-    It is also the base of every attention type in `keras_saat.layers.attention_registry`:
-    the decoder, the loss and the trainers ask an attention class what it adds, through
-    `options`, `reinforce`, `begin`, `sequence_outputs` and `policy_terms`, and never
-    compare its name.
+    The gating scalar beta_t = sigmoid(f_beta(h_{t-1})) is one number per caption and step
+    (Sec. 4.2.1). `project` computes `W_a a` once per image. It is also the base of every
+    attention type in `keras_saat.layers.attention_registry`: callers ask the class what it
+    adds (`options`, `reinforce`, `begin`, `sequence_outputs`, `policy_terms`).
 
     Args:
         units: int. Width of the attention MLP. Defaults to 128.
@@ -101,19 +95,15 @@ class SoftAttention(keras.layers.Layer):
         return self.annotation_projection(annotations)
 
     def step_scores(self, projected, steps, loop=False):
-        """A `StepScores` over `projected` for `steps` unrolled steps, or with `loop` a
-        `LoopScores` for a `tf.while_loop`: Eq. 4 fused, with no (B, L, units) tensor kept
-        for the backward pass (keras_saat/layers/attention_scores.py)."""
+        """A `StepScores` (or with `loop` a `LoopScores`) computing Eq. 4 fused over the steps."""
         from keras_saat.layers.attention_scores import LoopScores, StepScores
 
         kind = LoopScores if loop else StepScores
         return kind(projected, ops.cast(self.score.kernel, projected.dtype), steps)
 
     def hidden_kernels(self):
-        """The kernels applied to h_{t-1}, by `call` argument: W_h (n, units) as "query",
-        and f_beta's kernel (n, 1) as "gate_input" when gating.
-
-        A decoder may multiply h_{t-1} by them in one matmul and pass the parts to `call`.
+        """The kernels applied to h_{t-1}, by `call` argument: W_h as "query", f_beta's as
+        "gate_input" when gating, so a decoder can multiply by them in one matmul.
         """
         kernels = {"query": self.hidden_projection.kernel}
         if self.gate is not None:
@@ -123,10 +113,8 @@ class SoftAttention(keras.layers.Layer):
     def attend(self, projected, hidden, query=None, step_scores=None, score_kernel=None):
         """Attention weights alpha_t (Eq. 4-5): (batch, L).
 
-        `query` is W_h h_{t-1} (batch, units) when the caller has computed it;
-        `step_scores` a function of the query that computes Eq. 4 fused (a `StepScores`
-        over `projected`, or a `LoopScores`' step);
-        `score_kernel` v (units, 1) in the compute dtype, read once outside a loop.
+        `query` is W_h h_{t-1} when the caller has it; `step_scores` computes Eq. 4 fused;
+        `score_kernel` is v in the compute dtype, read once outside a loop.
         """
         if query is None:
             query = self.hidden_projection(hidden)
@@ -141,10 +129,8 @@ class SoftAttention(keras.layers.Layer):
         return ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), scores.dtype)
 
     def gate_value(self, hidden, gate_input=None):
-        """beta_t (Eq. 13): (batch, 1); ones when gating is off.
-
-        `gate_input` is h_{t-1} @ f_beta's kernel (batch, 1), without the bias, when the
-        caller has computed it.
+        """beta_t (Eq. 13): (batch, 1), ones when gating is off; `gate_input` is h_{t-1} @ f_beta's
+        kernel when the caller has it.
         """
         if self.gate is None:
             return ops.ones((ops.shape(hidden)[0], 1), hidden.dtype)
@@ -161,12 +147,8 @@ class SoftAttention(keras.layers.Layer):
         return {}
 
     def sequence_outputs(self, steps, begun):
-        """The decoder's outputs beyond logits, alphas and betas.
-
-        Args:
-            steps: dict of the extra per-step values `call` returned, stacked over time
-                (B, T, ...).
-            begun: dict. What `begin` returned for this sequence.
+        """The decoder's outputs beyond logits, alphas and betas, from the stacked extra per-step
+        values (B, T, ...) of `call` and what `begin` returned.
         """
         return {}
 
@@ -178,13 +160,10 @@ class SoftAttention(keras.layers.Layer):
 
     @staticmethod
     def context(weights, annotations, context_matmul=None):
-        """sum_i w_i a_i: (B, L), (B, L, D) -> (B, D). With w = alpha_t, Eq. 6.
+        """sum_i w_i a_i: (B, L), (B, L, D) -> (B, D) (Eq. 6 with w = alpha_t).
 
-        A batched matmul: `einsum("bl,bld->bd")` computes the same, but it and its
-        gradient run slower on CPU.
-
-        `context_matmul`, when given, computes `w[:, None, :] @ annotations` (a decoder
-        passes a `StepMatmuls` over the annotations, whose gradient is faster).
+        A batched matmul, faster on CPU than the einsum; `context_matmul` (a `StepMatmuls`)
+        computes it when given.
         """
         if context_matmul is None:
             return ops.matmul(weights[:, None, :], annotations)[:, 0]
@@ -204,10 +183,9 @@ class SoftAttention(keras.layers.Layer):
     ):
         """Returns dict(z (B, D), alpha (B, L), beta (B, 1)).
 
-        `query` and `gate_input`: h_{t-1}'s products with `hidden_kernels()`, if computed;
-        `context_matmuls`: `context_count()` functions for `context`, or None;
-        `step_scores`: a function of the query for Eq. 4 fused (`step_scores`), or None;
-        `score_kernel`: v in the compute dtype, read once before a loop (`attend`), or None.
+        `query` and `gate_input` are h_{t-1}'s products with `hidden_kernels()`;
+        `context_matmuls` has `context_count()` functions for `context`; `step_scores` and
+        `score_kernel` are as in `attend`. Each is None when not computed.
         """
         alpha = self.attend(projected, hidden, query, **attend_options(step_scores, score_kernel))
         matmuls = context_matmuls or [None]

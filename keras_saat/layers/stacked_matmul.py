@@ -1,36 +1,12 @@
-"""StepMatmuls: x_t @ W over the steps of an unrolled loop, with one gradient for W.
+"""StepMatmuls and LoopMatmuls: x_t @ W over a loop's steps, with W's gradient as one matmul.
 
-Backpropagation through time gives the kernel W of a recurrence the gradient
-sum_t x_t^T dy_t. Left to autodiff, that is one (in, B) x (B, out) matmul per step,
-whose inner dimension is the batch. CPU kernels run such thin matmuls well below the
-rate of the same work stacked over the T steps into one (in, T*B) x (T*B, out) matmul.
-
-`StepMatmuls` computes the same values and the same gradients, arranged that way:
-each step multiplies by `stop_gradient(W)`, so the input's gradient dy_t W^T flows as
-usual, and adds a zero "probe" tensor; the probes of all steps come from one
-`tf.custom_gradient` function of W, whose gradient receives every dy_t at once and
-returns X^T dY, with X the stacked step inputs. The inputs are recorded as the loop
-runs, and read when the gradient is built (by then the loop has run).
-
-The annotations a (B, L, D) are such a kernel too: the context sum_i alpha_ti a_i is the
-batched matmul alpha_t a, and autodiff gives a the gradient alpha_t^T dz_t, a (B, L, D)
-tensor per step, summed over the steps. Stacked, it is one (B, L, T) x (B, T, D) batched
-matmul.
-
-The input's gradient dy_t W^T is left to autodiff for a per-example kernel, but for a
-weight it is a plain matmul by W^T, transposed once for all steps: autodiff's
-`MatMul(transpose_b=True)` with a thin left operand is the slow case of the CPU
-kernel, and Grappler would otherwise fold the transpose back
-into it.
-
-`LoopMatmuls` does the same inside a `tf.while_loop`, whose body is traced once: the
-probes are a (T, ...) zero tensor behind a TensorArray, each iteration adds its row
-(the gradient of that read writes dy_t into row t, an in-place update under XLA), and
-each iteration's input x_t is written to a TensorArray the loop carries; after the loop
-the inputs are stacked and the kernel's gradient is again X^T dY, one matmul. Left to
-autodiff, the loop's backward pass computes x_t^T dy_t in every iteration and adds it to
-an accumulator of the kernel's shape: a (B, L, D) outer product and sum each iteration
-for the annotations.
+Backpropagation through time gives a kernel the gradient sum_t x_t^T dy_t; autodiff
+computes it as T thin matmuls (inner dimension the batch), which CPU kernels run well
+below the rate of one (in, T*B) x (T*B, out) matmul. Each step multiplies by
+`stop_gradient(W)` and adds a zero "probe" from one `tf.custom_gradient` function of W,
+whose gradient receives every dy_t at once and returns X^T dY. The annotations of the
+context sum_i alpha_ti a_i are such a kernel too. `LoopMatmuls` does the same in a
+`tf.while_loop`, with the probes and inputs in TensorArrays.
 """
 
 import functools
@@ -41,14 +17,9 @@ import tensorflow as tf
 class StepMatmuls:
     """x_t @ kernel for t = 0..steps-1, the kernel's gradient as one stacked matmul.
 
-    Call it once per step, in order: `step_matmuls(x_t)` returns x_t @ kernel. Values and
-    gradients equal `tf.matmul(x_t, kernel)`'s; only the kernel gradient's arrangement
-    differs. Use a new object for each pass through the loop.
-
-    Two kinds of kernel:
-    - a weight (in, out), with x_t (B, in) -> (B, out); `rows` is (B,);
-    - a per-example tensor (B, in, out), such as the annotations, with x_t (B, R, in)
-      -> (B, R, out); `rows` is (B, R).
+    Call it once per step, in order; values and gradients equal `tf.matmul(x_t, kernel)`'s.
+    Use a new object for each pass through the loop. The kernel is a weight (in, out) with
+    `rows` (B,), or a per-example tensor (B, in, out) with `rows` (B, R).
 
     Args:
         kernel: tensor (in, out) or (B, in, out), already cast to the compute dtype.
@@ -96,14 +67,12 @@ class StepMatmuls:
 
 
 class LoopMatmuls:
-    """x_t @ kernel in the body of a `tf.while_loop` over t = 0..steps-1 (and for a first
-    step before it), the kernel's gradient as one stacked matmul after the loop.
+    """`StepMatmuls` for the body of a `tf.while_loop` (and a first step before it).
 
     In the body, set `last_input` to None, then `loop_matmuls.at(t)(x_t)` returns
-    x_t @ kernel (once a step: a second call is an error) and `last_input` is x_t, which
-    the loop writes to a TensorArray it carries. After the loop, hand the
-    stacked inputs (T, ...) to `record`, before the gradient is taken. Values and
-    gradients equal `tf.matmul(x_t, kernel)`'s; kernels and rows as in `StepMatmuls`.
+    x_t @ kernel (once a step) and `last_input` is x_t for the loop to write to a
+    TensorArray. After the loop, pass the stacked inputs (T, ...) to `record` before the
+    gradient is taken.
 
     Args:
         kernel: tensor (in, out) or (B, in, out), already cast to the compute dtype.
@@ -165,9 +134,8 @@ class LoopMatmuls:
 def _frozen(kernel):
     """(the kernel without a gradient, its transpose for a weight's input gradient or None).
 
-    W^T is made once for all steps; a graph prunes it when no gradient is taken. Snapshot
-    makes it a tensor of its own: Grappler folds a bare Transpose feeding a MatMul back
-    into `transpose_b=True`, the slow case this avoids.
+    Snapshot keeps W^T a tensor of its own: Grappler would fold a bare Transpose back into
+    `MatMul(transpose_b=True)`, the slow CPU case this avoids.
     """
     frozen = tf.stop_gradient(kernel)
     if kernel.shape.rank != 2:
@@ -181,10 +149,9 @@ def _product_shape(kernel, rows):
 
 
 def _frozen_matmul(x, kernel, transposed):
-    """x @ kernel (a stopped-gradient weight or per-example kernel); for a weight, x's
-    gradient is dy @ transposed (kernel^T, made once). Only x gets a gradient: left to
-    autodiff, a batched matmul would compute the frozen kernel's too, and in a loop's
-    body that (B, in, out) product is not pruned."""
+    """x @ kernel with a gradient for x alone (a batched matmul would also compute the
+    frozen kernel's, which a loop body does not prune); a weight's uses `transposed`.
+    """
     if transposed is None:
         return _matmul_for_input(x, kernel)
     return _matmul_by_transposed(x, kernel, transposed)

@@ -1,13 +1,9 @@
 """Teacher forcing as one `tf.while_loop`: `LSTMDecoder`'s loop form (`unroll` False).
 
-The values are those of the unrolled form, and so are the kernels' gradients' shapes: the
-matmuls by U with the attention's hidden kernels (W_h, f_beta), by W_z, and the context
-alpha_t a are `LoopMatmuls` (keras_saat/layers/stacked_matmul.py). Each iteration writes
-their inputs to TensorArrays the loop carries, and each kernel's gradient is one matmul
-over the stacked steps after the loop instead of a product and a sum in every iteration
-of the backward loop. With the scores fused (`LoopScores`), each iteration records its
-query instead of its (B, L, A) energy, and W_a a and v get their gradients after the
-loop in the same way. The graph, its tracing and its XLA compile do not grow with T.
+The matmuls by the hidden kernels, W_z and the context are `LoopMatmuls`, so each
+kernel's gradient is one matmul after the loop rather than a product and sum in every
+backward iteration; with `LoopScores`, each iteration records its query, not its
+(B, L, A) energy.
 """
 
 import tensorflow as tf
@@ -17,20 +13,16 @@ from keras_saat.layers.stacked_matmul import LoopMatmuls
 
 
 def teacher_forcing_loop(decoder, annotated, embedding_gates, training, scores, fused=False):
-    """The decoder's T steps in one loop.
-
-    The first step runs before the loop, so that the loop's TensorArrays take the dtypes
-    and shapes of what the attention type returns.
+    """The decoder's T steps in one loop; the first runs before it, so the TensorArrays
+    take the dtypes and shapes of what the attention type returns.
 
     Args:
         decoder: the `LSTMDecoder`.
         annotated: (annotations, W_a a, h_0, c_0), one row per caption (`annotated`).
         embedding_gates: (B, T, 4n), E y_{t-1} @ W_e for every step.
         training: bool.
-        scores: dict. Extra arguments of the attention's `call` (the score kernel, read
-            once before the loop).
-        fused: bool. Eq. 4's scores fused (`LoopScores`, keras_saat/layers/attention_scores.py)
-            in place of `scores`.
+        scores: dict. Extra arguments of the attention's `call` (the score kernel).
+        fused: bool. Eq. 4's scores fused (`LoopScores`) in place of `scores`.
 
     Returns:
         (stacked, begun): the steps' values (B, T, ...) by name ("h" and what the
