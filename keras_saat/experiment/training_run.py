@@ -7,7 +7,9 @@ asked), fill the feature cache (or read the image files where the backbone train
 the features on the device or stream them (`data.feature_cache.resident_choice`), plan
 the epochs' batches (`epoch_batches`), train the decoder with the GradientTape loop
 (`keras_saat.training.loop`: XLA, tf.distribute, checkpoints and exact resume) keeping
-the best validation BLEU-4, and score the test split (`keras_saat.experiment.scoring`).
+the best validation BLEU-4, fit the best model's familiarity from the training features
+(`keras_saat.experiment.workdir_familiarity`), and score the test split
+(`keras_saat.experiment.scoring`).
 """
 
 import time
@@ -33,6 +35,7 @@ from keras_saat.experiment.preparation import (
 from keras_saat.experiment.resume_check import check_resume_config
 from keras_saat.experiment.run_context import start_runtime
 from keras_saat.experiment.scoring import caption_split, evaluate
+from keras_saat.experiment.workdir_familiarity import calibrate_workdir
 from keras_saat.io_utils import atomic_path
 from keras_saat.models.factories import build_captioner
 from keras_saat.runtime.cpu_kernels import onednn_enabled
@@ -48,7 +51,7 @@ def train(config, workdir, log=print, callbacks=()):
 
     Writes config.yaml (resolved), vocab.txt, features/ (the cache), checkpoints/
     (resume: the same command continues a killed run), logs/ (TensorBoard),
-    history.json, model.keras (best validation BLEU-4) and
+    history.json, model.keras (best validation BLEU-4, its familiarity fitted) and
     eval/test/{predictions.json, metrics.json}.
 
     Args:
@@ -109,6 +112,7 @@ def _train(config, workdir, log, callbacks):
         f"saved {workdir / MODEL_FILE}"
     )
     # The best model's frozen encoder is the one that filled the cache.
+    calibrate_workdir(workdir, config, log, prepared=(dataset, source))
     evaluation = evaluate(workdir, "test", log=log, prepared=(dataset, source))
     return {
         "chief": True,

@@ -12,6 +12,9 @@ feed it). One signature, `serving_default`:
             log_prob   float32 [1]   the caption's log-probability
             attention  float32 [1, T, grid_h, grid_w]  the map each token was generated
                                      with; zeros after <end>
+            novelty    float32 [1]   how unlike the training pictures the image is: above
+                                     1 is unlike them (NaN: the model was never calibrated)
+            familiar   bool [1]      novelty <= 1 (true when never calibrated)
 
 The backbone (its batch norms folded), the squeeze and the decoding loop (greedy,
 or beam search: both are one `tf.while_loop`) run inside the model, with LiteRT's
@@ -33,6 +36,11 @@ import numpy as np
 import tensorflow as tf
 
 from keras_saat.errors import KerasSaatError
+from keras_saat.export.familiarity_outputs import (
+    familiarity_metadata,
+    familiarity_outputs,
+    warn_uncalibrated,
+)
 from keras_saat.io_utils import write_bytes_atomic
 from keras_saat.serving.signatures import DEFAULT_SIGNATURE
 from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID, UNK_ID
@@ -42,7 +50,8 @@ QUANTIZE_MODES = ("none", "float16", "int8")
 
 
 def litert_function(model, decode, encoder=None):
-    """The LiteRT graph as a tf.function: pixels [1, S, S, 3] -> tokens, log_prob, attention."""
+    """The LiteRT graph as a tf.function: pixels [1, S, S, 3] -> tokens, log_prob,
+    attention, novelty, familiar."""
     encoder = encoder or model.encoder
     size, (grid_h, grid_w) = model.image_size, model.grid_shape
     steps = int(decode.max_length) + 1
@@ -57,6 +66,7 @@ def litert_function(model, decode, encoder=None):
             "tokens": tf.reshape(tf.cast(out["tokens"], tf.int32), [1, steps]),
             "log_prob": tf.reshape(tf.cast(out["log_prob"], tf.float32), [1]),
             "attention": tf.reshape(tf.cast(out["alpha"], tf.float32), [1, steps, grid_h, grid_w]),
+            **{k: tf.reshape(v, [1]) for k, v in familiarity_outputs(out["novelty"]).items()},
         }
 
     return serve
@@ -131,6 +141,7 @@ def export_litert(model, out, decode, export, version=None, metadata=None, log=p
     if version is not None:
         log("a .tflite file has no versions: --model-version is ignored")
     encoder = serving_encoder(model, export, log)
+    warn_uncalibrated(model, log)
     data = convert(litert_function(model, decode, encoder), export.quantize)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{export.model_name}.tflite"
@@ -149,6 +160,7 @@ def export_litert(model, out, decode, export, version=None, metadata=None, log=p
         "quantize": export.quantize,
         "vocabulary": VOCAB_FILE,
         "special_tokens": {"pad": PAD_ID, "unk": UNK_ID, "start": START_ID, "end": END_ID},
+        "familiarity": familiarity_metadata(model),
         **(metadata or {}),
     }
     (out / f"{export.model_name}.json").write_text(json.dumps(info, indent=2, default=str) + "\n")

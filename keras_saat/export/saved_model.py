@@ -23,6 +23,11 @@ import tensorflow as tf
 
 from keras_saat.encoders.image_encoder import default_inference_chunk
 from keras_saat.errors import KerasSaatError
+from keras_saat.export.familiarity_outputs import (
+    familiarity_metadata,
+    familiarity_outputs,
+    warn_uncalibrated,
+)
 from keras_saat.export.staging import staging_folder, sweep_staging
 from keras_saat.images.decoding import RESIZE_MODES, decode_images, resize_image
 from keras_saat.io_utils import raise_write_failure
@@ -32,7 +37,9 @@ from keras_saat.text.vocabulary import END_ID
 from keras_saat.workdir import VOCAB_FILE
 
 WARMUP_FILE = "tf_serving_warmup_requests"
-OUTPUT_KEYS = ("caption", "tokens", "log_prob", "attention", "valid", "error")
+OUTPUT_KEYS = (
+    "caption", "tokens", "log_prob", "attention", "novelty", "familiar", "valid", "error",
+)  # fmt: skip
 # Images a signature runs at once: a larger request is decoded, encoded and captioned a
 # slice at a time (one after the other), so its memory follows the slice, not the request:
 # stock TF Serving without a batching config hands the graph whatever a request holds.
@@ -162,6 +169,7 @@ def serving_functions(model, decode, export, encoder=None):
             "tokens": strings,
             "log_prob": tf.where(valid, tf.cast(out["log_prob"], tf.float32), 0.0),
             "attention": attention,
+            **familiarity_outputs(out["novelty"], valid),
             "valid": valid,
             "error": error,
         }
@@ -172,6 +180,8 @@ def serving_functions(model, decode, export, encoder=None):
         "tokens": tf.TensorSpec([None, steps], tf.string),
         "log_prob": tf.TensorSpec([None], tf.float32),
         "attention": tf.TensorSpec([None, steps, grid_h, grid_w], tf.float32),
+        "novelty": tf.TensorSpec([None], tf.float32),
+        "familiar": tf.TensorSpec([None], tf.bool),
         "valid": tf.TensorSpec([None], tf.bool),
         "error": tf.TensorSpec([None], tf.string),
     }
@@ -253,9 +263,10 @@ def export_saved_model(model, base, decode, export, version=None, metadata=None,
             f"{final} already exists; pass another --model-version or remove it (TF Serving may be serving it)"
         )
     encoder = serving_encoder(model, export, log)
+    warn_uncalibrated(model, log)
     from_bytes, from_pixels = serving_functions(model, decode, export, encoder)
     archive = keras.export.ExportArchive()
-    for layer in (encoder, model.squeeze, model.decoder):  # what the graph runs
+    for layer in (encoder, model.squeeze, model.decoder, model.familiarity):  # what the graph runs
         if layer is not None:
             archive.track(layer)
     archive.add_endpoint(
@@ -326,10 +337,13 @@ def export_metadata(model, decode, export, version, extra=None):
                 "attention": "float32 [batch, {}, {}, {}]".format(
                     int(decode.max_length) + 1, *model.grid_shape
                 ),
+                "novelty": "float32 [batch]",
+                "familiar": "bool [batch]",
                 "valid": "bool [batch]",
                 "error": "string [batch]",
             },
         },
+        "familiarity": familiarity_metadata(model),
         "backbone": model.encoder.backbone_name,
         "image_size": model.image_size,
         "grid_shape": list(model.grid_shape),

@@ -9,7 +9,6 @@ time through `BatchDecoder`, which keeps every batch at one compiled shape.
 
 import contextlib
 import functools
-import warnings
 
 import tensorflow as tf
 from keras import ops
@@ -193,7 +192,7 @@ class CaptionGeneration:
         squared Mahalanobis distance over the threshold `calibrate_familiarity` set);
         `familiar` is False when it is above 1: a picture unlike the training pictures,
         whose caption names what the model knows rather than what is there. A model never
-        calibrated gives NaN and True, and warns.
+        calibrated (`familiarity_calibrated` False) gives NaN and True.
 
         Args:
             errors: str. "skip" (yield the error row) or "raise". Defaults to "skip".
@@ -202,14 +201,6 @@ class CaptionGeneration:
             raise KerasSaatError("generate() takes exactly one of images= or features=")
         if errors not in ("raise", "skip"):
             raise KerasSaatError(f"errors must be 'raise' or 'skip'; got {errors!r}")
-        if not self.familiarity_calibrated:
-            warnings.warn(
-                "this model's familiarity was never calibrated, so no caption is flagged as "
-                "unlike the training pictures (novelty NaN); call "
-                "model.calibrate_familiarity(training records or features)",
-                UserWarning,
-                stacklevel=2,
-            )
         decoder = BatchDecoder(self, batch_size, max_length, beam_size, length_penalty)
         if features is not None:
             batches = feature_batches(features, decoder.batch_size)

@@ -27,7 +27,8 @@ class Page(str):
 
 
 def json_value(array):
-    """A NumPy array (or scalar) as JSON values; strings as UTF-8 text, else {"b64": ...}."""
+    """A NumPy array (or scalar) as JSON values; strings as UTF-8 text, else {"b64": ...};
+    NaN and infinities as null (JSON has none: a browser's JSON.parse refuses them)."""
     if isinstance(array, bytes):
         try:
             return array.decode("utf-8")
@@ -36,4 +37,8 @@ def json_value(array):
     array = np.asarray(array)
     if array.dtype == object or array.dtype.kind == "S":
         return [json_value(item) for item in array] if array.ndim else json_value(array.item())
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        values = array.astype(object)
+        values[~np.isfinite(array)] = None  # a model never calibrated: novelty NaN
+        return values.tolist()
     return array.tolist()

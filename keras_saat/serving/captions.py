@@ -42,18 +42,27 @@ def _text(value):
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+def _novelty(value):
+    """A novelty output as a float: NaN where JSON carried null (a model never calibrated)."""
+    return float("nan") if value is None else float(value)
+
+
 def captions_from_outputs(outputs):
     """Per-image dicts from the model's outputs.
 
     Args:
         outputs: dict of array-likes with the batch first: caption, tokens, log_prob,
-            attention (B, T, grid_h, grid_w), valid, error.
+            attention (B, T, grid_h, grid_w), novelty, familiar, valid, error (novelty and
+            familiar may be absent: a model exported before they existed).
 
     Returns:
         list of dict: caption (str), tokens (list of str, `<end>` included when generated),
         log_prob (float), attention (n_tokens, grid_h, grid_w) float32 array (the map
-        each token was generated with), valid (bool), error (str, "" when valid).
+        each token was generated with), novelty (float: above 1 for a picture unlike the
+        training pictures, NaN when not measured), familiar (bool), valid (bool), error
+        (str, "" when valid).
     """
+    nan = float("nan")
     tokens = np.asarray(outputs["tokens"], dtype=object)
     attention = np.asarray(outputs["attention"], dtype=np.float32)
     results = []
@@ -66,6 +75,8 @@ def captions_from_outputs(outputs):
                 "tokens": row[:n],
                 "log_prob": float(outputs["log_prob"][i]),
                 "attention": attention[i, :n],
+                "novelty": _novelty(outputs["novelty"][i]) if "novelty" in outputs else nan,
+                "familiar": bool(outputs["familiar"][i]) if "familiar" in outputs else True,
                 "valid": bool(outputs["valid"][i]),
                 "error": _text(outputs["error"][i]),
             }

@@ -98,7 +98,8 @@ def test_a_glob_to_csv_and_bad_arguments(small_preset, photos, tmp_path, capsys)
     with out.open() as f:
         rows = list(csv.DictReader(f))
     assert [r["image"] for r in rows] == sorted(str(p) for p in photos.glob("*.png"))
-    assert set(rows[0]) == {"image", "caption", "log_prob", "error"}
+    assert list(rows[0]) == ["image", "caption", "log_prob", "novelty", "familiar", "error"]
+    assert rows[0]["novelty"] == "" and rows[0]["familiar"] == "True"  # never calibrated
 
     code, _, err = run(
         capsys, "caption", "--preset", small_preset, photos, "--out", out, "--attention"

@@ -62,6 +62,9 @@ def test_export_layout_and_metadata(export_base, trained_workdir):
     assert info["grid_shape"] == [8, 8] and info["image_size"] == 128
     assert info["backbone"] == "shapes_cnn" and info["vocabulary_size"] == len(model.vocabulary)
     assert info["package_version"] and info["config"]["decode"]["max_length"] == 8
+    outputs = info["signatures"]["outputs"]
+    assert outputs["novelty"] == "float32 [batch]" and outputs["familiar"] == "bool [batch]"
+    assert info["familiarity"]["calibrated"]  # `keras-saat train` calibrated it
     vocab = (version / "assets.extra" / "vocab.txt").read_text().splitlines()
     assert vocab == list(model.vocabulary.words)
 
@@ -102,6 +105,8 @@ def test_tf1_session_outputs_equal_generate(served, trained_workdir, test_images
         assert tokens[len(want["words"]) : steps] in ([END_TOKEN], [])
         assert tokens[steps:] == [""] * (9 - steps)
         np.testing.assert_allclose(out["log_prob"][row], want["log_prob"], rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(out["novelty"][row], want["novelty"], rtol=1e-4, atol=1e-5)
+        assert np.isfinite(want["novelty"]) and out["familiar"][row] == want["familiar"]
         np.testing.assert_allclose(out["attention"][row, :steps], want["attention"], atol=1e-5)
         assert not out["attention"][row, steps:].any()
         np.testing.assert_allclose(out["attention"][row, :steps].sum(axis=(1, 2)), 1.0, atol=1e-5)
@@ -110,6 +115,7 @@ def test_tf1_session_outputs_equal_generate(served, trained_workdir, test_images
         assert not out["valid"][row] and message in out["error"][row].decode(), name
         assert out["caption"][row] == b"" and not any(out["tokens"][row])
         assert out["log_prob"][row] == 0.0 and not out["attention"][row].any()
+        assert out["novelty"][row] == 0.0 and not out["familiar"][row]
 
     pixels = results["serving_pixels"]
     assert pixels["valid"].tolist() == [True, False, True]

@@ -49,6 +49,7 @@ def test_the_files_an_app_needs(exported, trained_workdir):
     info = json.loads((folder / "cap.json").read_text())
     assert info["input"]["pixels"] == [1, model.image_size, model.image_size, 3]
     assert info["resize"] == model.resize and info["beam_size"] == 1 and info["grid"] == [8, 8]
+    assert info["familiarity"]["calibrated"] and info["familiarity"]["quantile"] == 0.995
     sizes = {q: path.stat().st_size for q, path in exported.items()}
     assert sizes["float16"] < 0.6 * sizes["none"] and sizes["int8"] < 0.35 * sizes["none"]
 
@@ -62,6 +63,10 @@ def test_float32_tokens_equal_the_models_greedy_tokens(exported, scenes):
     assert got["tokens"].shape == tokens.shape and got["tokens"].dtype == np.int32
     np.testing.assert_array_equal(got["tokens"], tokens)
     np.testing.assert_allclose(got["log_prob"], want["log_prob"].numpy(), rtol=1e-4, atol=1e-4)
+    novelty = want["novelty"].numpy()  # the training run calibrated it
+    assert np.isfinite(novelty).all() and got["novelty"].dtype == np.float32
+    np.testing.assert_allclose(got["novelty"], novelty, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(got["familiar"], novelty <= 1.0)
     lengths = (got["tokens"] != PAD_ID).sum(axis=1)
     assert ((got["tokens"] == END_ID).sum(axis=1) <= 1).all()
     for row, steps in enumerate(lengths):

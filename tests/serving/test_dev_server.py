@@ -75,7 +75,10 @@ def test_status_metadata_and_warmup(server):
     inputs = signatures["serving_default"]["inputs"]["image_bytes"]
     assert inputs["dtype"] == "DT_STRING"
     outputs = signatures["serving_default"]["outputs"]
-    assert set(outputs) == {"caption", "tokens", "log_prob", "attention", "valid", "error"}
+    assert set(outputs) == {
+        "caption", "tokens", "log_prob", "attention", "novelty", "familiar", "valid", "error",
+    }  # fmt: skip
+    assert outputs["familiar"]["dtype"] == "DT_BOOL"
     assert server.warmup() == 2  # both recorded requests replay
 
 

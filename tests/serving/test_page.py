@@ -161,3 +161,29 @@ def test_the_page_is_one_self_contained_file(server, browser):
     assert resources and all(r.startswith(server.url) for r in resources), resources
     browser.get(server.url + "/?model=nothing")
     WebDriverWait(browser, 60).until(lambda d: "cannot read" in d.find_element(By.ID, "model").text)
+
+
+def test_a_picture_unlike_the_training_pictures_is_marked(server, browser, test_images, tmp_path):
+    import skimage.data
+    from PIL import Image
+
+    photo = tmp_path / "astronaut.png"
+    Image.fromarray(skimage.data.astronaut()).save(photo)
+    uploads = [photo, test_images[0]]
+    expected = RestClient(server.url, "cap").caption(uploads)
+    assert not expected[0]["familiar"] and expected[0]["novelty"] > 1.0
+
+    browser.get(server.url + "/")
+    wait = WebDriverWait(browser, 120)
+    wait.until(lambda d: "version" in d.find_element(By.ID, "model").text)
+    browser.find_element(By.ID, "files").send_keys("\n".join(str(p) for p in uploads))
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".card")) == 2)
+    for card in browser.find_elements(By.CSS_SELECTOR, ".card"):
+        name = card.find_element(By.CLASS_NAME, "name").text
+        want = expected[[p.name for p in uploads].index(name)]
+        notes = card.find_elements(By.CLASS_NAME, "unfamiliar")
+        if want["familiar"]:
+            assert notes == [], name
+        else:
+            assert "unlike the pictures this model learnt from" in notes[0].text
+            assert f"novelty {want['novelty']:.1f}" in notes[0].text
