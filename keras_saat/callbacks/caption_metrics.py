@@ -148,15 +148,7 @@ def caption_scores(references, captions):
     """BLEU-1..4, ROUGE-L and CIDEr (0-1) of captions (str) against reference strings."""
     from keras_saat.evaluation.coco_metrics import coco_scores
 
-    try:
-        scores = coco_scores(references, captions, use_java=False)
-    except KerasSaatError:  # pycocoevalcap missing: nltk's corpus BLEU
-        from keras_saat.evaluation.bleu import corpus_bleu_scores
-        from keras_saat.text.tokenizer import tokenize
-
-        return corpus_bleu_scores(
-            [[tokenize(r) for r in refs] for refs in references], [tokenize(c) for c in captions]
-        )
+    scores = coco_scores(references, captions, use_java=False)
     scores.pop("tokenizer")
     return scores
 

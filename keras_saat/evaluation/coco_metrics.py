@@ -39,16 +39,6 @@ def java_available():
     return shutil.which("java") is not None
 
 
-def _pycocoevalcap():
-    try:
-        import pycocoevalcap  # noqa: F401
-    except ImportError:
-        raise KerasSaatError(
-            "COCO metrics need pycocoevalcap: pip install pycocoevalcap "
-            "(or keras-saat[test]); nltk BLEU is used without it"
-        ) from None
-
-
 def _tokenized(references, hypotheses, use_java):
     """{i: [tokenised caption, ...]} for references and {i: [tokenised hypothesis]}."""
     if use_java:
@@ -73,7 +63,6 @@ def bleu_scores(references, hypotheses):
         references: list (per image) of list of token lists.
         hypotheses: list (per image) of token lists.
     """
-    _pycocoevalcap()
     from pycocoevalcap.bleu.bleu import Bleu
 
     if not hypotheses:
@@ -100,7 +89,6 @@ def coco_scores(references, hypotheses, use_java=None, meteor=True):
         dict: the scores, plus "tokenizer" ("ptb" or "keras_saat"); "meteor" only when
         Java ran and `meteor` is true.
     """
-    _pycocoevalcap()
     from pycocoevalcap.bleu.bleu import Bleu
     from pycocoevalcap.cider.cider import Cider
     from pycocoevalcap.rouge.rouge import Rouge

@@ -8,7 +8,6 @@ from keras_saat.config import load_config
 from keras_saat.data.feature_cache.shard_checks import naming_damaged_shards
 from keras_saat.data.pipeline.image_file_source import ImageFiles
 from keras_saat.errors import KerasSaatError
-from keras_saat.evaluation.bleu import corpus_bleu_scores
 from keras_saat.evaluation.coco_metrics import coco_scores
 from keras_saat.evaluation.localisation import attention_localisation
 from keras_saat.evaluation.robustness import SHIFTS, robustness_rows
@@ -64,17 +63,10 @@ def caption_split(
     return captions
 
 
-def score_captions(records, captions, log=print, meteor=True):
+def score_captions(records, captions, meteor=True):
     """The COCO metrics of one split's captions (pycocoevalcap), and how they were computed
     (`meteor`: score METEOR when Java is there, `decode.meteor`)."""
-    references = [r.captions for r in records]
-    try:
-        metrics = coco_scores(references, captions, meteor=meteor)
-    except KerasSaatError as err:
-        log(f"  {err}")
-        words = [c.split() for c in captions]
-        metrics = corpus_bleu_scores([r.references for r in records], words)
-        return metrics, "nltk corpus BLEU (pycocoevalcap not installed)"
+    metrics = coco_scores([r.captions for r in records], captions, meteor=meteor)
     if metrics["tokenizer"] == "ptb" and not meteor:
         return (
             metrics,
@@ -199,7 +191,7 @@ def evaluate(
     seconds = time.perf_counter() - start
     decoding = "greedy" if beam_size == 1 else f"beam {beam_size}"
     log(f"captioned {len(captions)} {split} images ({decoding}) in {seconds:.1f}s")
-    metrics, method = score_captions(scored, captions, log, meteor=config.decode.meteor)
+    metrics, method = score_captions(scored, captions, meteor=config.decode.meteor)
     localisation = None
     if localised:
         localisation = attention_localisation(
