@@ -96,6 +96,7 @@ def test_fit_on_records_learns_and_logs_what_the_loss_holds(shapes_dir):
         history = model.fit(data.train[:16], epochs=3, batch_size=16, verbose=0)
     assert set(history.history) == {"loss", "nll", "baseline"}
     assert history.history["nll"][-1] < history.history["nll"][0]
+    assert model.familiarity_calibrated  # fit on records calibrates from them
     scores = model.evaluate(data.val, batch_size=8, verbose=0, return_dict=True)
     assert set(scores) == {"loss", "nll", "baseline"} and np.isfinite(scores["loss"])
 
