@@ -1,5 +1,4 @@
-"""Training: the GradientTape trainer (XLA, tf.distribute), its loop (checkpoints, exact
-resume) and the optimiser. A whole experiment (config -> scored model) is
+"""Training: the GradientTape trainer, its loop and the optimiser; a whole experiment is
 `keras_saat.experiment`."""
 
 from keras_saat.training.loop import train_loop

@@ -1,16 +1,11 @@
-"""The training loop: epochs of Trainer steps with checkpoints, exact resume, validation
-and early stopping, and Keras callbacks as its hooks.
+"""The training loop: epochs of Trainer steps with checkpoints, exact resume, validation,
+early stopping, and Keras callbacks as its hooks.
 
-Resume: a `tf.train.Checkpoint` holds every model variable (the random seed
-states of dropout and the hard-attention sampler included, and the REINFORCE
-baseline), the optimiser, and the run's progress (global step, epoch, step in
-the epoch, best validation score, patience count). The data order of an
-epoch is a function of the seed and the epoch number, so the iterator position
-is the (epoch, step) pair: a resumed run asks for that epoch's batches from its
-step on (`epoch_dataset(epoch, step)`), which starts there without building or
-reading the batches already trained on. With `deterministic` on, a run killed
-at any point and restarted with the same command ends with the same weights
-as an uninterrupted one.
+A `tf.train.Checkpoint` holds every model variable (seed states and the REINFORCE
+baseline included), the optimiser and the run's progress; an epoch's data order is a
+function of the seed and the epoch, so a resumed run asks for that epoch's batches from
+its step on. With `deterministic` on, a run killed and restarted ends with the same
+weights as an uninterrupted one.
 """
 
 import json
@@ -33,12 +28,8 @@ _EPOCH_SUMS = ("epoch_loss_sum", "epoch_nll_sum", "epoch_steps")
 
 
 class _RunState:
-    """The run's progress in variables that checkpoint with the model and optimiser.
-
-    global_step, epoch, step_in_epoch, best_epoch, bad_epochs, finished, best_score and
-    nonfinite_total; a run restarted with the same workdir restores them and the per-epoch
-    history, and goes on where the last checkpoint left it.
-    """
+    """The run's progress in variables that checkpoint with the model and optimiser; a run
+    restarted in the same workdir restores them and the history and goes on from there."""
 
     def __init__(self, trainer, train_config, workdir, chief):
         self.log = trainer.log
@@ -78,8 +69,7 @@ class _RunState:
             self.history = [h for h in self.history if h["epoch"] <= self["epoch"]]
 
     def _sweep_unfinished(self, directory):
-        """Removes what a checkpoint write that was killed or refused (a full disk) left:
-        TensorFlow's `ckpt-N_temp` folders (the run holds the workdir's lock)."""
+        """Removes the `ckpt-N_temp` folders a killed or refused checkpoint write left."""
         unfinished = [p for p in Path(directory).glob("ckpt-*_temp*") if p.is_dir()]
         for path in unfinished:
             shutil.rmtree(path, ignore_errors=True)
@@ -87,8 +77,7 @@ class _RunState:
             self.log(f"removed {len(unfinished)} unfinished checkpoint(s) in {directory}")
 
     def save(self):
-        """A checkpoint of the run; a write the file system refuses is our one-line error
-        naming the checkpoint, its unfinished files removed."""
+        """A checkpoint of the run; a refused write becomes a one-line error, its files removed."""
         path = Path(self.manager.directory) / f"ckpt-{self['global_step']}"
         try:
             self.manager.save(checkpoint_number=self["global_step"])
@@ -99,8 +88,7 @@ class _RunState:
 
     def _restore_newest_whole(self):
         """Restores the newest checkpoint that reads whole, trying older ones when a newer one
-        is damaged (a file cut short, a garbled index); returns its path, or None when there
-        is none.
+        is damaged; returns its path, or None when there is none.
 
         Raises:
             KerasSaatError: there are checkpoints and none of them reads.
@@ -124,8 +112,8 @@ class _RunState:
         return None
 
     def _restore(self, path):
-        """Restores `path`; one written before the epoch's running sums were checkpointed
-        restores without them (its epoch's mean then covers the steps after the resume)."""
+        """Restores `path`; an older checkpoint without the epoch's running sums restores
+        without them."""
         try:
             self.checkpoint.restore(path).assert_existing_objects_matched()
             return
@@ -198,24 +186,21 @@ def train_loop(
     Args:
         trainer: Trainer.
         epoch_dataset: callable(epoch, start_step) -> tf.data.Dataset of the epoch's
-            global batches from batch `start_step` on; the same epoch number must give
-            the same order (seeded).
+            global batches from batch `start_step` on, in the same (seeded) order each time.
         steps_per_epoch: int. Expected steps per epoch (progress display and schedules).
         train_config: TrainConfig. epochs, patience, checkpoint_every, max_checkpoints,
             max_nonfinite_steps, log_every.
         workdir: path. Checkpoints go to <workdir>/checkpoints (the chief's).
-        metrics: `keras_saat.callbacks.CaptionMetrics`, the first callback: after each
-            epoch it validates (`metrics.due(epoch)`, every `metrics.every` epochs and the
-            last); its scores ("bleu_4", 0-1) pick the best model and decide early stopping.
+        metrics: `keras_saat.callbacks.CaptionMetrics`, the first callback: it validates
+            when `metrics.due(epoch)`; its "bleu_4" picks the best model and decides early
+            stopping.
         save_best: callable(). Saves the current model as the best (called on the chief).
         batch_size: int. Global batch (throughput display).
         chief: bool. This worker writes checkpoints and the history. Defaults to True.
-        callbacks: keras.callbacks.Callback objects, as `fit()` takes them, called through a
-            `keras.callbacks.CallbackList`: on_train_batch_end(batch in the epoch from 0,
-            logs of loss, nll, attention_penalty (when lambda > 0), grad_norm and learning_rate),
-            on_epoch_end(epoch from 0, logs of loss and nll, to which `metrics` adds the
-            validation scores as val_bleu4, val_cider, ...); setting `model.stop_training`
-            ends the run after the epoch.
+        callbacks: keras.callbacks.Callback objects, as `fit()` takes them. Batch logs hold
+            loss, nll, attention_penalty (when lambda > 0), grad_norm and learning_rate;
+            epoch logs loss, nll and the validation scores; `model.stop_training` ends the
+            run after the epoch.
 
     Returns:
         dict: best_score, best_epoch, epochs_run, global_step, nonfinite_steps, resumed_from,
@@ -261,8 +246,7 @@ def train_loop(
 
 
 def run_epoch(trainer, run, data, steps_per_epoch, train_config, batch_size, hooks):
-    """Trains one epoch from the step a checkpoint stopped at (`data` starts there);
-    returns its loss totals."""
+    """Trains one epoch from the step a checkpoint stopped at; returns its loss totals."""
     epoch = run["epoch"]
     progress = Progress(steps_per_epoch, trainer.log)
     window_start, window_steps = time.perf_counter(), 0
@@ -337,8 +321,7 @@ def _skip_nonfinite(trainer, run, values, step, nonfinite_run, train_config):
 
 
 def end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks):
-    """Validates (the callbacks' epoch end, `metrics` first), keeps the best model, records
-    the history, and decides on early stopping."""
+    """Validates, keeps the best model, records the history and decides on early stopping."""
     epoch = run["epoch"]
     seconds = time.perf_counter() - totals["start"]
     steps = max(run["epoch_steps"], 1.0)

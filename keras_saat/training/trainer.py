@@ -1,17 +1,9 @@
-"""The command-line trainer: GradientTape steps with XLA, any tf.distribute strategy, exact resume.
+"""The command-line trainer: GradientTape steps with XLA, any tf.distribute strategy.
 
-One step:
-    per replica (compiled with XLA):  forward, `caption_loss` (the function `fit()` uses),
-                                      gradients of the replica's share of the global mean
-    across replicas:                  sum the gradients and loss terms (strategy.reduce)
-    then, once:                       skip the update if the loss or gradient norm is not
-                                      finite; otherwise clip to the global norm and apply;
-                                      a REINFORCE attention moves its baseline
-
-With XLA and one replica the whole of it is one XLA executable (`one_executable`): the
-finite check is an XLA conditional on the device, and no op runs outside the compiled step.
-
-The loop around it (epochs, checkpoints, exact resume) is `keras_saat.training.loop`.
+Each replica computes its share of the global mean loss and its gradients; the
+gradients are summed across replicas, a step with a non-finite loss or norm is skipped,
+and the rest are clipped and applied. With XLA and one replica the whole step is one
+executable (`one_executable`). The loop around it is `keras_saat.training.loop`.
 """
 
 import os
@@ -26,11 +18,8 @@ from keras_saat.text.vocabulary import PAD_ID
 
 
 def make_strategy(name="default"):
-    """A tf.distribute strategy by config name: "default", "mirrored" or "multi_worker".
-
-    MultiWorkerMirroredStrategy reads the cluster from the TF_CONFIG environment
-    variable and must be created before any other TensorFlow work in the process.
-    """
+    """A tf.distribute strategy by config name: "default", "mirrored" or "multi_worker"
+    (which reads TF_CONFIG and must precede any other TensorFlow work)."""
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
@@ -86,27 +75,18 @@ class Trainer:
         optimizer: keras optimiser (a LossScaleOptimizer for mixed precision).
         strategy: tf.distribute.Strategy. Defaults to the default strategy.
         clipnorm: float. Global gradient norm limit (0 = off). Defaults to 0.
-        jit_compile: bool or "auto". XLA for the per-replica forward and backward pass;
-            "auto" (the default) is XLA on GPUs and TPUs, not on CPUs (`resolve_jit_compile`).
+        jit_compile: bool or "auto". XLA for the per-replica pass; "auto" is XLA on GPUs and
+            TPUs, not CPUs. Defaults to "auto".
         log: callable. Receives progress messages. Defaults to print.
-        unroll: bool. Teacher forcing unrolled over the T steps (True, the default: the
-            faster step, with each kernel's gradient one stacked matmul) or one
-            `tf.while_loop` (False: tracing and the XLA compile do not grow with T, for
-            runs whose compile outweighs their steps). The trainer sets the model's decoder
-            to it when it builds the step (`LSTMDecoder`).
-        resident: ResidentFeatures or None. Features held on the device: batches then
-            carry "image_index" instead of "features", and each replica gathers its rows
-            inside the compiled step. Defaults to None.
-        one_executable: bool or "auto". With XLA and one replica (no Mirrored or
-            MultiWorkerMirrored strategy), the whole step in one XLA executable: the
-            forward and backward pass, the global norm, clipping, the finite-gradient guard
-            (an XLA conditional, on the device) and the optimiser's update. Otherwise only
-            the replica's pass is compiled and the rest runs op by op. "auto" (the default)
-            is True wherever it applies.
-        fused_scores: bool or None. Eq. 4's scores fused with a custom gradient in
-            either form of the decoder (`LSTMDecoder.fused_scores`): no (B, L, A) tensor
-            kept per step, so XLA compiles the step sooner. None (the default) leaves
-            them to autodiff.
+        unroll: bool. Teacher forcing unrolled (the faster step) or one `tf.while_loop`
+            (a compile that does not grow with T); set on the model's decoder. Defaults to True.
+        resident: ResidentFeatures or None. Features held on the device: batches carry
+            "image_index" and each replica gathers its rows in the step. Defaults to None.
+        one_executable: bool or "auto". With XLA and one replica, the whole step (pass,
+            clipping, finite guard, update) in one XLA executable; "auto" is True wherever
+            it applies. Defaults to "auto".
+        fused_scores: bool or None. Eq. 4's scores fused with a custom gradient
+            (`LSTMDecoder.fused_scores`); None leaves them to autodiff. Defaults to None.
     """
 
     def __init__(
@@ -145,7 +125,6 @@ class Trainer:
         self._step_fn = None
         self._has_run = False
 
-    # -------------------------------------------------------------- data
     def distribute(self, dataset):
         """A dataset of global batches, split over the replicas (data sharding across workers)."""
         options = tf.data.Options()
@@ -154,7 +133,6 @@ class Trainer:
         )
         return self.strategy.experimental_distribute_dataset(dataset.with_options(options))
 
-    # -------------------------------------------------------------- step
     def whole_step_compiled(self, jit_compile):
         """Whether the step is one XLA executable (`one_executable`) under `jit_compile`."""
         split = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
@@ -190,9 +168,8 @@ class Trainer:
                     "features": resident.gather(batch["image_index"]),
                     "tokens": batch["tokens"],
                 }
-            # Per-image batches (n, k, T + 1) split over the replicas by image. The loss is
-            # a mean over the global batch's captions: a replica's mean weighs its share
-            # of them (replicas hold unequal numbers where a batch has padding rows).
+            # The loss is a mean over the global batch's captions: each replica's mean
+            # weighs its share of them (padding rows make the shares unequal).
             tokens = model.caption_tokens(batch["tokens"])
             share = captions / tf.maximum(total_captions, 1.0)
             with tf.GradientTape() as tape:
@@ -265,8 +242,8 @@ class Trainer:
         return step
 
     def trace(self, distributed_batch):
-        """Builds and traces the step for this batch's shapes without running it (XLA
-        compiles at the first `train_step`). Returns the concrete function."""
+        """Builds and traces the step for this batch's shapes without running it; returns the
+        concrete function."""
         if self._step_fn is None:
             self._step_fn = self._build_step(self.jit_compile)
         return self._step_fn.get_concrete_function(distributed_batch)
