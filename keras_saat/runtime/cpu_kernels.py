@@ -1,17 +1,11 @@
 """oneDNN's CPU kernels for training, where TensorFlow leaves them off.
 
-TensorFlow's x86 builds carry two sets of CPU kernels: its own (Eigen) and oneDNN's.
-It turns oneDNN's on by default only on CPUs with AVX512_VNNI, AVX512_BF16 or AMX, and
-reads the environment variable TF_ENABLE_ONEDNN_OPTS once, when it is imported. On
-other CPUs (AVX2 only) oneDNN's kernels train the Shapes CNN and the decoder faster too.
-
-`prefer_onednn()` turns them on for this process unless the environment already says
-either way. The command line calls it for `train` and `demo`, before it imports
-TensorFlow; `TF_ENABLE_ONEDNN_OPTS=0` keeps TensorFlow's own kernels. Results differ
-from the stock kernels' in the last bits (another summation order), as TensorFlow's
-start-up line says. Exports and serving are left to TensorFlow's default: the exported
-graph's encoder chunking follows the exporting process's kernels
-(`export.encoder_chunk`), which should be the serving machine's.
+TensorFlow turns oneDNN on by default only on CPUs with AVX512_VNNI, AVX512_BF16 or
+AMX, reading TF_ENABLE_ONEDNN_OPTS once at import; on AVX2-only CPUs oneDNN trains the
+Shapes CNN and the decoder faster too. `train` and `demo` call `prefer_onednn()` before
+importing TensorFlow; `TF_ENABLE_ONEDNN_OPTS=0` keeps the stock kernels. Exports and
+serving keep TensorFlow's default, so an export's encoder chunking follows the serving
+machine's kernels.
 """
 
 import os
@@ -21,11 +15,8 @@ VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
 
 
 def prefer_onednn():
-    """Sets TF_ENABLE_ONEDNN_OPTS=1 where it is unset; returns whether it took effect.
-
-    False when the variable was already set (the user's choice stands, whatever it is)
-    or TensorFlow is already imported (too late: it read the variable then).
-    """
+    """Sets TF_ENABLE_ONEDNN_OPTS=1 where it is unset; returns whether it took effect (not
+    when the user set it or TensorFlow is already imported)."""
     if VARIABLE in os.environ or "tensorflow" in sys.modules:
         return False
     os.environ[VARIABLE] = "1"

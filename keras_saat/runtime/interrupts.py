@@ -1,9 +1,6 @@
-"""SIGTERM is SIGINT: what batch schedulers, systemd and Kubernetes send to stop a
-process ends a command as Ctrl-C does, its temporaries removed and its work kept.
-
-Outside `stop_at_step_boundaries`, either signal raises KeyboardInterrupt at once. Inside
-(the training loop), the first one is noted and the loop stops at its next step
-boundary, where a checkpoint is consistent; a second one raises at once.
+"""SIGTERM is SIGINT: a scheduler's stop ends a command as Ctrl-C does, temporaries removed
+and work kept. Inside `stop_at_step_boundaries` the first signal is only noted, so the
+training loop stops at a step boundary where a checkpoint is consistent.
 """
 
 import contextlib
@@ -22,8 +19,7 @@ def _handler(signum, frame):
 
 
 def stop_on_signals():
-    """SIGINT and SIGTERM stop this process through KeyboardInterrupt (main thread only:
-    Python runs handlers there)."""
+    """SIGINT and SIGTERM raise KeyboardInterrupt (set from the main thread, where Python runs handlers)."""
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, _handler)

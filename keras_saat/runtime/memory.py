@@ -1,17 +1,10 @@
 """glibc malloc settings that keep TensorFlow's large CPU tensors off fresh pages.
 
-TensorFlow allocates each op's output with the C library's malloc. With glibc's defaults,
-a tensor of a few MB or more is either mapped afresh (mmap) or carved from a per-thread
-heap that hands freed memory back to the kernel, so the next op's output lands on new
-pages, and every 4 kB page costs a fault and zeroing when first written. Whether that
-costs time depends on the machine.
-
-`tune_malloc()` makes glibc keep it: one arena for all threads, no mmap for large blocks,
-and no trimming of the heap's top. Freed memory is reused, not returned to the kernel,
-so the process's resident size stays near its peak. The command line calls it before it
-imports TensorFlow; set `KERAS_SAAT_MALLOC=system` to keep glibc's defaults. The
-environment variables `MALLOC_ARENA_MAX=1 MALLOC_MMAP_MAX_=0
-MALLOC_TRIM_THRESHOLD_=2147483647` do the same for any process, TF Serving's included.
+With glibc's defaults a tensor of a few MB is mmapped afresh or returned to the kernel
+when freed, so the next op's output faults in and zeroes new pages. `tune_malloc()`
+keeps freed memory for reuse (one arena, no mmap, no trimming); the resident size stays
+near its peak. `KERAS_SAAT_MALLOC=system` keeps glibc's defaults; the variables in
+`ENVIRONMENT` do the same for any process, TF Serving's included.
 """
 
 import ctypes
@@ -35,11 +28,10 @@ _state = {"tuned": False}
 
 
 def tune_malloc():
-    """Applies the settings above to this process; returns whether they are in force.
+    """Applies the settings to this process; returns whether they are in force.
 
-    Call it before importing TensorFlow: threads started earlier keep the arenas they
-    already have. A no-op (False) off Linux, on a C library without `mallopt` (musl), and
-    when the environment variable KERAS_SAAT_MALLOC is "system".
+    Call it before importing TensorFlow (threads keep their arenas). False off Linux,
+    without `mallopt` (musl), or when KERAS_SAAT_MALLOC is "system".
     """
     if _state["tuned"]:
         return True
@@ -62,8 +54,7 @@ def malloc_tuned():
 
 
 def _host_available():
-    """The host's available memory (the kernel's MemAvailable: free pages plus caches it
-    can drop), or its free pages where /proc/meminfo is not there."""
+    """The host's MemAvailable, or its free pages where /proc/meminfo is not there."""
     try:
         with open("/proc/meminfo") as meminfo:
             for line in meminfo:
@@ -75,12 +66,8 @@ def _host_available():
 
 
 def device_memory():
-    """(device, total bytes, free bytes): the memory of the device that trains.
-
-    The first GPU's memory as TensorFlow's allocator holds it (a virtual device's limit
-    included) less what this process has allocated on it, or the host's physical memory
-    and what the kernel reports available where no GPU is visible.
-    """
+    """(device, total bytes, free bytes) of the device that trains: the first GPU as
+    TensorFlow's allocator holds it, or the host's memory where no GPU is visible."""
     import tensorflow as tf
 
     if tf.config.list_logical_devices("GPU"):

@@ -1,24 +1,12 @@
 """Numeric precision: mixed-precision policies and TF32.
 
-`train.mixed_precision` takes one of:
-
-    none       float32 everywhere
-    bfloat16   Keras's mixed_bfloat16: bfloat16 compute, float32 variables, no loss scaling
-    float16    Keras's mixed_float16: float16 compute, float32 variables, dynamic loss scaling
-    auto       bfloat16 on CPUs that report AVX512_BF16 or AMX and on GPUs of compute
-               capability >= 8.0 (Ampere and later); float16 on older GPUs; none
-               otherwise
-
-Whatever the policy, the softmax over locations, the log-softmax over words, the
-losses, the REINFORCE baseline and beam scores are computed in float32 (the layers
-cast), and checkpoints and `.keras` files hold float32 variables, so a model trained
-in bfloat16 loads anywhere.
-
-TF32: TensorFlow runs float32 matmuls and convolutions on Ampere and later GPUs with
-TF32 tensor cores by default (10-bit mantissa products, float32 sums): faster, and
-about 1e-3 relative error. It is left on for training; `set_tf32(False)` (or
-`tf.config.experimental.enable_tensor_float_32_execution(False)`) gives full float32
-for bitwise-reproducible numbers. CPUs are not affected.
+`train.mixed_precision` is "none" (float32), "bfloat16" (mixed_bfloat16), "float16"
+(mixed_float16, with loss scaling) or "auto": bfloat16 on CPUs with AVX512_BF16 or AMX
+and on GPUs of compute capability >= 8.0, float16 on older GPUs, none otherwise. The
+softmaxes, losses, baseline and beam scores stay in float32 and variables are float32,
+so a model trained in bfloat16 loads anywhere. TF32 (TensorFlow's default on Ampere and
+later GPUs, about 1e-3 relative error) stays on for training; `set_tf32(False)` gives
+bitwise-reproducible float32.
 """
 
 import contextlib
@@ -64,15 +52,14 @@ def gpu_compute_capabilities():
 
 
 def resolve_precision(value, cpu_flags=None, gpus=None):
-    """The compute precision of a `train.mixed_precision` setting: "float32",
-    "bfloat16" or "float16".
+    """The compute precision of a `train.mixed_precision` setting: "float32", "bfloat16"
+    or "float16".
 
     Args:
         value: "none", "bfloat16", "float16" or "auto"; None is "none".
-        cpu_flags: iterable of str or None. The CPU's feature flags; read from
-            /proc/cpuinfo when None.
-        gpus: list of (major, minor) or None. The GPUs' compute capabilities; asked of
-            TensorFlow when None.
+        cpu_flags: iterable of str or None. The CPU's feature flags (/proc/cpuinfo when None).
+        gpus: list of (major, minor) or None. The GPUs' compute capabilities (asked of
+            TensorFlow when None).
     """
     if value is None:
         value = "none"
@@ -90,8 +77,7 @@ def resolve_precision(value, cpu_flags=None, gpus=None):
 
 @contextlib.contextmanager
 def dtype_policy(precision):
-    """The Keras dtype policy of `precision` (a resolved name or a setting) while
-    building (and training) a model; the previous policy afterwards."""
+    """The Keras dtype policy of `precision` while building a model; the previous one after."""
     import keras
 
     if precision not in POLICIES:

@@ -1,19 +1,9 @@
 """TensorFlow's C++ start-up lines kept off a command's stderr (unless `--verbose`).
 
-TensorFlow writes several lines as it loads (oneDNN, CUDA drivers, CPU features) and
-an ERROR line, `failed call to cuInit`, when it looks for a GPU on a machine without
-one. A new user reads them as failures. They come two ways:
-
-- after TensorFlow's logging starts: filtered by TF_CPP_MIN_LOG_LEVEL, read when
-  TensorFlow loads; 3 leaves out INFO, WARNING and ERROR (the cuInit line is an ERROR),
-  FATAL stays;
-- before it starts ("All log messages before absl::InitializeLog() is called are
-  written to STDERR"): written straight to file descriptor 2 while the libraries load,
-  past any level. `import_tensorflow_quietly` points that descriptor at /dev/null for
-  the import alone; Python's own errors still come through, as exceptions.
-
-A TF_CPP_MIN_LOG_LEVEL in the environment is the user's and stays; `keras-saat
---verbose` does neither, and stderr shows everything TensorFlow writes.
+A new user reads TensorFlow's loading lines (and `failed call to cuInit` on a machine
+without a GPU) as failures. TF_CPP_MIN_LOG_LEVEL=3 drops those written after logging
+starts; those written before go straight to descriptor 2, so `import_tensorflow_quietly`
+points it at /dev/null for the import alone. A level the user set stays.
 """
 
 import contextlib
@@ -24,11 +14,8 @@ LEVEL_VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
 
 
 def quiet_tensorflow_logs():
-    """Sets TF_CPP_MIN_LOG_LEVEL=3 where it is unset; returns whether it took effect.
-
-    False when the user set the variable (their level stands) or TensorFlow is already
-    imported (it read the variable then).
-    """
+    """Sets TF_CPP_MIN_LOG_LEVEL=3 where it is unset; returns whether it took effect (not when
+    the user set it or TensorFlow is already imported)."""
     if LEVEL_VARIABLE in os.environ or "tensorflow" in sys.modules:
         return False
     os.environ[LEVEL_VARIABLE] = "3"
@@ -50,11 +37,8 @@ def _stderr_to_devnull():
 
 
 def import_tensorflow_quietly():
-    """Imports TensorFlow with its pre-logging lines (written to descriptor 2) dropped.
-
-    Does nothing when TensorFlow is already imported. An import that fails raises as
-    usual (the exception carries the reason; only the C++ lines are dropped).
-    """
+    """Imports TensorFlow with its pre-logging lines dropped (a no-op once imported); a
+    failing import still raises."""
     if "tensorflow" in sys.modules:
         return
     with _stderr_to_devnull():

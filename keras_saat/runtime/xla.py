@@ -11,11 +11,8 @@ from keras_saat.errors import KerasSaatError
 
 
 def resolve_jit_compile(jit_compile):
-    """XLA or not for the train step: true, false, or "auto".
-
-    "auto" means XLA when a GPU or TPU is visible. On CPUs it means plain TensorFlow,
-    which steps faster there, with less memory and no compile.
-    """
+    """XLA or not for the train step: true, false, or "auto" (XLA when a GPU or TPU is
+    visible; plain TensorFlow steps faster on CPUs)."""
     if isinstance(jit_compile, str):
         import tensorflow as tf
 
@@ -39,13 +36,11 @@ _ours = {}  # what this module wrote to TF_XLA_FLAGS and XLA_FLAGS, so a later c
 
 
 def enable_compilation_cache(directory):
-    """XLA's persistent compilation cache in `directory`: a later process that compiles
-    the same step function (same model, shapes and device) loads it instead.
+    """XLA's persistent compilation cache in `directory`, so a later process compiling the
+    same step loads it.
 
-    TensorFlow reads the setting when its runtime starts, so call this before the first
-    TensorFlow op of the process. Returns the directory in use: `directory`, or the one
-    the user's own TF_XLA_FLAGS names (left as it is); None (setting nothing) when it
-    is too late.
+    Call it before the first TensorFlow op. Returns the directory in use (the user's
+    TF_XLA_FLAGS wins), or None, setting nothing, when it is too late.
     """
     if tensorflow_started():
         return None
@@ -61,28 +56,22 @@ def enable_compilation_cache(directory):
     return directory
 
 
-# XLA flags set for training unless the user's XLA_FLAGS already names them, to make the
-# GPU compile short: autotuning Triton GEMM tilings
-# for every matmul of the unrolled step, and timing Triton against native emitters for
-# each reduce and transpose fusion at its real shapes, are most of XLA's compile time, for
-# a step cuBLAS and the native emitters run as fast; LLVM compiles the module's parts on
-# every host core rather than one.
+# A short GPU compile: Triton GEMM and fusion autotuning are most of XLA's compile time
+# for a step cuBLAS and the native emitters run as fast; LLVM compiles on every core.
 GPU_XLA_FLAGS = {
     "xla_gpu_enable_triton_gemm": "false",
     "xla_gpu_experimental_enable_fusion_autotuner": "false",
     "xla_gpu_enable_llvm_module_compilation_parallelism": "true",
 }
-# The number of LLVM compilation threads (the host's cores) and, with the workdir's XLA
-# cache on, the folder where XLA keeps each fusion's autotuning result for later runs.
 PARALLELISM_FLAG = "xla_gpu_force_compilation_parallelism"
 AUTOTUNE_CACHE_FLAG = "xla_gpu_per_fusion_autotune_cache_dir"
 
 
 def set_xla_defaults(autotune_cache=None):
-    """Adds GPU_XLA_FLAGS, the compilation parallelism and, given `autotune_cache` (a
-    folder), the per-fusion autotuning cache to XLA_FLAGS (before TensorFlow starts; False
-    when too late). A flag the user's XLA_FLAGS names is left as it is; the flags of an
-    earlier call (another run in this process) are replaced."""
+    """Adds GPU_XLA_FLAGS, the compilation parallelism and the per-fusion autotuning cache to
+    XLA_FLAGS before TensorFlow starts (False when too late). The user's flags stay; an
+    earlier call's are replaced.
+    """
     if tensorflow_started():
         return False
     flags = os.environ.get("XLA_FLAGS", "").split()
