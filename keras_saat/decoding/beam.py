@@ -1,22 +1,12 @@
 """Beam search over a next-token function, in the graph.
 
-Batched over images and beams: the B x K open ("alive") hypotheses are one batch of
-B * K rows (row b * K + k is beam k of image b) for `next_fn`. As in flax's WMT
-example and tensor2tensor, finished hypotheses are kept apart from the alive ones:
-
-- each step extends the K alive hypotheses and takes the 2K best extensions, so that
-  at least K of them are still open;
-- the extensions that end go into the finished set, which keeps the K best by their
-  final score, log p / length ** `length_penalty` (0 = the raw sum), next to the
-  finished hypotheses it already had; a finished caption is never evicted by open
-  ones that may later end lower;
-- the K best extensions that do not end are the next alive set.
-
-The loop is one `tf.while_loop` whose variables all have fixed shapes (token and record
-histories are (B, K, T, ...) tensors), so it compiles with XLA. It stops when no alive
-hypothesis can beat the worst finished one of its image (log-probabilities only fall, so
-an alive score is bounded by its log p now over the longest length), or after
-`max_length` steps; then hypotheses that never ended compete at full length.
+The B x K alive hypotheses are one batch of B * K rows (row b * K + k is beam k of image
+b). As in flax's WMT example, finished hypotheses are kept apart: each step takes the 2K
+best extensions, those that end join a finished pool of the K best by
+log p / length ** `length_penalty`, and the K best open ones are the next alive set, so a
+finished caption is never evicted by open ones. One `tf.while_loop` with fixed shapes
+(XLA compiles it) stops when no alive hypothesis can beat its image's worst finished one,
+or after `max_length` steps.
 """
 
 import tensorflow as tf

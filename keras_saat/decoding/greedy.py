@@ -6,10 +6,9 @@ import tensorflow as tf
 def greedy_search(next_fn, initial_state, start_ids, end_id, max_length, pad_id=0, record=()):
     """Decodes by taking the most probable token at every step.
 
-    Runs as a `tf.while_loop` with `maximum_iterations` and fixed-size
-    TensorArrays, so it works inside `tf.function(jit_compile=True)`. It stops
-    when every caption has produced `end_id`; captions that never do stop at
-    `max_length` tokens.
+    A `tf.while_loop` with fixed-size TensorArrays, so it runs under
+    `tf.function(jit_compile=True)`; it stops when every caption has produced `end_id`,
+    or at `max_length` tokens.
 
     Args:
         next_fn: callable(tokens (B,) int32, state) -> (logits (B, K), state). `state` is a

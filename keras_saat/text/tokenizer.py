@@ -1,11 +1,8 @@
 """Caption normalisation and tokenisation, in the tf.data graph and in Python.
 
-The rules give Karpathy-style tokens (the preprocessing of neuraltalk):
-Unicode NFKC normalisation, lowercase, ASCII punctuation deleted ("man's" ->
-"mans", "t-shirt" -> "tshirt"), any other Unicode punctuation or symbol
-replaced by a space (so "stop—now" is two words), then split on whitespace.
-`tokenize_graph` runs them with tensorflow-text inside tf.data;
-`tokenize` is the same rules in Python, for vocabulary building and readers.
+Karpathy-style tokens (neuraltalk's preprocessing): NFKC, lowercase, ASCII punctuation
+deleted ("t-shirt" -> "tshirt"), other Unicode punctuation or symbols a space, split on
+whitespace. `tokenize_graph` runs the rules with tensorflow-text; `tokenize` in Python.
 """
 
 import re
@@ -41,9 +38,8 @@ def tokenize(text):
 
 
 def has_words(text):
-    """Whether `tokenize(text)` has a token, mostly without tokenising: an ASCII letter or
-    digit survives normalisation (NFKC keeps it a letter or digit, lowercasing too, and
-    only punctuation and symbols are removed), so only captions without one are tokenised."""
+    """Whether `tokenize(text)` has a token; an ASCII letter or digit always survives
+    normalisation, so only captions without one are tokenised."""
     return _ASCII_WORD.search(text) is not None or bool(tokenize(text))
 
 
