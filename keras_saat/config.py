@@ -1,12 +1,9 @@
 """Experiment configuration: frozen dataclasses, YAML files and key=value overrides.
 
-A config is an `ExperimentConfig` with five sections (`model`, `data`, `train`,
-`decode`, `export`). YAML files override the defaults; `--set section.key=value` on the
-command line overrides the file. Unknown sections or keys are errors that name
-the nearest valid key. The resolved config is written into the workdir.
-
-Each key's choices are in `config_choices`, its range in `config_ranges`; reading YAML,
-overrides and the packaged recipes is `config_files`.
+An `ExperimentConfig` has five sections (`model`, `data`, `train`, `decode`, `export`).
+YAML files override the defaults and `--set section.key=value` overrides the file; an
+unknown key is an error naming the nearest valid one. Choices are in `config_choices`,
+ranges in `config_ranges`, file reading in `config_files`.
 """
 
 import dataclasses
@@ -55,9 +52,7 @@ class ModelConfig:
     # Dropout rate before the output layer L_o.
     dropout: float = 0.5
     # lambda of the doubly stochastic regulariser sum_i (1 - sum_t alpha_ti)^2 (Eq. 14).
-    # null: the attention type's own (1.0 for soft attention; 0 for hard attention, as
-    # the paper uses the regulariser for deterministic attention only, Sec. 4.2.1, and
-    # on hard attention it spreads alpha over the scene).
+    # null: the attention type's own (soft 1.0; hard 0, as the paper, Sec. 4.2.1).
     doubly_stochastic_lambda: float | None = None
     # Hard attention: probability of using the expected context instead of a sample (Sec. 4.1).
     hard_soft_probability: float = 0.5
@@ -79,12 +74,11 @@ class ModelConfig:
 class DataConfig:
     # "shapes" (generated when missing), "karpathy" (dataset_*.json), "flickr8k"
     # (Flickr8k.token.txt + split lists), "coco" (captions_*.json), "tfds" (coco_captions),
-    # "captions" (your own CSV, TSV or JSON lines: image, caption[, split]; see
-    # keras_saat/data/readers/caption_table.py), or another reader registered with `keras_saat.data.readers.reader_registry.register_reader`.
+    # "captions" (your own CSV, TSV or JSON lines: image, caption[, split]), or another
+    # reader registered with `register_reader`.
     dataset: str = "shapes"
-    # The dataset file: Karpathy JSON, Flickr8k.token.txt, COCO captions_train2014.json, a
-    # captions CSV/TSV/JSONL, or the
-    # TFDS dataset name; empty = <workdir>/data/dataset_shapes.json for Shapes.
+    # The dataset file (Karpathy JSON, Flickr8k.token.txt, COCO captions_train2014.json,
+    # captions CSV/TSV/JSONL) or TFDS name; empty = <workdir>/data/dataset_shapes.json.
     path: str = ""
     # COCO only: captions_val2014.json (its images give val, test and the rest train).
     val_path: str = ""
@@ -98,27 +92,20 @@ class DataConfig:
     # How images reach the backbone's square input: "crop" (shorter side, centre crop),
     # "pad" or "stretch".
     resize: str = "crop"
-    # Feature cache dtype: "float16" (half the disk, the default), "float32", or "int8"
-    # (a quarter of float32: each image's channels scaled to -127..127, dequantised in the
-    # input pipeline; resident features stay int8 on the device, half of float16's memory).
+    # Feature cache dtype: "float16" (half the disk), "float32", or "int8" (a quarter:
+    # each image's channels scaled to -127..127, dequantised in the input pipeline).
     cache_dtype: str = "float16"
-    # Feature cache compression of each image's record: "none" or "zlib" (the zeros a
-    # ReLU leaves; undone in the parallel parse).
+    # Feature cache compression of each image's record: "none" or "zlib".
     cache_compression: str = "none"
     # Images per feature cache shard (a killed extraction redoes at most one shard).
     cache_shard_size: int = 1000
-    # Another workdir's feature cache to read instead of extracting into this one's
-    # features/ (say runs/shapes_soft/features, to train a second decoder on the same
-    # frozen backbone and images; name the owner's data.path and model.backbone_weights
-    # too). Read only: this run checks that its own extraction would have made it
-    # (backbone and weights, resize, cache format, dataset), every split finished and no
-    # image changed since, and never writes it; the owner must not re-extract it while
-    # runs read it. "" = extract into <workdir>/features. docs/guides/your-data.md.
+    # Another workdir's feature cache to read, never write, instead of extracting into
+    # <workdir>/features (""): a second decoder on the same frozen backbone and images.
+    # This run checks that its own extraction would have made it, every split finished
+    # and no image changed since.
     feature_cache: str = ""
-    # Captions shuffled together: an epoch reads the cache's shards in a seeded order, in
-    # windows of whole shards holding at least this many, and permutes each window's
-    # captions (with per-image batches, this many captions' worth of image groups); 0
-    # keeps the cache's order.
+    # Captions shuffled together: an epoch reads the shards in a seeded order, in windows
+    # of whole shards holding at least this many, and permutes each window; 0 keeps order.
     shuffle_buffer: int = 5000
     # Validation images captioned after each validated epoch: a fixed subset of the val
     # split, drawn once with train.seed (null = the whole split). The final test scoring
@@ -127,31 +114,19 @@ class DataConfig:
     # Batch captions of similar length together (several static shapes, fewer pads).
     bucket_by_length: bool = False
     # How training batches are formed. "per_caption": every (image, caption) pair is an
-    # example, shuffled across images (each image's features copied once per caption on
-    # the host). "per_image": images are shuffled and batched with all their captions;
-    # each image's features travel once (in the cache's dtype) and are repeated for its
-    # captions on the device, and the squeeze layer runs once per image. Every caption
-    # is still trained on once per epoch. per_image keeps a GPU fed; a batch holds
-    # train.batch_size // (captions an image) images.
-    # "auto": per_image where the train split's features stream from the cache (they do
-    # not fit data.resident_budget, or resident_features is false) and captions are not
+    # example, shuffled across images. "per_image": images batched with all their
+    # captions, each image's features sent to the device once (keeps a GPU fed).
+    # "auto": per_image where the features stream from the cache and captions are not
     # bucketed, else per_caption.
     batching: str = "auto"
-    # What becomes of a batch the epoch cannot fill. Batches are cut window by window
-    # (data.shuffle_buffer), so each window (and length bucket) may end with one.
-    # "pad": kept at the full batch size, its empty places padding that weighs nothing
-    # in the loss (a caption of <pad> alone): every caption is trained on once an epoch
-    # and every batch has the full batch size (no second XLA compile), at the cost of
-    # computing the padding (at most a batch a window, or a length bucket's). "drop":
-    # left out, a different few each epoch (fewer steps; at a batch near the window's
-    # size, a large share of the split). A training backbone reading image files drops
-    # the epoch's last partial batch either way.
+    # What becomes of a batch a shuffle window (or length bucket) cannot fill. "pad":
+    # padded with rows that weigh nothing in the loss, so every caption trains once an
+    # epoch at one batch shape (one XLA compile). "drop": left out, a different few each
+    # epoch. A training backbone reading image files drops the last partial batch.
     partial_batches: str = "pad"
-    # Hold the train split's cached features in the training device's memory, so each step
-    # receives only int32 image indices and tokens and gathers the rows on the device
-    # (the same batches, order and weights as streaming them from the cache). true, false
-    # (stream the cache through tf.data), or "auto": resident when the split fits
-    # resident_budget. Not with a training backbone (no cache).
+    # Hold the train split's cached features in the device's memory, so each step
+    # receives image indices and gathers rows on the device (the same batches as
+    # streaming). true, false, or "auto": resident when the split fits resident_budget.
     resident_features: bool | str = "auto"
     # The share of the device's free memory (a GPU's, or the host's available memory on
     # a CPU, measured when training starts) the resident features may take, in (0, 1].
@@ -168,9 +143,8 @@ class DataConfig:
     shapes_val: int = 200
     shapes_test: int = 200
     shapes_seed: int = 0
-    # Shapes world: share of the training scenes drawn on a random page (dark to light) under
-    # uneven, varied light (keras_saat.images.photometry), so the decoder learns the features
-    # of pictures that do not look like the world; val and test keep the world's photometry.
+    # Shapes world: share of the training scenes drawn on a random page under uneven,
+    # varied light, so the decoder learns pictures unlike the world; val and test keep it.
     shapes_varied: float = 0.0
     # Shapes world: the varied views added beside the world's scenes (a second image of the
     # same scene, same captions) rather than drawn in their place: more training images.
@@ -199,18 +173,13 @@ class TrainConfig:
     # Clip the gradients to this global norm (0 = off).
     clipnorm: float = 5.0
     # Compile the train step with XLA: true, false, or "auto" (XLA when a GPU or TPU is
-    # visible; on CPUs plain TensorFlow, which runs the step faster there).
-    # Falls back, with the reason logged, when XLA cannot compile.
+    # visible). Falls back, with the reason logged, when XLA cannot compile.
     jit_compile: bool | str = "auto"
-    # Teacher forcing: the T steps unrolled into the graph (true; each kernel's gradient is
-    # one matmul over the stacked steps, the faster step) or one tf.while_loop (false;
-    # tracing and the XLA compile do not grow with T: for runs whose compile outweighs
-    # their steps). Both compute the same values.
+    # Teacher forcing unrolled (true: the faster step) or one tf.while_loop (false: a
+    # compile that does not grow with T, for runs whose compile outweighs their steps).
     unroll: bool = True
-    # Eq. 4's scores as one fused block with a custom gradient, unrolled or in the loop
-    # (keras_saat/layers/attention_scores.py): the same values and gradients, no
-    # (B, L, A) tensor kept per step for the backward pass, so XLA compiles the step sooner:
-    # true for runs whose compile outweighs their steps. "auto" (as false): autodiff's scores.
+    # Eq. 4's scores as one fused block with a custom gradient: the same values, no
+    # (B, L, A) tensor kept per step, so XLA compiles sooner. "auto" (as false): autodiff.
     fused_scores: bool | str = "auto"
     # XLA's persistent compilation cache in <workdir>/xla_cache: a resumed or repeated
     # run loads the compiled train and decode steps instead of compiling them again.
@@ -218,10 +187,8 @@ class TrainConfig:
     # "default" (one device), "mirrored" (all local GPUs, or CPU devices) or "multi_worker"
     # (MultiWorkerMirroredStrategy; each worker reads TF_CONFIG).
     distribute: str = "default"
-    # Mixed precision: none (float32), bfloat16 (Keras mixed_bfloat16: bf16 compute,
-    # float32 variables), float16 (mixed_float16 with dynamic loss scaling, for GPUs
-    # before Ampere), or auto (bfloat16 on CPUs with AVX512_BF16/AMX and GPUs of compute
-    # capability >= 8.0, float16 on older GPUs, none otherwise). keras_saat/runtime/precision.py.
+    # Mixed precision: none, bfloat16, float16 (with loss scaling, for GPUs before
+    # Ampere) or auto (keras_saat/runtime/precision.py).
     mixed_precision: str = "none"
     # Stop after this many validations (epochs, with train.validate_every 1) without a better
     # validation BLEU-4 (0 = never).
@@ -245,14 +212,11 @@ class TrainConfig:
     backbone_pretrain_epochs: int = 4
     # Scenes rendered for that pre-training beyond the training split (its own seed).
     backbone_pretrain_scenes: int = 0
-    # Vary photometry in that pre-training (the extra scenes on dark to light pages under
-    # uneven light, Keras's brightness, contrast, hue and saturation layers on every batch), so
-    # the frozen CNN names what it names on a brighter page or under another light.
+    # Vary photometry in that pre-training (pages, light, colour augmentation), so the
+    # frozen CNN names what it names on a brighter page or under another light.
     backbone_pretrain_augment: bool = True
-    # Start from the Shapes CNN packaged with the library (keras_saat/encoders/weights)
-    # when it is the one this run would pre-train (the same variant, the three settings
-    # above, model.seed and image size, on the same Shapes world, by the same code) rather
-    # than pre-train it here; false pre-trains here.
+    # Start from the Shapes CNN packaged with the library when it is the one this run
+    # would pre-train (same variant, settings, seed, size and world); false pre-trains.
     backbone_packaged: bool = True
     # Seed for shuffling.
     seed: int = 0
@@ -270,9 +234,8 @@ class DecodeConfig:
     beam_size: int = 3
     # Beam search ranks finished captions by log p / length ** length_penalty (0 = raw log p).
     length_penalty: float = 0.0
-    # Score METEOR 1.5 in `evaluate` and after `train` when Java is on the PATH. Its Java
-    # process loads paraphrase tables at every evaluation, most of the scoring's time; false
-    # leaves METEOR out (the PTB tokenizer still runs) and metrics.json says so.
+    # Score METEOR 1.5 in `evaluate` and after `train` when Java is on the PATH; false
+    # leaves it out (its paraphrase tables dominate the scoring time).
     meteor: bool = True
 
 
@@ -293,17 +256,15 @@ class ExportConfig:
     resize: str = ""
     # Write assets.extra/tf_serving_warmup_requests, which TF Serving replays before serving.
     warmup: bool = True
-    # Images per backbone call inside the exported graph; 0 = the whole batch in one call;
-    # null = the faster for the exporting machine's kernels: 0 with oneDNN
-    # (TF_ENABLE_ONEDNN_OPTS=1), else 2. Export with the serving machine's setting.
+    # Images per backbone call inside the exported graph; 0 = the whole batch; null = 0
+    # with oneDNN, else 2 (export with the serving machine's kernels).
     encoder_chunk: int | None = None
     # Fold the backbone's batch norms into its convolutions in the exported graph, checked
     # against the unfolded backbone at export (fewer ops).
     fold_batch_norms: bool = True
-    # The serving graph's compute precision: float32, bfloat16 (bfloat16 compute from the
-    # float32 weights; fast where the serving machine has AVX512_BF16, AMX or a GPU of
-    # compute capability >= 8.0, slow elsewhere), or auto (bfloat16 where the *exporting*
-    # machine has it). Outputs stay float32 either way.
+    # The serving graph's compute precision: float32, bfloat16 (fast only where the
+    # serving machine computes bfloat16 natively), or auto (bfloat16 where the exporting
+    # machine does). Outputs stay float32.
     precision: str = "float32"
     # LiteRT only: "none", "float16" (float16 weights, half the file) or "int8" (dynamic-range
     # int8 weights, a quarter of the file; activations stay float).

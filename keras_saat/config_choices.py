@@ -1,8 +1,6 @@
-"""The allowed values of each config key that has a fixed set, and a value's type check.
+"""The allowed values of each config key with a fixed set, and a value's type check.
 
-`keras_saat.config` checks each key it reads: its type (`coerce`), its range
-(`config_ranges`), its choices (`CHOICES`) and, for a registry name, the registry itself
-(`VALIDATORS`). Nothing here imports TensorFlow.
+Nothing here imports TensorFlow, so a config is checked before TensorFlow loads.
 """
 
 import typing
@@ -30,11 +28,8 @@ def _export_formats():
     return tuple(available_formats())
 
 
-# The allowed values of a key: a tuple, or a function returning a registry's names (asked
-# only when the key is set, so loading a config does not import TensorFlow). The resize
-# modes, cache dtypes and compressions and LiteRT quantize modes repeat constants whose
-# owners import TensorFlow (data/images.py RESIZE_MODES, data/cache_format.py DTYPES and
-# COMPRESSIONS, export/litert.py QUANTIZE_MODES); tests/test_config.py checks they agree.
+# A tuple, or a function returning a registry's names (asked only when the key is set).
+# Some repeat constants whose owners import TensorFlow; tests/test_config.py checks them.
 CHOICES = {
     ("model", "attention"): _attentions,
     ("model", "reinforce_baseline"): ("moving_average", "expected_context"),

@@ -1,7 +1,4 @@
-"""Config text: YAML files read within bounds, `--set section.key=value` overrides, and
-the packaged recipes (keras_saat/recipes/*.yaml). `keras_saat.config.load_config` reads
-them into an `ExperimentConfig`.
-"""
+"""Config text: YAML files read within bounds, `--set` overrides and the packaged recipes."""
 
 from pathlib import Path
 

@@ -1,7 +1,6 @@
 """The accepted range of each numeric config key, and values shortened for messages.
 
-`keras_saat.config` checks each numeric key it reads against `RANGES`, so an absurd
-value (0, negative, 2**63, 1e308, nan) is one line naming the key and the range,
+An absurd value (0, negative, 2**63, nan) is one line naming the key and the range,
 before TensorFlow wraps, overflows or crashes on it.
 """
 
@@ -11,9 +10,7 @@ import reprlib
 from keras_saat.errors import KerasSaatError
 
 INT32_MAX = 2**31 - 1
-# The accepted range of each numeric key, inclusive: (low, high); a float key whose low
-# end is excluded has a third item, True. Each allows far more than any real run and
-# refuses what TensorFlow would wrap, overflow or crash on.
+# Inclusive (low, high); a third item True excludes the low end.
 RANGES = {
     **dict.fromkeys(
         [("model", k) for k in ("embedding_dim", "lstm_units", "attention_units", "feature_dim")],
