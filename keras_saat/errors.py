@@ -6,11 +6,8 @@ import re
 
 
 class KerasSaatError(Exception):
-    """An error caused by the user's input (a file, a name, a config value).
-
-    The message says what is wrong and what to do; the command line prints it
-    and exits with status 2.
-    """
+    """An error caused by the user's input; the command line prints its message (what is
+    wrong, what to do) and exits with status 2."""
 
 
 def did_you_mean(name, candidates):
@@ -37,9 +34,8 @@ class FileWriteError(KerasSaatError):
 
 
 def write_failure(err, path=None):
-    """The one-line message for `err` when it is a failed write (OSError or TensorFlow's
-    file-system error), naming the file (`path`, else the one `err` names) and the cause;
-    else "". Then what was there before is kept: every write replaces its file whole."""
+    """The one-line message for `err` when it is a failed write (OSError or TensorFlow's),
+    naming the file and the cause; else ""."""
     number, text = getattr(err, "errno", None), str(err)
     for code, words, cause in WRITE_FAILURES:
         if number == code or (not isinstance(err, OSError) and words in text):

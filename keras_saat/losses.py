@@ -1,11 +1,8 @@
 """The training objective: masked NLL, the doubly stochastic regulariser, REINFORCE.
 
-`fit()` (through `Captioner.train_step`) and the custom training loop both
-call `caption_loss`, so they optimise and report the same numbers.
-
-Scale: per-caption sums over time averaged over the batch, as in the paper and
-its code, so `lambda` keeps its published meaning. The per-token NLL is
-reported beside it.
+`fit()` and the custom training loop both call `caption_loss`, so they optimise and
+report the same numbers. Per-caption sums over time are averaged over the batch, as in
+the paper, so `lambda` keeps its published meaning.
 """
 
 from keras import ops
@@ -14,8 +11,7 @@ from keras_saat.text.vocabulary import PAD_ID
 
 
 def caption_rows(tokens):
-    """1 where a token row holds a caption, 0 for a row of <pad> alone (the empty rows of
-    per-image groups and of padded batches, which weigh nothing): (B, T + 1) -> (B,)."""
+    """1 where a token row holds a caption, 0 for a row of <pad> alone: (B, T + 1) -> (B,)."""
     return ops.cast(ops.any(ops.not_equal(tokens[:, 1:], PAD_ID), axis=1), "float32")
 
 
@@ -36,9 +32,8 @@ def reinforce_surrogate(
 ):
     """A loss whose gradient is minus the REINFORCE terms of Eq. 12, per caption (B,).
 
-    d/dW of the result = -[lambda_r (log p(y|s,a) - b) d log p(s|a)/dW + lambda_e dH[s]/dW]
-    on the rows that used sampled locations (`policy_rows`); the reward
-    log p(y|s,a) - b is a constant (stop-gradient).
+    d/dW = -[lambda_r (log p(y|s,a) - b) d log p(s|a)/dW + lambda_e dH[s]/dW] on the
+    `policy_rows`; the reward log p(y|s,a) - b is a constant (stop-gradient).
 
     Args:
         log_p_y: (B,) float. log p(y | s, a) of each caption.
@@ -69,8 +64,8 @@ def caption_loss(
 
     Args:
         outputs: dict. `LSTMDecoder` outputs: logits, alphas, what the attention type adds,
-            and optionally baseline_logits (the logits of the same captions under the
-            expected context, used as the REINFORCE baseline).
+            and optionally baseline_logits (the same captions under the expected context,
+            the REINFORCE baseline).
         tokens: (B, T + 1) int. `<start> w_1 .. w_n <end> <pad>..`; the targets are tokens[:, 1:].
             A row of <pad> alone is no caption and weighs nothing (means are over captions).
         doubly_stochastic_lambda: float. lambda of Eq. 14. Defaults to 1.0.
@@ -83,11 +78,11 @@ def caption_loss(
             Defaults to None.
 
     Returns:
-        dict: loss (scalar to minimise; its value is the mean of -log p(y|a) + lambda *
-        penalty, and with hard attention its gradient also holds the REINFORCE terms), nll (per-token NLL), penalty (mean regulariser),
-        log_p_y (B,) per-caption log-likelihood (the REINFORCE reward before the baseline),
-        log_p_per_word (B,) log_p_y over the caption's length (what the baseline tracks),
-        policy_rows (B,) 1 where the caption used sampled locations (all 0 without REINFORCE).
+        dict: loss (scalar to minimise: mean -log p(y|a) + lambda * penalty, its gradient
+        holding the REINFORCE terms with hard attention), nll (per-token NLL), penalty
+        (mean regulariser), log_p_y (B,) per-caption log-likelihood, log_p_per_word (B,)
+        log_p_y over the caption's length (what the baseline tracks), policy_rows (B,) 1
+        where the caption used sampled locations.
     """
     # The objective is computed in float32, also when the model runs in mixed precision.
     outputs = {

@@ -1,11 +1,9 @@
 """`import keras_saat` registers the serializable classes with Keras, without importing Keras.
 
-`keras.saving.load_model` finds a custom class only once its module has run the
-`register_keras_serializable` decorator. Importing those modules means importing
-TensorFlow, which the command line's start and the serving clients must not pay for.
-So `import keras_saat` registers them at once when Keras is already loaded, and
-otherwise right after the first import of Keras (or TensorFlow, which imports Keras)
-completes, by watching that import from `sys.meta_path`.
+`keras.saving.load_model` finds a custom class only once its module has run; importing
+those modules imports TensorFlow, which the command line's start and the serving
+clients must not pay for. So registration happens now when Keras is loaded, else right
+after its first import completes, watched from `sys.meta_path`.
 """
 
 import importlib
@@ -39,8 +37,7 @@ def register_serializables():
 
 
 def _register_quietly():
-    """Registers, warning instead of raising: the import that triggers it is the user's
-    (`import keras`), which must not fail because of ours."""
+    """Registers, warning instead of raising: the triggering import is the user's."""
     try:
         register_serializables()
     except Exception as err:  # any failure of ours: reported, never raised
@@ -126,6 +123,5 @@ def register_with_keras():
 
 
 def forgo():
-    """For a process that reads no Keras file (the SavedModel server): Keras's first import
-    registers nothing, so the model code is never imported."""
+    """For a process that reads no Keras file (the SavedModel server): nothing is registered."""
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _KerasWatcher)]

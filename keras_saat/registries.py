@@ -1,17 +1,9 @@
 """Registry: a name -> entry table for one kind of pluggable thing.
 
-The attention types, backbones, dataset readers and export formats each keep one, and
-expose its methods under their own names:
-
-    ATTENTIONS = Registry("attention")
-    register_attention = ATTENTIONS.register
-    available_attentions = ATTENTIONS.names
-    get_attention = ATTENTIONS.get
-
-Config choices come from `names()`, and an unknown name is a KerasSaatError naming the
-nearest one. An entry may be registered as the text "package.module:attribute", imported
-when it is first asked for: a registry of heavy things (the export formats) stays light,
-and naming a module it must not import (one of a higher layer) costs nothing.
+Attention types, backbones, dataset readers and export formats each keep one and expose
+its methods under their own names (`register_attention = ATTENTIONS.register`). Config
+choices come from `names()`. An entry may be the text "package.module:attribute",
+imported when first asked for, so a registry of heavy things stays light.
 """
 
 import importlib
