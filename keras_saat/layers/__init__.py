@@ -1,6 +1,5 @@
 """The paper's layers: soft and hard attention, the attention LSTM decoder, and the
-familiarity statistics. Names load on first use, so the registry works without Keras.
-"""
+familiarity statistics. Names load on first use, so the registry works without Keras."""
 
 from keras_saat._lazy import lazy_getattr
 

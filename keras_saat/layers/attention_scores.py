@@ -16,8 +16,7 @@ import tensorflow as tf
 
 def _recomputed(*tensors):
     """The tensors behind XLA's optimisation barrier, so that XLA's CSE does not merge the
-    backward tanh with the forward's and store the (B, L, A) energy; unchanged outside XLA.
-    """
+    backward tanh with the forward's and store the (B, L, A) energy; unchanged outside XLA."""
     if not _in_xla():
         return tensors
     try:

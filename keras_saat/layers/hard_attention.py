@@ -86,8 +86,7 @@ class HardAttention(SoftAttention):
         score_kernel=None,
     ):
         """Returns dict(z, alpha, beta, sample (B,) int32, log_p_sample (B,), entropy (B,)); the
-        other arguments are as in `SoftAttention.call`.
-        """
+        other arguments are as in `SoftAttention.call`."""
         given = attend_options(step_scores, score_kernel)
         alpha = self.attend(projected, hidden, query, **given)  # (B, L)
         beta = self.gate_value(hidden, gate_input)  # (B, 1)

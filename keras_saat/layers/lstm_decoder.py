@@ -20,8 +20,7 @@ def _forget_bias_one(shape, dtype=None):
 @keras.saving.register_keras_serializable(package="keras_saat")
 def _scores_as_built(attention):
     """Whether an attention type scores with SoftAttention's own Eq. 4 (its `attend` and
-    `call`, and a `score` layer), so the decoder may hand it fused scores or the score kernel.
-    """
+    `call`, and a `score` layer), so the decoder may hand it fused scores or the score kernel."""
     from keras_saat.layers.hard_attention import HardAttention
     from keras_saat.layers.soft_attention import SoftAttention
 
@@ -148,8 +147,7 @@ class LSTMDecoder(keras.layers.Layer):
 
     def lstm(self, embedding_gates, z, h, c, context=None, recurrent=None):
         """One LSTM update (Eq. 1-3). `embedding_gates` is E y_{t-1} @ W_e: (batch, 4n);
-        `context` (z @ W_z) and `recurrent` (h @ U) are computed here unless given.
-        """
+        `context` (z @ W_z) and `recurrent` (h @ U) are computed here unless given."""
         dtype = h.dtype  # the compute dtype (float16 under mixed precision, also outside __call__)
         if context is None:
             context = ops.matmul(z, ops.cast(self.lstm_context_kernel, dtype))
@@ -231,8 +229,7 @@ class LSTMDecoder(keras.layers.Layer):
 
     def annotated(self, annotations, repeats=None):
         """(annotations, W_a a, h_0, c_0), one row per caption; with `repeats`, W_a a and the
-        initial state are computed once per image, then repeated.
-        """
+        initial state are computed once per image, then repeated."""
         projected = self.attention.project(annotations)  # (B, L, units), once per image
         h, c = self.initial_state(annotations)
         if repeats is None:
@@ -281,8 +278,7 @@ class LSTMDecoder(keras.layers.Layer):
 
     def hidden_kernels(self, dtype):
         """U and the attention's hidden kernels, which all multiply h_{t-1}, concatenated:
-        "hidden", its split points "hidden_split" and argument names "hidden_names".
-        """
+        "hidden", its split points "hidden_split" and argument names "hidden_names"."""
         attention_kernels = self.attention.hidden_kernels()  # {call argument: kernel}
         hidden = [self.lstm_recurrent_kernel, *attention_kernels.values()]
         return {

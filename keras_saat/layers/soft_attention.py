@@ -103,8 +103,7 @@ class SoftAttention(keras.layers.Layer):
 
     def hidden_kernels(self):
         """The kernels applied to h_{t-1}, by `call` argument: W_h as "query", f_beta's as
-        "gate_input" when gating, so a decoder can multiply by them in one matmul.
-        """
+        "gate_input" when gating, so a decoder can multiply by them in one matmul."""
         kernels = {"query": self.hidden_projection.kernel}
         if self.gate is not None:
             kernels["gate_input"] = self.gate.kernel
@@ -130,8 +129,7 @@ class SoftAttention(keras.layers.Layer):
 
     def gate_value(self, hidden, gate_input=None):
         """beta_t (Eq. 13): (batch, 1), ones when gating is off; `gate_input` is h_{t-1} @ f_beta's
-        kernel when the caller has it.
-        """
+        kernel when the caller has it."""
         if self.gate is None:
             return ops.ones((ops.shape(hidden)[0], 1), hidden.dtype)
         if gate_input is None:
@@ -148,8 +146,7 @@ class SoftAttention(keras.layers.Layer):
 
     def sequence_outputs(self, steps, begun):
         """The decoder's outputs beyond logits, alphas and betas, from the stacked extra per-step
-        values (B, T, ...) of `call` and what `begin` returned.
-        """
+        values (B, T, ...) of `call` and what `begin` returned."""
         return {}
 
     @classmethod

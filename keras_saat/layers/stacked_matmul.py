@@ -150,8 +150,7 @@ def _product_shape(kernel, rows):
 
 def _frozen_matmul(x, kernel, transposed):
     """x @ kernel with a gradient for x alone (a batched matmul would also compute the
-    frozen kernel's, which a loop body does not prune); a weight's uses `transposed`.
-    """
+    frozen kernel's, which a loop body does not prune); a weight's uses `transposed`."""
     if transposed is None:
         return _matmul_for_input(x, kernel)
     return _matmul_by_transposed(x, kernel, transposed)
