@@ -14,6 +14,7 @@ from tools.docs import (
     CELLS_STAMP,
     EXECUTED,
     EXECUTED_WITH,
+    MIN_HAND_DRAWN,
     ROOT,
     STAMP,
     VOLATILE_CELL_METADATA,
@@ -132,24 +133,31 @@ def test_record_problems_fail_a_page_whose_model_has_not_learned():
         [[0.9 if (r, c) == (i, 3) else 0.1 / 63 for c in range(8)] for r in range(8)]
         for i in range(3)
     ]
+    # Captioned as drawn: the same words once the opening ones and the sizes are left out.
     drawn = [
         {"caption": "a picture of a red circle above a large blue square", "drawn": "a red circle above a blue square"},
-        {"caption": "a green triangle a purple diamond and a red circle", "drawn": "a green triangle to the left of a purple diamond"},
-        {"caption": "a yellow square at the top", "drawn": "a yellow square in the center"},
+        {"caption": "there is a green triangle to the left of a small purple diamond", "drawn": "a green triangle to the left of a purple diamond"},
+        {"caption": "a yellow square in the center", "drawn": "a yellow square in the center"},
         {"caption": "a white square above a yellow triangle", "drawn": "a white square above a yellow triangle"},
-        {"caption": "a white square a white square", "drawn": "a blue circle to the left of a red triangle"},
+        {"caption": "an image of a blue circle to the left of a red triangle", "drawn": "a blue circle to the left of a red triangle"},
     ]  # fmt: skip
+    wrong = ["a green triangle a purple diamond and a red circle", "a yellow square at the top",
+             "a white square a white square", "a red circle to the left of a blue triangle",
+             "a blue square above a red triangle"]  # fmt: skip
+    short = [*drawn[: MIN_HAND_DRAWN - 1]] + [
+        dict(d, caption=w) for d, w in zip(drawn[MIN_HAND_DRAWN - 1 :], wrong, strict=False)
+    ]
     good = {"bleu_4": 0.96, "captions": ["a red circle", "a blue square"], "attention": maps,
-            "hand_drawn": drawn}  # fmt: skip
-    assert record_problems("04_decoding_evaluation", good) == []  # 3 of 5 name their objects
-    short = dict(good, hand_drawn=[*drawn[:3], dict(drawn[3], caption="a white square"), drawn[4]])
-    assert record_problems("04_decoding_evaluation", short)[0].startswith("2 of its hand-drawn")
+            "hand_drawn": [*drawn[:MIN_HAND_DRAWN], *short[MIN_HAND_DRAWN:]]}  # fmt: skip
+    assert record_problems("04_decoding_evaluation", good) == []
+    problems = record_problems("04_decoding_evaluation", dict(good, hand_drawn=short))
+    assert problems[0].startswith(f"{MIN_HAND_DRAWN - 1} of its hand-drawn")
     assert record_problems("01_encoder", None) == []  # shows no model
     assert "records nothing" in record_problems("04_decoding_evaluation", None)[0]
     flat = [[[1 / 64] * 8] * 8] * 3
-    wrong = [dict(d, caption="a picture of a large purple square") for d in drawn]
+    nothing = [dict(d, caption="a picture of a large purple square") for d in drawn]
     bad = {"bleu_4": 0.0, "captions": ["a of a a square a a"] * 6, "attention": flat,
-           "hand_drawn": wrong}  # fmt: skip
+           "hand_drawn": nothing}  # fmt: skip
     problems = record_problems("04_decoding_evaluation", bad)
     assert [p.split()[0] for p in problems] == ["test", "its", "0", "its"], problems
     assert attention_peak(flat) == pytest.approx(1.0)

@@ -26,10 +26,12 @@ import dataclasses
 
 import numpy as np
 
-from keras_saat.data.camera import hand_drawn_sheet, photographed
+from keras_saat.data.camera import as_jpeg, hand_drawn_sheet, photographed
 from keras_saat.data.shapes import (
     BACKGROUND_MAX,
     IMAGE_SIZE,
+    PREFIXES,
+    SIZES,
     light_field,
     reference_captions,
     render,
@@ -97,7 +99,7 @@ def _rotated(objects, rng):
 
 def _hand_drawn(objects, rng):
     sheet, objects = hand_drawn_sheet(objects, rng)
-    return photographed(sheet, objects, rng, scale=(1.0, 1.0), tilt=(0.0, 0.0), table=False)
+    return as_jpeg(sheet, int(rng.integers(60, 91))), objects
 
 
 def _photographed(objects, rng):
@@ -108,6 +110,16 @@ def _photographed(objects, rng):
 
 # A view's name -> how it draws a scene: (objects, rng) -> (pixels, objects as drawn).
 VIEWS = {"rotated": _rotated, "hand-drawn": _hand_drawn, "photographed": _photographed}
+
+
+def plain_caption(caption):
+    """`caption` without its opening words ("a picture of") and sizes: how
+    `keras_saat.data.shapes.HAND_DRAWN` names a scene."""
+    for prefix in sorted(PREFIXES, key=len, reverse=True):
+        if prefix and caption.startswith(prefix):
+            caption = caption[len(prefix) :]
+            break
+    return " ".join(word for word in caption.split() if word not in SIZES)
 
 
 def shift_by_name(name):

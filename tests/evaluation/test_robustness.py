@@ -6,7 +6,9 @@ import pytest
 from keras_saat.data.shapes import BACKGROUND_MAX, object_mask, render
 from keras_saat.evaluation.robustness import (
     SHIFTS,
+    plain_caption,
     render_shifted,
+    render_views,
     robustness_scenes,
     robustness_table,
     shift_by_name,
@@ -116,3 +118,32 @@ def test_the_table_shows_each_row_and_its_change():
 def test_an_unknown_shift_is_named():
     with pytest.raises(KeyError, match="unknown shift 'sepia'.*in distribution"):
         shift_by_name("sepia")
+
+
+@pytest.mark.parametrize("name", ["rotated 5-8 degrees", "hand-drawn", "photographed sheet"])
+def test_a_readers_view_keeps_the_captions_and_reports_where_the_objects_went(name):
+    """The views a reader makes keep each object's cell (its caption) and report its box in
+    the picture, which attention is scored against."""
+    pixels, seen = render_views(SCENES, shift_by_name(name), seed=2)
+    assert pixels.shape == (len(SCENES), 128, 128, 3) and pixels.dtype == np.uint8
+    plain = render_shifted(SCENES, SHIFTS[0], seed=2).astype(float)
+    assert np.abs(pixels - plain).mean() > 5
+    moved = 0
+    for objects, shown in zip(SCENES, seen, strict=True):
+        assert [o["cell"] for o in shown] == [o["cell"] for o in objects]
+        for obj in shown:
+            x0, y0, x1, y1 = obj["box"]
+            row, col = int((y0 + y1) / 2 * 3 // 128), int((x0 + x1) / 2 * 3 // 128)
+            assert (row, col) == tuple(obj["cell"])
+        moved += [o["box"] for o in shown] != [o["box"] for o in objects]
+    assert moved == 0 if name == "hand-drawn" else moved == len(SCENES)
+
+
+def test_plain_caption_is_how_the_hand_drawn_scenes_are_named():
+    assert plain_caption("a picture of a small red circle above a large blue square") == (
+        "a red circle above a blue square"
+    )
+    assert plain_caption("there is a white square in the center") == "a white square in the center"
+    assert plain_caption("a green diamond a red circle and a small white square") == (
+        "a green diamond a red circle and a white square"
+    )
