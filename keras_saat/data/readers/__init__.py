@@ -1,1 +1,1 @@
-"""Dataset readers, one module per format, registered by name (`reader_registry`): each returns a `CaptionDataset`."""
+"""Dataset readers, one module per format, registered by name; each returns a `CaptionDataset`."""

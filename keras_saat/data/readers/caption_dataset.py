@@ -56,10 +56,9 @@ class ImageRecord:
         captions: list of str. Reference captions as written (punctuation and case kept).
         objects: list of dict or None. Shapes world ground truth (shape, colour, size, cell, box).
         stream_position: int or None. Position in a streamed split (TFDS). Defaults to None.
-        stamp: str or None. The image file's size and modification time ("size|mtime_ns"),
-            as its reader found them when it looked the file up; the feature cache
-            fingerprints a shard's images with it (`cache_format.shard_inputs`) instead of
-            a second stat. None: not looked up (the cache stats the file). Defaults to None.
+        stamp: str or None. The image file's "size|mtime_ns" as its reader found it, which
+            the feature cache fingerprints instead of a second stat; None: not looked up.
+            Defaults to None.
     """
 
     imgid: int

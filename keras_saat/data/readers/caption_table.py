@@ -6,19 +6,12 @@
 
     {"image": "photos/cat.png", "caption": "A cat asleep.", "split": "val"}   # .jsonl
 
-`image` is a path relative to the captions file (or to `data.images_dir`); an image
-may have several rows, one per caption. `split` is optional: train, val or test.
-Without a split column, images go to train, val and test (80/10/10) by a hash of
-their path, so the split never changes when rows are added or reordered.
-
-Every row is checked before anything is trained or extracted, and all problems are
-reported at once, each with its file and line: an empty caption, text that is not
-UTF-8, an unknown split, an image given two splits. An image file is only looked up
-(one stat per image, never opened: millions of rows read in seconds, even on network
-storage; the feature cache fingerprints each shard's images with what that stat found,
-so a run stats each image once). A missing one is skipped and counted, its first offenders named (an error
-with `data.strict`); an image that does not decode is skipped and counted when the
-features are extracted.
+`image` is relative to the captions file (or `data.images_dir`). Without a split column,
+images go to train, val and test (80/10/10) by a hash of their path, so adding rows never
+moves an image. Every row is checked first and all problems reported at once, with file
+and line. An image file is only stat-ed, never opened, so millions of rows read in
+seconds; the feature cache reuses that stat. A missing image is skipped and counted (an
+error with `data.strict`).
 """
 
 import csv
@@ -45,9 +38,8 @@ STRICT_TEXT = {MISSING: "image file not found"}  # a skip's reason as a strict e
 
 
 def _lines(handle):
-    """(line number, text) of each line of a binary file, split at "\n" only (JSON may
-    hold U+2028 and CSV text U+0085 inside a value), one line in memory at a time. A line
-    over MAX_LINE_BYTES gives a ValueError in its place, read past in chunks."""
+    """(line number, text) of each line of a binary file, split at "\n" only (JSON and CSV
+    values may hold U+2028 or U+0085); a line over MAX_LINE_BYTES gives a ValueError."""
     number = 0
     while True:
         line = handle.readline(MAX_LINE_BYTES + 1)
@@ -76,8 +68,8 @@ def _json_row(line):
 
 
 def _fields(line, delimiter):
-    """A CSV line's fields (a quoted field must close on its line: a stray quote would
-    swallow the rows after it), or a TSV line's (tab-separated exports do not quote)."""
+    """A CSV line's fields (a quote must close on its line, so a stray one cannot swallow
+    later rows), or a TSV line's (unquoted)."""
     if delimiter == "\t":
         return line.split("\t")
     try:
@@ -106,11 +98,7 @@ def _table_row(columns, delimiter):
 
 
 def _header(path, lines, delimiter):
-    """The columns of a CSV/TSV file's first line.
-
-    Raises:
-        KerasSaatError: no image or no caption column.
-    """
+    """The columns of a CSV/TSV file's first line; a KerasSaatError without image or caption."""
     header = next(lines, (1, ""))[1]
     columns = (
         [] if isinstance(header, Exception) else [c.strip() for c in _fields(header, delimiter)]
@@ -155,8 +143,8 @@ def _file_rows(path):
 
 
 def _stat_file(path):
-    """(a regular file's "size|mtime_ns", the feature cache's stamp of it, or None; why
-    there is none: MISSING, or "not a regular file" for a folder, FIFO or device)."""
+    """(a regular file's "size|mtime_ns" stamp or None, and why none: MISSING or "not a
+    regular file")."""
     try:
         found = os.stat(path)
     except (OSError, ValueError):

@@ -45,16 +45,10 @@ def _coco_val_file(path, val_path):
 def read_captions(path, images_dir=None, strict=False, val_path=None):
     """Reads a caption file in any format the library knows, into train/val/test records.
 
-    The format is told from the file, so one call serves them all:
-
-    - your own table: `.csv`, `.tsv` or `.jsonl` with `image`, `caption` and an optional
-      `split` column (`keras_saat.data.readers.caption_table`), also `.txt` with a
-      header;
-    - Flickr8k's `Flickr8k.token.txt` (`name.jpg#k<TAB>caption`) with its split lists
-      beside it;
-    - a Karpathy split file (`dataset_flickr8k.json`, `dataset_coco.json`, ...);
-    - COCO caption annotations (`captions_train2014.json`, with `val_path`, or the
-      val file beside it).
+    The format is told from the file: your own table (`.csv`, `.tsv`, `.jsonl`, or `.txt`
+    with a header; `keras_saat.data.readers.caption_table`), Flickr8k's `Flickr8k.token.txt`
+    with its split lists beside it, a Karpathy split file, or COCO caption annotations
+    (with `val_path`, or the val file beside it).
 
     Args:
         path: str or Path. The caption file.

@@ -1,14 +1,8 @@
 """Dataset reader registry: `data.dataset` name -> a function that reads it.
 
-A reader is `read(data_config, workdir, log) -> CaptionDataset`: it takes the `data`
-section of the config (`keras_saat.config.DataConfig`), the experiment's workdir and a
-log function. A new dataset format is one file with such a function and one
-`register_reader("name", read)`; `data.dataset: name` then selects it.
-
-A reader may declare `input_files`: the `data` keys naming files it opens
-(`read.input_files = ("path",)`). `check_inputs` checks them, with `data.images_dir`,
-before any work: the command line does so before TensorFlow loads, which is also why
-the built-in readers import their modules when they run.
+A reader is `read(data_config, workdir, log) -> CaptionDataset`, added with
+`register_reader("name", read)`. It may declare `input_files`, the `data` keys naming
+files it opens, which `check_inputs` checks before TensorFlow loads.
 """
 
 from pathlib import Path
@@ -46,14 +40,10 @@ def _trained_in(workdir):
 def _shapes(data, workdir, log, redraw=False):
     """The Shapes world, generated into <workdir>/data when data.path is empty and missing.
 
-    A world already there is reused when it was generated with the config's settings
-    (counts, seed, varied share). Once the workdir holds a trained model or checkpoints
-    (its decoder and CNN learned from that world), one that differs only in how its
-    varied scenes were drawn, which no setting changes, is read as it is, with a note.
-    Otherwise a file named by data.path is refused, and so is the workdir's own world
-    when the workdir holds a trained model; the world of a workdir with nothing trained
-    is generated anew, with `redraw` only (training and extraction: a command that scores
-    never deletes or redraws a folder's files).
+    A world generated with the config's settings is reused. A differing file named by
+    data.path is refused, as is the workdir's own world once a model learned from it (one
+    differing only in how its varied scenes were drawn is read with a note); a workdir
+    with nothing trained gets a new world, with `redraw` only (scoring never redraws).
     """
     from keras_saat.data.readers.karpathy import read_karpathy
     from keras_saat.data.shapes_dataset import (
