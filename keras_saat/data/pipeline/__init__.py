@@ -1,1 +1,1 @@
-"""An epoch's caption batches as tf.data, planned from the seed, from any feature source (image files, the cache, resident features)."""
+"""An epoch's caption batches as tf.data, planned from the seed, from any feature source."""

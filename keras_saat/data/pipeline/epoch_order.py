@@ -1,16 +1,10 @@
 """An epoch's batches as a NumPy function of its seed: which captions make which batch.
 
-The order of an epoch is computed up front, from the seed alone, over small integer
-arrays (no features are read): the split's shards are put in a seeded order and taken
-in windows of at least `window` units (captions, or per-image groups), each window's
-units are permuted, and batches are cut from each window (per length bucket when
-bucketing). A batch never spans two windows, so the cache path reads a window's shards
-once and gathers its batches from memory; a window's last partial batch (per bucket)
-is dropped with `drop_remainder`, a few units a window that change with the seed.
-
-Because batch `s` of an epoch is a row of these arrays, a run resumed at step `s`
-starts its dataset at row `s`: it neither builds nor reads the batches before it (the
-cache path reads the shards of the window that holds batch `s`, and those after it).
+The split's shards go in a seeded order, in windows of at least `window` units
+(captions, or per-image groups); each window's units are permuted and cut into batches
+(per length bucket when bucketing). A batch never spans two windows, so the cache path
+reads a window's shards once. Batch `s` is row `s` of these arrays, so a run resumed at
+step `s` neither builds nor reads the batches before it.
 """
 
 import numpy as np
@@ -25,9 +19,8 @@ def bucket_limits(width):
 
 
 def _units(positions, row_splits, per_image):
-    """Units of the images at `positions`: their positions (n,) and token rows, (n,) flat
-    rows of the token table (a caption each), or (n, per_image) with -1 past an image's
-    last caption (a group each)."""
+    """Units of the images at `positions`: their positions (n,) and token rows, (n,) flat rows
+    (a caption each) or (n, per_image) with -1 past an image's last caption (a group each)."""
     starts, ends = row_splits[positions], row_splits[positions + 1]
     counts = ends - starts
     if per_image:
@@ -42,9 +35,8 @@ def _units(positions, row_splits, per_image):
 
 
 def _cut(order, batch_size, drop_remainder, buckets=None):
-    """Batches of a window's permuted units `order`: (b, batch_size) unit indices, -1
-    past a partial batch's end, and each batch's bucket (-1 when not bucketing). A
-    bucket's batch comes when its last unit does; partial batches come last."""
+    """Batches of a window's permuted units: (b, batch_size) unit indices, -1 past a partial
+    batch's end, and each batch's bucket (-1 when not bucketing); partial batches last."""
     labels = np.full(len(order), -1) if buckets is None else buckets[order]
     batches, keys, kinds = [], [], []
     for label in np.unique(labels):
@@ -69,8 +61,7 @@ def _cut(order, batch_size, drop_remainder, buckets=None):
 
 
 def _windows(shard_units, window):
-    """Shard numbers grouped into windows of at least `window` units (the last may hold
-    fewer), in the order given."""
+    """Shard numbers grouped into windows of at least `window` units, in the order given."""
     windows, current, units = [], [], 0
     for shard, count in shard_units:
         current.append(shard)
@@ -155,6 +146,5 @@ def epoch_plan(
 
 
 def from_step(plan, step):
-    """The plan's batches from batch `step` on (a resumed epoch): rows sliced, nothing
-    else computed."""
+    """The plan's batches from batch `step` on (a resumed epoch), rows sliced."""
     return {k: (v if k == "window_shards" else v[step:]) for k, v in plan.items()}

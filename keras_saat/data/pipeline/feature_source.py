@@ -1,10 +1,5 @@
-"""What the input pipeline asks of where a batch's image side comes from.
-
-Three sources answer it: `ImageFiles` (pixels decoded from the image files, where the
-backbone trains), `FeatureCache` (the frozen backbone's rows read from its shards) and
-`ResidentFeatures` (those rows held in device memory; batches carry their indices). The
-pipeline, training and scoring ask the source, never which one it is.
-"""
+"""What the input pipeline asks of where a batch's image side comes from: `ImageFiles`,
+`FeatureCache` or `ResidentFeatures`. Callers ask the source, never which one it is."""
 
 from typing import Protocol
 
@@ -14,10 +9,10 @@ class FeatureSource(Protocol):
 
     Attributes:
         streams: bool. Whether an epoch reads the features from disk (then per-image
-            batches read each image once, not once per caption: `data.batching` auto).
+            batches read each image once: `data.batching` auto).
         pads_partial_batches: bool. Whether a plan's `pad_remainder` pads a partial batch
-            (features: padding rows weigh nothing) or drops it (decoded images: padding
-            images would reach a training backbone's batch statistics).
+            (features) or drops it (decoded images, which would reach a training
+            backbone's batch statistics).
         cache: FeatureCache or None. The cache whose rows the source holds.
     """
 
@@ -26,8 +21,7 @@ class FeatureSource(Protocol):
     cache: object
 
     def shard_positions(self, split, records):
-        """Each shard's image positions in the order it holds them (a list of int32
-        arrays; image files are one "shard" of every record)."""
+        """Each shard's image positions in the order it holds them (int32 arrays)."""
 
     def planned_batches(self, split, records, batches, windows, tokens, plan):
         """tf.data of a plan's batches: {"features" | "image_index" | "images", "tokens"}.
@@ -44,7 +38,7 @@ class FeatureSource(Protocol):
 
     def evaluation_batches(self, split, records, batch_size, positions=None):
         """Per-image batches for decoding: {"position", "features" | "images"}; only the
-        images at `positions` (a list of int) when given."""
+        images at `positions` when given."""
 
     def skipped(self, split):
         """[(position, reason), ...] of the split's images known to be unreadable."""

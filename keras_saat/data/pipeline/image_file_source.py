@@ -1,8 +1,5 @@
-"""Image files as a feature source: batches of pixels decoded as they are read.
-
-The source where the backbone trains (its features change every step, so none are
-cached) or where no cache is wanted; `Captioner` encodes the batch's "images".
-"""
+"""Image files as a feature source: pixels decoded a batch at a time, where the backbone
+trains (its features change every step) or no cache is wanted."""
 
 import numpy as np
 import tensorflow as tf
@@ -76,8 +73,8 @@ class ImageFiles:
         return units.padded_batch(plan.batch_size, shapes, padding, drop_remainder=not plan.sliced)
 
     def evaluation_batches(self, split, records, batch_size, positions=None):
-        """Per-image batches {"position", "images"} decoded from files (unreadable images
-        drop out); only the images at `positions` (a list of int) when given."""
+        """Per-image batches {"position", "images"} decoded from files (unreadable images drop
+        out); only the images at `positions` when given."""
         positions = np.arange(len(records)) if positions is None else np.asarray(positions)
         paths = [str(records[p].path) for p in positions]
         files = tf.data.Dataset.from_tensor_slices((positions.astype(np.int32), paths))

@@ -1,14 +1,10 @@
 """tf.data pipelines: an epoch's caption batches from any feature source.
 
-Every caption of every image is one example per epoch (the paper's practice).
-Captions are tokenised in the graph (tensorflow-text) and looked up with a
-static hash table; batches are {"features", "image_index" or "images", "tokens"} with
-tokens `<start> w_1 .. w_n <end> <pad>..`, as `Captioner` expects.
-
-An epoch's batches are planned in NumPy from its seed (`epoch_order`) and fetched by
-`planned_batches` from the source (`feature_source`: image files, the feature cache or
-resident features), so a resumed epoch (`start_step`) starts at its batch without
-building or reading the ones before it. How the batches are cut is one `BatchPlan`.
+Every caption of every image is one example per epoch (the paper's practice). Captions
+are tokenised in the graph and batches are {"features", "image_index" or "images",
+"tokens"} with tokens `<start> w_1 .. w_n <end> <pad>..`, as `Captioner` expects. An
+epoch's batches are planned from its seed (`epoch_order`) and fetched from the source
+(`planned_batches`), so a resumed epoch starts at its batch. `BatchPlan` says how.
 """
 
 import collections
@@ -41,13 +37,11 @@ def encode_captions(captions, table, max_length):
 
 
 def token_table(records, vocabulary, max_length):
-    """(N, None, W) int32 ragged: each image's captions as padded token rows, by position.
-    Tokenised once, in one vectorised call, so an epoch only gathers rows.
+    """(N, None, W) int32 ragged: each image's captions as padded token rows, by position,
+    tokenised once so an epoch only gathers rows.
 
-    W, the static token width of every batch, is the longest caption's tokens (cut to
-    max_length words) plus `<start>` and `<end>`: teacher forcing unrolls W - 1 steps, so
-    a max_length above every caption's length costs nothing (the Shapes world's captions
-    have at most 16 words; padding them to 20 would make a fifth of the steps pads).
+    W is the longest caption's tokens (cut to max_length words) plus `<start>` and `<end>`,
+    so a max_length above every caption's length costs no padded steps.
     """
     table = word_table(vocabulary)
     captions = tf.constant([c for r in records for c in r.captions] or [""], tf.string)
@@ -73,23 +67,16 @@ def _pass_seed(seed, number):
 def caption_batches(source, split, records, tokens_of, plan):
     """An epoch's batches of every caption of a split, cut as `plan` says.
 
-    Per caption (`plan.per_image` None): each batch holds `plan.batch_size` (image,
-    caption) pairs; features travel in the cache's dtype (float16 by default: half of
-    float32's bytes to the device) and `Captioner` casts them there; decoded images
-    arrive as float32.
-
-    Per image (`plan.per_image` k): {"features" (n, L, C) or "images" (n, S, S, 3),
-    "tokens" (n, k, W)}: each image's features (in the cache's dtype) or pixels (uint8)
-    are in the batch once, beside its k captions; `Captioner` repeats them for the
-    captions on the device. An image with more than k captions makes several groups (the
-    second one's empty rows are all <pad> and weigh nothing in the loss), so every caption
-    is trained on once per epoch. Captions stay with their image.
+    Per caption, each batch holds `plan.batch_size` (image, caption) pairs. Per image
+    (`plan.per_image` k), batches are {"features" (n, L, C) or "images" (n, S, S, 3),
+    "tokens" (n, k, W)}: each image's features once beside its k captions, repeated on the
+    device; an image with more than k captions makes several groups, so every caption is
+    trained on once per epoch.
 
     Args:
         source: FeatureSource. `FeatureCache` (batches hold "features"),
-            `ResidentFeatures` (batches hold "image_index", rows of its table: the same
-            batches otherwise) or `ImageFiles` (batches hold decoded "images": the
-            backbone trains or no cache is wanted).
+            `ResidentFeatures` ("image_index", rows of its table) or `ImageFiles`
+            (decoded "images").
         split: str. The split to read.
         records: list of ImageRecord. The split's records (`dataset.split(split)`).
         tokens_of: the `token_table` of `records`, built once for a run's epochs.

@@ -1,12 +1,8 @@
 """tf.data batches that follow an epoch plan (`epoch_order.epoch_plan`), from any source.
 
-The plan says which image and caption rows make each batch; this module gathers each
-batch's tokens and asks the feature source for its image side (`feature_source`):
-device-resident features by index (the batch carries "image_index"), the feature cache a
-window of shards at a time (its rows read into memory once, each batch gathered from
-them), or image files decoded a caption (group) at a time. A plan sliced at step `s`
-(`epoch_order.from_step`) gives a dataset whose first batch is batch `s`, having read
-only the shards of the windows from batch `s` on.
+Each batch's tokens are gathered here and its image side asked of the feature source:
+resident features by index, the cache a window of shards at a time, or image files
+decoded a unit at a time.
 """
 
 import numpy as np
@@ -18,9 +14,9 @@ _BATCH_KEYS = ("positions", "rows", "sizes", "widths", "local")
 
 
 def plan_arrays(plan, shard_positions, count):
-    """The plan as flat arrays: per batch (`_BATCH_KEYS`: "local" is a unit's row among its
-    window's rows, in the order its shards hold them) and per window of the plan's
-    batches ("window_batches", "window_shards", "window_positions", each with its splits).
+    """The plan as flat arrays: per batch (`_BATCH_KEYS`; "local" is a unit's row among its
+    window's rows) and per window ("window_batches", "window_shards", "window_positions",
+    each with its splits).
     """
     windows = plan["windows"]
     used = np.unique(windows)
