@@ -1,5 +1,5 @@
-"""A finished feature cache another workdir owns, read by this run and never written
-(`data.feature_cache`): checked against what this run's own extraction would make."""
+"""A finished feature cache another workdir owns, read and never written
+(`data.feature_cache`), checked against what this run's own extraction would make."""
 
 import copy
 from pathlib import Path
@@ -22,16 +22,8 @@ from keras_saat.workdir import BACKBONE_WEIGHTS_FILE, FEATURES_DIR, cache_owner
 
 
 def open_finished(directory, encoder, dataset, resize, dtype, compression, log=print):
-    """The index of a finished cache of `dataset` by `encoder` that this run reads and
-    never writes (`data.feature_cache`: another workdir's features): every split whole,
-    no image changed since. Nothing in the folder is written; each split logs "cached".
-
-    Args:
-        directory: Path. The cache folder.
-        encoder: ImageEncoder. The frozen backbone.
-        dataset: CaptionDataset.
-        resize, dtype, compression: str. The resize mode and the cache format.
-        log: callable. Defaults to print.
+    """The index of a finished cache this run reads and never writes: every split whole, no
+    image changed since, and made as this run's extraction would make it.
 
     Raises:
         KerasSaatError: no cache there, one this run's extraction would not make, or one
@@ -64,15 +56,9 @@ def open_finished(directory, encoder, dataset, resize, dtype, compression, log=p
 
 
 def check_borrowable(directory, pretrains):
-    """What can be checked of a borrowed cache before the run renders its data or
-    pre-trains its backbone: a finished cache at `directory` (`open_finished` checks
-    the rest once the encoder is built), and no Shapes CNN that this run would
-    pre-train anew (`pretrains`), whose features would not be the cache's.
-
-    Args:
-        directory: Path. `data.feature_cache`.
-        pretrains: bool. Whether the run would pre-train a Shapes CNN (its
-            `model.backbone_weights` is "shapes" and its workdir holds none yet).
+    """What can be checked of a borrowed cache before the run renders data or pre-trains:
+    a finished cache at `directory`, and no Shapes CNN this run would pre-train anew
+    (`pretrains`), whose features would not be the cache's.
 
     Raises:
         KerasSaatError: the cache is missing or unfinished, or the run would pre-train.
@@ -120,8 +106,7 @@ def _finished_index(directory):
 
 
 def _other_features(index, fingerprint, header):
-    """Why a borrowed cache's fingerprint is not this run's (whose index would have
-    `header`), as far as its index says."""
+    """Why a borrowed cache's fingerprint is not this run's, as far as its index says."""
     differ = [f"{key} {index.get(key)} (this run: {value})" for key, value in header.items()
               if index.get(key) != value]  # fmt: skip
     if differ:

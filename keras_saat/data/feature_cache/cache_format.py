@@ -1,27 +1,18 @@
 """The feature cache's record format: one tf.train.Example per image, written and parsed here.
 
-Every writer of a cache (`extract_features`, a Beam pipeline, the benchmarks) builds its
-records with `feature_example`, so all of them write one format:
+Every writer builds its records with `feature_example`, so all write one format:
 
     position   int64   the image's index in its split
     features   bytes   float16 / float32: the (L, C) grid, row-major.
-                       int8: (C,) float16 scales, then the (C, L) int8 grid, channel-major;
-                       one symmetric scale per channel of this image (its largest |value|
-                       over the L locations / 127).
+                       int8: (C,) float16 scales, then the (C, L) int8 grid, channel-major,
+                       one symmetric scale per channel of this image.
                        zlib-compressed when the cache's compression is "zlib".
 
-int8 keeps a quarter of float32's bytes (half of float16's) and each channel's values to
-within half a step of its own range, so a weak channel keeps its resolution beside a
-strong one. zlib squeezes the zeros a ReLU leaves (exact zeros stay zero in int8): held
-channel-major, a channel silent over the image is one run of zeros, which zlib squeezes
-better than the same zeros spread across rows. It is undone per record in the parallel parse (`inflate`: a record longer
-than zlib ever writes for its shape's bytes is refused before it is inflated, so a
-crafted record cannot inflate past about 1032 times what its shape holds), so the shard
-files stay plain TFRecords (their framing checked by a seek per record). A record of
-another length than its shape holds is refused by name rather than reshaped.
-
-The fingerprints key a cache by what made it (`encoder_fingerprint` hashes the format
-too), so a cache is never reused for another backbone, weights or format.
+int8 keeps a quarter of float32's bytes and each channel's values within half a step of
+its own range; channel-major, a channel silent over the image is one run of zeros for
+zlib. A zlib record longer than zlib ever writes for its shape is refused before it is
+inflated (a crafted record cannot inflate far), and a record of the wrong length is
+refused by name rather than reshaped. The fingerprints key a cache by what made it.
 """
 
 import hashlib
@@ -47,12 +38,7 @@ RECORD_SPEC = {
 
 
 def check_format(dtype, compression="none"):
-    """Raises KerasSaatError naming the allowed values when a cache format is unknown.
-
-    Args:
-        dtype: str. A cache dtype (`DTYPES`).
-        compression: str. A cache compression (`COMPRESSIONS`). Defaults to "none".
-    """
+    """Raises KerasSaatError naming the allowed values when a cache format is unknown."""
     if dtype not in DTYPES:
         raise KerasSaatError(f"cache dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     if compression not in COMPRESSIONS:
@@ -62,23 +48,16 @@ def check_format(dtype, compression="none"):
 
 
 def format_name(dtype, compression="none"):
-    """The format's one-word name ("int8", "int8+zlib"): the fingerprint hashes it.
-
-    Args:
-        dtype: str. The cache dtype.
-        compression: str. The cache compression. Defaults to "none".
-    """
+    """The format's one-word name ("int8", "int8+zlib"), which the fingerprint hashes."""
     return dtype if compression == "none" else f"{dtype}+{compression}"
 
 
 def quantize_int8(rows):
-    """(..., L, C) floats -> (int8 (..., L, C), float16 scales (..., C)): per channel of each
-    image, symmetric, scale = the smallest float16 >= max |value| over its locations / 127,
-    so no value clips and the stored scale is the one the values were divided by (a tiny
-    channel's scale is float16's subnormal, coarser: its error stays under half of it).
+    """(..., L, C) floats -> (int8 (..., L, C), float16 scales (..., C)).
 
-    A channel that is zero everywhere gets scale 0 and stays zero; values past 127 times
-    float16's largest scale (8.3e6) clip.
+    Per channel of each image, symmetric: scale is the smallest float16 >= max |value| / 127,
+    so no value clips and the stored scale is the divisor. A channel zero everywhere gets
+    scale 0; values past 127 times float16's largest scale clip.
 
     Args:
         rows: (..., L, C) array of floats: one image's grid, or a batch of them.
@@ -139,8 +118,7 @@ BAD_POSITION = _DAMAGED.format(what="whose position is outside the {count} image
 
 
 def record_bytes(shape, dtype):
-    """The bytes of one record's features, uncompressed: (L, C) values of `dtype`, and
-    for int8 the C float16 scales before them."""
+    """The uncompressed bytes of one record's features (int8: the C float16 scales first)."""
     locations, channels = shape
     if dtype == "int8":
         return channels * np.dtype(SCALE_DTYPE).itemsize + locations * channels
@@ -153,8 +131,8 @@ def compress_bound(size):
 
 
 def checked(data, ok, message):
-    """`data` once `ok` (a bool tensor) holds, else an error carrying `message` in brackets
-    (`naming_damaged_shards` raises it as one line)."""
+    """`data` once `ok` holds, else an error carrying `message` in brackets, which
+    `naming_damaged_shards` raises as one line."""
     check = tf.debugging.Assert(ok, [f"[{message}]"], summarize=1)
     with tf.control_dependencies([check]):
         return tf.identity(data)
@@ -164,9 +142,7 @@ def inflate(data, size):
     """zlib-compressed records -> their bytes, each checked to be exactly `size` bytes.
 
     tf.io.decode_compressed has no output bound and zlib packs up to about 1032:1, so a
-    record is first refused when it is longer than zlib ever writes for `size` bytes
-    (`compress_bound`): one record then inflates to at most about 1032 times `size`
-    before its length is checked, where a crafted record of n bytes would give 1032 n.
+    record longer than `compress_bound(size)` is refused before it is inflated.
 
     Args:
         data: string tensor, one record or a batch.
@@ -186,9 +162,8 @@ def decode_features(examples, shape, dtype, compression="none", out_dtype=None):
         shape: tuple. Each record's (L, C); a batch gets a leading -1.
         dtype: str. The cache dtype.
         compression: str. The cache compression.
-        out_dtype: tf.DType or None. int8 is dequantised to this (float16 when None: what
-            the model casts to anyway, half of float32's bytes to the device); float
-            caches are cast to it when given.
+        out_dtype: tf.DType or None. int8 is dequantised to this (float16 when None, what
+            the model casts to anyway); float caches are cast to it when given.
 
     Returns:
         the rows, or for int8 with out_dtype tf.int8, (int8 rows, float16 scales).
@@ -223,14 +198,7 @@ def decode_features(examples, shape, dtype, compression="none", out_dtype=None):
 
 def encoder_fingerprint(encoder, resize, dtype):
     """A hash of what determines the features: backbone, size, weights, resize mode, cache
-    format, and the backbone's compute precision when it is not float32 (a bfloat16
-    backbone's features differ in the third digit, so its cache and a float32 one never mix).
-
-    Args:
-        encoder: ImageEncoder.
-        resize: str. The resize mode.
-        dtype: str. The cache format's name (`format_name`: "float16", "int8+zlib", ...).
-    """
+    format (`format_name`), and a compute precision other than float32 (whose features differ)."""
     compute = encoder.compute_dtype
     precision = "" if compute == "float32" else f"|compute={compute}"
     digest = hashlib.sha256(
@@ -242,11 +210,8 @@ def encoder_fingerprint(encoder, resize, dtype):
 
 
 def dataset_fingerprint(dataset):
-    """A hash of which image sits at each position of each split: the dataset's name and
-    every image's split, id and file name (the whole dataset, not only the splits extracted
-    now). No file is looked at: what the files hold is fingerprinted per shard
-    (`shard_inputs`), so a changed image makes its shard be extracted again, not the cache.
-    """
+    """A hash of which image sits at each position of each split (names and ids only; file
+    contents are fingerprinted per shard, so a changed image re-extracts its shard only)."""
     digest = hashlib.sha256(dataset.name.encode())
     for record in dataset.records:
         digest.update(f"{record.split}|{record.imgid}|{record.name}|".encode())
@@ -254,9 +219,8 @@ def dataset_fingerprint(dataset):
 
 
 def file_stamp(record, fresh=False):
-    """An image file's "size|mtime_ns": the one its reader took (`ImageRecord.stamp`),
-    else (or when `fresh`) a stat now; "missing" when there is no file, "" for a
-    streamed image."""
+    """An image file's "size|mtime_ns": its reader's stamp, else (or when `fresh`) a stat
+    now; "missing" without a file, "" for a streamed image."""
     if record.stamp is not None and not fresh:
         return record.stamp
     if record.path is None:
@@ -269,17 +233,11 @@ def file_stamp(record, fresh=False):
 
 
 def shard_content(records):
-    """A hash of the bytes of a shard's image files (SHA-256: about 1 GB/s where the CPU
-    has SHA instructions), which `reopen_changed` compares when the files' stamps differ
-    from a shard's record: a dataset copied without its times (`cp -r`, `scp`, an object
-    store's copy) keeps the features of the images whose bytes are the same.
+    """A hash of the bytes of a shard's image files, which `reopen_changed` compares when
+    their stamps differ, so a dataset copied without its times keeps its features.
 
-    The hash stands for the files `shard_inputs` stamped: a file whose size or
-    modification time, checked before and after it is read, is not its stamp gives None
-    (no fallback). Files are read with `read_image_file` (regular files up to its bound,
-    a FIFO never waited on); one it refuses as no file or too long, or one stamped
-    missing, counts as unread; a read that fails otherwise gives None, as does a
-    streamed image (no file).
+    None when a file's stamp changes around its read, a read fails, or an image is
+    streamed; a file `read_image_file` refuses counts as unread.
 
     Args:
         records: sequence of ImageRecord. The shard's images, in position order.
@@ -306,9 +264,8 @@ def shard_content(records):
 
 
 def shard_inputs(records, fresh=False):
-    """A hash of a shard's image files by their size and modification time, so images
-    regenerated or replaced under the same names make that shard be extracted again,
-    without reading any file.
+    """A hash of a shard's image files by size and modification time, so replaced images
+    re-extract their shard without any file being read.
 
     Args:
         records: sequence of ImageRecord. The shard's images, in position order.

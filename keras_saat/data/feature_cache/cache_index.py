@@ -1,9 +1,8 @@
 """The feature cache's bookkeeping: index.json, progress.jsonl and the skips of a shard.
 
-Shared by the one-process extraction (`feature_extraction`), the Beam one
-(`keras_saat.beam.extraction`) and the benchmarks' synthetic caches: `write_index` is the
-one writer of index.json, `new_index`, `set_split` and `shard_file` its one shape, so
-every writer makes the layout that `FeatureCache` reads.
+`write_index` is the one writer of index.json and `new_index`, `set_split` and
+`shard_file` its one shape, so every extractor (one-process, Beam, the benchmarks'
+synthetic caches) makes the layout `FeatureCache` reads.
 """
 
 import contextlib
@@ -32,7 +31,7 @@ VERSION = 2  # 2: each shard records its inputs (`shard_inputs`)
 
 
 def new_index(header, fingerprint=None):
-    """A cache's index with no splits yet: this layout's version, `header` (backbone, grid,
+    """A cache's index with no splits: the layout's version, `header` (backbone, grid,
     channels, dtype, compression, ...) and what made it (`fingerprint`)."""
     return {"version": VERSION, **header, "fingerprint": fingerprint, "splits": {}}
 
@@ -43,8 +42,7 @@ def shard_file(split, number, shards):
 
 
 def set_split(index, split, count, shard_size, shards):
-    """Puts a split into `index`: its `count` images (positions), in shards of
-    `shard_size`, `shards` a list of {"file", "done", "written", "skipped", ...}."""
+    """Puts a split of `count` images, in shards of `shard_size`, into `index`."""
     index["splits"][split] = {"count": count, "shard_size": shard_size, "shards": shards}
 
 
@@ -54,11 +52,10 @@ def shard_entry(index, split, number):
 
 
 def write_index(directory, index, needed=True):
-    """Writes a cache's index.json (atomically: a killed writer leaves the old one).
+    """Writes a cache's index.json atomically.
 
     Args:
-        needed: bool. False for a rewrite that only tidies (progress folded in, new file
-            times): a cache that cannot be written (a shared, read-only workdir) is read
+        needed: bool. False for a rewrite that only tidies, so a read-only cache is read
             as it is. Defaults to True.
     """
     try:
@@ -78,8 +75,7 @@ def _damaged(directory, what):
 
 
 def whole_entry(shard, shard_size, count):
-    """Whether a shard's entry has the layout's fields: done, written and skipped within the
-    shard's size, each skip a [position, reason] inside the split."""
+    """Whether a shard's entry has the layout's fields, each within the shard and split."""
     written, skipped = shard.get("written"), shard.get("skipped")
     if not (isinstance(shard.get("done"), bool) and isinstance(written, int)):
         return False
@@ -96,9 +92,8 @@ def whole_entry(shard, shard_size, count):
 
 
 def check_layout(directory, index):
-    """Raises KerasSaatError unless `index` has the layout's shape: splits of the dataset's
-    names, each shard named as `shard_file` names it. A shared or downloaded cache carries
-    its own index, so no name in it is trusted to stay inside the cache folder."""
+    """Raises KerasSaatError unless `index` has the layout's shape; a shared or downloaded
+    cache carries its own index, so no name in it is trusted to stay inside the folder."""
     splits = index.get("splits") if isinstance(index, dict) else None
     if not isinstance(splits, dict):
         raise _damaged(directory, "is not a cache index (no splits)")
@@ -136,9 +131,8 @@ def check_layout(directory, index):
 
 
 def read_index(directory):
-    """index.json of a cache folder, its layout checked (`check_layout`), with the finished
-    shards of progress.jsonl applied (a line torn by a kill, or of another shape, is
-    ignored: its shard is written again).
+    """index.json of a cache folder, its layout checked, with the finished shards of
+    progress.jsonl applied (a torn line is ignored: its shard is written again).
 
     Raises:
         KerasSaatError: index.json is not JSON or not a cache index's shape.
@@ -172,17 +166,11 @@ def read_index(directory):
 
 
 def finish_shard(directory, split, number, shard, written, skipped, inputs, content=None):
-    """Records a shard whose file is in place: its index entry (`shard`) is updated and one
-    line appended to progress.jsonl (flushed to disk before the next).
+    """Records a shard whose file is in place: updates its index entry `shard` and appends
+    a line to progress.jsonl, synced before the next.
 
-    Args:
-        directory: Path. The cache folder.
-        split, number: the shard's split and number.
-        shard: dict. Its entry in the index.
-        written: int. Records in the file.
-        skipped: list of [position, reason].
-        inputs: str. The shard's `shard_inputs`, taken before its images were read.
-        content: str or None. Its `shard_content`, taken then too. Defaults to None.
+    `inputs` and `content` are the shard's `shard_inputs` and `shard_content`, taken before
+    its images were read; `skipped` is a list of [position, reason].
     """
     size = os.path.getsize(Path(directory) / shard["file"])  # checked when the cache opens
     fields = dict(written=written, skipped=skipped, inputs=inputs, content=content, bytes=size)
@@ -195,8 +183,7 @@ def finish_shard(directory, split, number, shard, written, skipped, inputs, cont
 
 
 def compact_index(directory, index):
-    """Folds progress.jsonl into index.json (the one whole rewrite of an extraction) and
-    removes the shard temporaries of writers killed before they finished."""
+    """Folds progress.jsonl into index.json and removes killed writers' shard temporaries."""
     progress = directory / PROGRESS
     if progress.exists() and write_index(directory, index, needed=False):
         progress.unlink()
@@ -205,12 +192,8 @@ def compact_index(directory, index):
 
 
 def open_index(directory, fingerprint, header):
-    """The cache's index: the one in `directory` (progress applied) when its fingerprint
-    matches, else a new one of `header` (backbone, grid, dtype, ...) with no splits.
-
-    Raises:
-        KerasSaatError: the folder holds a cache of another fingerprint or version.
-    """
+    """The index in `directory` (progress applied) when its fingerprint matches, else a new
+    one of `header`; a KerasSaatError when it holds another fingerprint or version."""
     directory = Path(directory)
     if (directory / INDEX).is_file():
         index = read_index(directory)
@@ -238,15 +221,8 @@ def open_index(directory, fingerprint, header):
 
 
 def open_extraction(directory, encoder, dataset, resize, dtype, compression):
-    """The index an extraction of `dataset` by `encoder` writes into (`open_index`, the
-    folder created), and its fingerprints {"encoder", "dataset"}.
-
-    Args:
-        directory: Path. The cache folder.
-        encoder: ImageEncoder. The frozen backbone.
-        dataset: CaptionDataset.
-        resize, dtype, compression: str. The resize mode and the cache format.
-    """
+    """The index an extraction writes into (`open_index`, the folder created) and its
+    fingerprint."""
     directory.mkdir(parents=True, exist_ok=True)
     fingerprint = extraction_fingerprint(encoder, dataset, resize, dtype, compression)
     header = extraction_header(encoder, resize, dtype, compression)
@@ -254,19 +230,11 @@ def open_extraction(directory, encoder, dataset, resize, dtype, compression):
 
 
 def split_entry(directory, index, split, records, shard_size, log=print):
-    """The index's entry of `split`, ready to extract: a new split's shard list is written
-    to index.json before any shard is recorded against it; an existing split keeps the
-    shard size it was made with (its entry's "shard_size"), whatever `shard_size` asks,
-    and its finished shards whose images changed since are marked not done
-    (`reopen_changed`), on disk before any shard file is replaced.
+    """The index's entry of `split`, ready to extract.
 
-    Args:
-        directory: Path. The cache folder.
-        index: dict. The cache's index (`open_index`).
-        split: str.
-        records: sequence of ImageRecord. The split's images, in position order.
-        shard_size: int. Images a shard, for a new split.
-        log: callable. Defaults to print.
+    A new split's shard list is written before any shard is recorded; an existing split
+    keeps its shard size, and its finished shards whose images changed are marked not done
+    on disk before any shard file is replaced.
     """
     count = len(records)
     if split in index["splits"]:
@@ -305,12 +273,10 @@ def shard_records(records, number, shard_size):
 
 
 def reopen_changed(entry, records, shard_size):
-    """Marks not done each finished shard whose images changed since it was written (their
-    `shard_inputs` differ from its record's and, where it recorded their `shard_content`,
-    so do their bytes), so only those are extracted again. Returns (changed, retimed):
-    the shards' numbers marked not done, and kept with new inputs (files of new times
-    and the same bytes: a copied dataset). `entry`: the split's index entry; `records`:
-    its images in position order; `shard_size`: images a shard."""
+    """Marks not done each finished shard whose images changed since it was written, so only
+    those are extracted again; a shard with new file times but the same bytes (a copied
+    dataset) is kept. Returns (changed, retimed) shard numbers.
+    """
     changed, retimed = [], []
     for number, shard in enumerate(entry["shards"]):
         images = shard_records(records, number, shard_size)
@@ -326,8 +292,7 @@ def reopen_changed(entry, records, shard_size):
 
 
 def todo_shards(directory, entry):
-    """The numbers of a split's shards to write: not finished, or finished but whose file
-    is gone (deleted as damaged)."""
+    """A split's shards to write: not finished, or finished with the file gone."""
     return [
         i
         for i, s in enumerate(entry["shards"])
@@ -336,12 +301,7 @@ def todo_shards(directory, entry):
 
 
 def says_todo(split, entry, todo, count, log=print):
-    """Logs what a split's extraction has left (`todo`, from `todo_shards`): "cached" when
-    nothing, else how many of its shards are kept. Both extractors' line.
-
-    Returns:
-        bool: whether any shard is left to write.
-    """
+    """Logs what a split's extraction has left; returns whether any shard is left to write."""
     shards = len(entry["shards"])
     if not todo:
         log(f"  extract {split}: cached ({count} images)")
@@ -362,8 +322,7 @@ def image_place(record):
 
 
 def file_skip_reason(path):
-    """Why an image file is not read ("missing image file", "image file over N MiB"), or
-    None when it may be."""
+    """Why an image file is not read (missing, or over MAX_FILE_BYTES), or None."""
     if path is None or not Path(path).is_file():  # a device or FIFO is not a file
         return MISSING
     if os.path.getsize(path) > MAX_FILE_BYTES:  # never read whole into memory
@@ -372,16 +331,8 @@ def file_skip_reason(path):
 
 
 def skipped_entries(records, positions, written, shard_skips):
-    """A finished shard's index entry of skips: [position, reason] for each of `positions`
-    not `written`, sorted; "missing image file" when `shard_skips` names it so, else
-    "undecodable image" (added to `shard_skips` when it names the image under no reason).
-
-    Args:
-        records: sequence of ImageRecord, indexed by position (or a dict position -> record).
-        positions: iterable of int. The shard's positions.
-        written: iterable of int. The positions written.
-        shard_skips: Skips. What the shard's reading skipped, by reason.
-    """
+    """A finished shard's skips: [position, reason] for each position not `written`, sorted;
+    "missing image file" where `shard_skips` says so, else "undecodable image"."""
     reported = {place: why for why, places in shard_skips.where.items() for place in places}
     entries = []
     for position in sorted(set(positions) - set(written)):

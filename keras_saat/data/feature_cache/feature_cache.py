@@ -1,24 +1,14 @@
 """The feature cache: the frozen backbone's output, computed once, in sharded TFRecords.
 
 Layout of a cache folder:
-    index.json                          what was extracted, how (the encoder's and the
-                                        dataset's fingerprints), and per shard: its
-                                        images' stamps (`shard_inputs`) and bytes' hash
-                                        (`shard_content`), what was skipped
-    <split>-<i>-of-<n>.tfrecord         one tf.train.Example per image:
-                                        position (int64, the image's index in its split),
-                                        features (bytes: the (L, C) grid in the cache
-                                        dtype; int8 with its channel scales, zlib when
-                                        compressed: `cache_format`)
+    index.json                   what was extracted and how (fingerprints), and per shard
+                                 its images' stamps and hash and what was skipped
+    <split>-<i>-of-<n>.tfrecord  one tf.train.Example per image (`cache_format`)
+    progress.jsonl               while an extraction runs or after it was killed: one
+                                 JSON line per finished shard, folded into index.json
+                                 when extraction ends
 
-    progress.jsonl                      only while an extraction runs or after it was
-                                        killed: one JSON line per finished shard
-                                        ({"split", "shard", "written", "skipped",
-                                        "inputs", "content", "bytes"}),
-                                        folded into index.json when extraction ends
-
-`FeatureCache` is the one reader of this layout (its properties answer what the index
-holds); `feature_extraction.extract_features` fills it.
+`FeatureCache` is the one reader of this layout; `extract_features` fills it.
 """
 
 import os
@@ -91,11 +81,8 @@ class FeatureCache:
         return self.index["splits"][split]["count"]
 
     def files(self, split):
-        """The split's shard files, each checked to be whole (`check_shard`: its size
-        against the one written, a stat a shard), so a missing or truncated one is named
-        here, before any is read, and to be the file this reader used before (each
-        epoch asks again): a shard written anew meanwhile, by another run extracting the
-        cache this run reads (`data.feature_cache`), is named rather than mixed in."""
+        """The split's shard files, each checked to be whole and to be the file this reader
+        used before, so a missing, truncated or meanwhile rewritten shard is named, not read."""
         if split not in self.index["splits"] or not self.complete(split):
             raise KerasSaatError(
                 f"the feature cache in {self.directory} has no complete '{split}' split"
@@ -108,8 +95,8 @@ class FeatureCache:
         return [str(self.directory / s["file"]) for s in shards]
 
     def _same_file(self, path):
-        """Raises when `path`'s modification time or size is not the one this reader
-        first saw. (Not its inode: some network and FUSE file systems renumber files.)"""
+        """Raises when `path`'s modification time or size is not the one this reader first saw
+        (not its inode: some network and FUSE file systems renumber files)."""
         try:
             found = os.stat(path)
         except FileNotFoundError:
@@ -134,9 +121,7 @@ class FeatureCache:
         return sum(s["written"] for s in self.index["splits"][split]["shards"])
 
     def shard_positions(self, split, records=None):
-        """Each shard's image positions in the order it holds them, from the index alone:
-        shard i covers the next `written + len(skipped)` positions of the split, in order,
-        less the skipped ones (as extraction writes them)."""
+        """Each shard's image positions in the order it holds them, from the index alone."""
         shards, start = [], 0
         for shard in self.index["splits"][split]["shards"]:
             covered = np.arange(start, start + shard["written"] + len(shard["skipped"]))
@@ -158,10 +143,8 @@ class FeatureCache:
         return self.index.get("compression", "none")
 
     def parse_fn(self, keep_dtype=False, count=None):
-        """serialized tf.train.Example -> {"position": int32, "features": (L, C)}, float32
-        unless keep_dtype (then the cache dtype; an int8 cache's rows dequantised to float16).
-        With `count` (the split's images), a position outside [0, count) is a damaged record
-        (`naming_damaged_shards` names it)."""
+        """serialized tf.train.Example -> {"position": int32, "features": (L, C)}, float32 unless
+        `keep_dtype`; with `count`, a position outside [0, count) is a damaged record."""
         shape = (self.num_locations, self.channels)
         out = None if keep_dtype else tf.float32
 
@@ -177,9 +160,8 @@ class FeatureCache:
         return parse
 
     def _interleaved(self, split, shuffle_files, seed, open_shard):
-        """The split's shards, shuffled by `seed` when asked, read round-robin (four at a
-        time) in a fixed order: `open_shard(file name, shard number) -> tf.data.Dataset`.
-        `dataset` and `positions_dataset` share it, so both give one order for a seed."""
+        """The split's shards, shuffled by `seed` when asked, read round-robin in a fixed order,
+        so `dataset` and `positions_dataset` give one order for a seed."""
         files = self.files(split)
         names = tf.data.Dataset.from_tensor_slices((files, tf.range(len(files))))
         if shuffle_files:
@@ -200,10 +182,8 @@ class FeatureCache:
         return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
 
     def read_shard(self, name, chunk=1024, count=None):
-        """(positions int32 (n,), features (n, L, C) in the cache dtype, scales (n, C) float16
-        or None) chunks of one shard file, in the order it holds them, parsed a chunk at a
-        time (scales: an int8 cache's per-image channel scales, `cache_format`). With
-        `count` (the split's images), a position outside [0, count) names the shard."""
+        """(positions (n,), features (n, L, C) in the cache dtype, int8 scales (n, C) or None)
+        chunks of one shard file, in its order; with `count`, a stray position names the shard."""
         shape = (self.num_locations, self.channels)
         chunks = iter(tf.data.TFRecordDataset(name).batch(chunk).prefetch(1))
         while True:
@@ -236,10 +216,8 @@ class FeatureCache:
             yield positions, rows, scales
 
     def positions_dataset(self, split, shard_positions, shuffle_files=False, seed=None):
-        """tf.data of {"position": int32} per image, in the order `dataset` gives for the
-        same `shuffle_files` and `seed`, without reading the shards: `shard_positions` holds
-        each shard's positions in its order (`read_shard`; the device-resident features
-        keep them)."""
+        """tf.data of {"position": int32} in the order `dataset` gives for the same shuffle and
+        seed, from `shard_positions` without reading the shards."""
         rows = tf.RaggedTensor.from_row_lengths(
             np.concatenate([np.zeros(0, np.int32), *shard_positions]).astype(np.int32),
             [len(p) for p in shard_positions],
@@ -261,8 +239,8 @@ class FeatureCache:
         return positions[order], np.concatenate(features)[order]
 
     def planned_batches(self, split, records, batches, windows, tokens, plan):
-        """A window's shards read into memory at a time (the next one while this one's
-        batches go), each batch gathered from them (`feature_source`)."""
+        """A window's shards read into memory at a time (the next one while this one's batches
+        go), each batch gathered from them."""
         files = tf.constant(self.files(split))
         parse = self.parse_fn(keep_dtype=True)
         partial = plan.sliced

@@ -1,9 +1,5 @@
-"""Where the train split's features live: resident in device memory, or streamed from the cache.
-
-`data.resident_features` says: true (resident, or an error naming why not), false
-(streamed), or auto (resident when the split's rows fit `data.resident_budget`, a share
-of the device's free memory).
-"""
+"""Where the train split's features live: resident in device memory, or streamed from the
+cache (`data.resident_features`: true, false, or auto within `data.resident_budget`)."""
 
 import time
 

@@ -1,17 +1,11 @@
 """A split's cached features held in the device's memory, gathered by the train step.
 
-The tf.data path reads, parses and copies every caption's (L, C) features from the cache
-to the device on every step; at the paper's size that is 100-200 KB a caption, and on a
-GPU the host could feed about half of what the step eats. `ResidentFeatures` reads the
-cache once into one (N, L, C) variable on the device (each replica's device under a
-distribution strategy). Batches then carry an int32 "image_index" beside the tokens, and
-the trainer gathers the rows on the device (`Trainer(resident=...)`). An int8 cache stays
-int8 on the device beside its (N, C) channel scales (half of float16's memory), and
-`gather` dequantises the gathered rows.
-
-The batches are those of the tf.data path for the same seed (both follow the epoch's
-plan, `epoch_order.epoch_plan`, over the shards' positions this table keeps), so a run
-trains to the same weights either way and resumes exactly.
+The tf.data path copies every caption's (L, C) features from the cache to the device on
+every step, which a GPU outpaces. `ResidentFeatures` reads the cache once into one
+(N, L, C) variable per replica; batches carry an int32 "image_index" and the trainer
+gathers the rows (`Trainer(resident=...)`). An int8 cache stays int8 beside its channel
+scales. Batches follow the same epoch plan as the tf.data path, so a run trains to the
+same weights either way and resumes exactly.
 """
 
 import numpy as np
@@ -22,9 +16,8 @@ from keras_saat.errors import KerasSaatError
 
 
 def resident_dtype(cache_dtype, compute_dtype):
-    """The dtype the rows are held in: an int8 cache's int8; the compute dtype under mixed
-    precision (what the model casts the features to anyway, so the values are the same),
-    else the cache's."""
+    """The dtype the rows are held in: an int8 cache's int8, the compute dtype under mixed
+    precision (what the model casts to anyway), else the cache's."""
     if tf.as_dtype(cache_dtype) == tf.int8:
         return tf.int8
     if tf.as_dtype(compute_dtype) != tf.float32:
@@ -33,8 +26,7 @@ def resident_dtype(cache_dtype, compute_dtype):
 
 
 def resident_bytes(cache, split, dtype):
-    """The device memory a split's rows take in `dtype` (one row per image position; int8
-    rows add their float16 channel scales)."""
+    """The device memory a split's rows take in `dtype` (int8 adds the channel scales)."""
     count = cache.image_count(split)
     scales = cache.channels * 2 if tf.as_dtype(dtype) == tf.int8 else 0
     return count * (cache.num_locations * cache.channels * tf.as_dtype(dtype).size + scales)
@@ -42,17 +34,16 @@ def resident_bytes(cache, split, dtype):
 
 class ResidentFeatures:
     """One split of a FeatureCache in device memory, as a (N, L, C) variable; a feature
-    source (`keras_saat.data.pipeline.feature_source`) whose batches hold "image_index".
+    source whose batches hold "image_index".
 
-    Row i is the image at position i of the split; images the cache skipped (unreadable)
-    keep a zero row and never appear in a batch.
+    Row i is the image at position i of the split; skipped images keep a zero row and never
+    appear in a batch.
 
     Args:
         cache: FeatureCache.
         split: str. Defaults to "train".
-        dtype: str or tf.DType. Defaults to the cache's dtype (`resident_dtype` picks one
-            for a compute precision). int8 needs an int8 cache; a float dtype over an int8
-            cache holds the dequantised rows.
+        dtype: str or tf.DType. Defaults to the cache's dtype. int8 needs an int8 cache;
+            a float dtype over an int8 cache holds the dequantised rows.
         strategy: tf.distribute.Strategy whose replicas each hold a copy. Defaults to the
             current one.
         chunk: int. Images copied to the device at a time. Defaults to 1024.
@@ -115,8 +106,7 @@ class ResidentFeatures:
         return self.table.device
 
     def gather(self, image_index):
-        """(...) int32 indices -> (..., L, C) rows, on the device that reads the table
-        (int8 rows dequantised there, to float16: what the model casts to anyway)."""
+        """(...) int32 indices -> (..., L, C) rows on the reading device (int8 dequantised to float16)."""
         rows = tf.gather(self.table, image_index)
         if self.scales is None:
             return rows
@@ -138,8 +128,7 @@ class ResidentFeatures:
         return self.cache.shard_files(splits)
 
     def planned_batches(self, split, records, batches, windows, tokens, plan):
-        """Each batch's image positions ("image_index": the table's rows, gathered on the
-        device by the train step) beside its tokens; nothing is read."""
+        """Each batch's image positions ("image_index") beside its tokens; nothing is read."""
         partial = plan.sliced
 
         def indexed(b):

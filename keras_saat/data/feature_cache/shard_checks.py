@@ -1,13 +1,9 @@
 """Damaged feature cache shards: found by name, with what to do, never a DataLossError.
 
-A TFRecord file is a run of records, each `length (8 bytes) | crc of length (4) |
-data (length) | crc of data (4)`. `check_shard` compares a shard's size with the one
-its index recorded when it was written (one stat a shard, so opening a cache is
-O(shards) file-system calls however many images it holds), and where they differ, or
-no size was recorded, `check_framing` walks the lengths alone (a seek per record, no
-data read) to say where it is cut: a truncated, cut or padded shard is named when the
-cache is opened. A flipped bit inside a record's data shows only when it is read, and
-`naming_damaged_shards` turns that DataLossError into the shard's name.
+`check_shard` compares a shard's size with the one its index recorded (one stat a
+shard), and where they differ `check_framing` walks the TFRecord lengths to say where it
+is cut. A flipped bit inside a record shows only when read; `naming_damaged_shards`
+turns that DataLossError into the shard's name.
 """
 
 import contextlib
@@ -26,8 +22,7 @@ _FOOTER = 4  # the data's crc (uint32)
 
 
 def damaged_shard_error(path, reason):
-    """The one-line error for a damaged shard: its file, why, and what to do (in the
-    workdir that owns the cache, which a run reading another's cache is not)."""
+    """The one-line error for a damaged shard: its file, why, and what to do."""
     return KerasSaatError(
         f"the feature cache shard {path} is damaged ({reason}); delete that file and run "
         f"`keras-saat extract-features` again{_for_owner(os.path.dirname(path))}, which "
@@ -36,8 +31,7 @@ def damaged_shard_error(path, reason):
 
 
 def _for_owner(cache):
-    """ " for the workdir that owns the cache, W" where the cache folder `cache` is a
-    workdir's (`cache_owner`), else ""."""
+    """ " for the workdir that owns the cache, W" where `cache` is a workdir's, else ""."""
     owner = cache_owner(cache)
     return "" if owner is None else f" for the workdir that owns the cache, {owner}"
 
@@ -52,8 +46,8 @@ def read_error_reason(err):
 
 
 def check_framing(path):
-    """Raises `damaged_shard_error` when `path` is missing or its records do not end
-    exactly at the end of the file (a truncated, cut or padded shard)."""
+    """Raises `damaged_shard_error` when `path` is missing or its records do not end exactly
+    at the end of the file."""
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as file:
@@ -74,14 +68,8 @@ def check_framing(path):
 
 
 def check_shard(path, size=None):
-    """Raises `damaged_shard_error` when `path` is missing, or is not `size` bytes (the
-    size written, from the cache's index) or, with no size recorded, its records do not
-    end exactly at its end (`check_framing`).
-
-    Args:
-        path: str or Path. The shard.
-        size: int or None. Its bytes as written. Defaults to None (walk its framing).
-    """
+    """Raises `damaged_shard_error` when `path` is missing or not `size` bytes, or, with no
+    size recorded, its framing is not whole (`check_framing`)."""
     if size is None:
         check_framing(path)
         return
@@ -95,8 +83,8 @@ def check_shard(path, size=None):
 
 
 def first_damaged(paths):
-    """The first of `paths` whose records cannot all be read, and TensorFlow's reason;
-    (None, None) when all read. Reads every record: for after a failure, not before."""
+    """The first of `paths` whose records cannot all be read, and TensorFlow's reason, or
+    (None, None); it reads every record, so it runs only after a failure."""
     for path in paths:
         try:
             for _ in tf.data.TFRecordDataset(path).batch(1024):
@@ -108,12 +96,9 @@ def first_damaged(paths):
 
 @contextlib.contextmanager
 def naming_damaged_shards(paths):
-    """Turns a DataLossError raised inside the block into a `damaged_shard_error` naming
-    the first of `paths` (a split's shards) that fails to read, and a shard that holds
-    other images than the cache's index says (`planned_batches`) into that one line.
-
-    Args:
-        paths: list of str. The shard files the block reads.
+    """Turns a DataLossError inside the block into a `damaged_shard_error` naming the first
+    of `paths` that fails to read, and a shard holding other images than the index says
+    into that one line.
     """
     try:
         yield
