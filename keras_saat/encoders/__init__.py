@@ -1,7 +1,4 @@
-"""Image encoders: the backbone registry and the ImageEncoder layer.
-
-The names below load on first use, so the registry's names are known without Keras.
-"""
+"""Image encoders: the backbone registry and the ImageEncoder layer, loaded on first use."""
 
 from keras_saat._lazy import lazy_getattr
 

@@ -6,11 +6,8 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="keras_saat")
 class AddCoords(keras.layers.Layer):
-    """Appends two channels holding each pixel's x and y position in [-1, 1].
-
-    Convolutions are translation-equivariant, so a frozen CNN would otherwise
-    find it hard to tell a Shapes decoder *where* an attended object is.
-    """
+    """Appends two channels holding each pixel's x and y position in [-1, 1], so a frozen,
+    translation-equivariant CNN can tell a Shapes decoder where an object is."""
 
     def call(self, images):
         shape = ops.shape(images)

