@@ -1,9 +1,7 @@
 """Image files or encoded bytes -> batches of model-input pixels, decoded by one graph.
 
-`decoded_batches` is the one way a stream of images becomes pixels outside a tf.data
-input pipeline: `Captioner.generate` over files (`ImagePreprocessor.batches`) and the
-feature cache's extraction (`keras_saat.data.feature_cache.feature_extraction`) both
-read here, so they read the same bytes and decode them with the same graph.
+`Captioner.generate` over files and the feature cache's extraction both read here, so
+they read the same bytes and decode them with the same graph.
 """
 
 import atexit
@@ -20,14 +18,10 @@ from keras_saat.images.image_files import batches_by_bytes, encoded_images
 def decoded_batches(images, image_size, resize, max_pixels, batch_size):
     """Batches of input pixels for a stream of image files or encoded bytes.
 
-    Files are read one at a time and decoded a batch at a time, with the exported graph's
-    decoder (`decode_images`, traced once a process: `batch_decoder`), one batch read and
-    decoded ahead on a worker thread while the caller uses the last; so memory holds a
-    few batches whatever the number of images, and a file that cannot be read or decoded
-    marks its own row invalid instead of failing the batch. A batch holds at most
-    MAX_BATCH_BYTES of encoded images (a larger file alone), so a folder of large files
-    costs a batch's bytes, not `batch_size` times the largest file. No tf.data pipeline
-    is built for a call: each would optimise and instantiate the decoder's graph again.
+    Files are read one at a time and decoded a batch at a time by the exported graph's
+    decoder, one batch ahead on a worker thread, so memory holds a few batches and a bad
+    file marks only its own row invalid. A batch holds at most MAX_BATCH_BYTES of encoded
+    images. No tf.data pipeline is built per call, which would instantiate the graph again.
 
     Args:
         images: iterable of paths or encoded image bytes (a generator is fine).
@@ -65,20 +59,17 @@ _WORKERS = weakref.WeakSet()
 
 @atexit.register
 def _finish_workers():
-    """Lets each worker finish the result in hand before the interpreter ends: a daemon
-    thread still inside a TensorFlow op when it is torn down aborts the process."""
+    """Lets each worker finish its result before the interpreter ends: a daemon thread torn
+    down inside a TensorFlow op aborts the process."""
     for thread in list(_WORKERS):
         thread.join(timeout=60)
 
 
 def one_ahead(produce, name):
-    """Yields `produce()`'s results until it returns None, each next one made on a daemon
-    thread while the caller uses the last: at most two results held. An exception in
-    `produce` is raised to the caller; closing the generator (or dropping it) returns at
-    once, and the thread ends when the result in hand is made.
+    """Yields `produce()`'s results until None, each next one made on a daemon thread while
+    the caller uses the last; exceptions reach the caller, and closing returns at once.
 
-    A plain thread, not a ThreadPoolExecutor: that one refuses work once the main thread
-    has returned, where a script's worker thread or an atexit handler may still caption.
+    A plain thread: a ThreadPoolExecutor refuses work once the main thread has returned.
     """
     requests, results = queue.SimpleQueue(), queue.SimpleQueue()
 

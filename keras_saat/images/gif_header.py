@@ -1,11 +1,8 @@
 """A GIF's decode size, read from every frame's image descriptor.
 
-TensorFlow decodes a GIF onto a canvas as large as its largest frame (the
-logical-screen size is ignored) after reading every frame's raster into memory, so
-the walk visits every block after the global colour table: extensions and image
-descriptors, each followed by data sub-blocks. Core TF ops only
-(`keras_saat.images.header_checks` runs this inside the exported graph). The walk's
-cost: at most MAX_GIF_STEPS steps, each reading a few thousand of the bytes.
+TensorFlow decodes a GIF onto a canvas as large as its largest frame after reading
+every frame, so the walk visits every block after the global colour table. Core TF ops
+only; at most MAX_GIF_STEPS steps.
 """
 
 import collections
@@ -14,11 +11,9 @@ import tensorflow as tf
 
 from keras_saat.images.header_bytes import byte_values, little_endian
 
-# Steps of the GIF walk: one a block (extension or frame: an animation has 2 a frame),
-# and one a run of sub-blocks, which crosses up to _GIF_STRIDES full (255-byte) ones
-# and then _GIF_WINDOW bytes of any. The cap bounds the walk's time whatever the bytes;
-# real files need up to 3 steps a frame (so at most about 1,300 frames), plus 1 a
-# 256 KB of image data.
+# Steps of the GIF walk: one a block, and one a run of sub-blocks (up to _GIF_STRIDES
+# full ones, then _GIF_WINDOW bytes of any). The cap bounds the walk whatever the bytes;
+# real files need up to 3 steps a frame.
 MAX_GIF_STEPS = 1 << 12
 _GIF_STRIDES = 1024
 _GIF_HOPS = 3  # sub-blocks crossed one by one before a run counts as a step
@@ -46,9 +41,8 @@ complete: bool scalar, False when the walk hit MAX_GIF_STEPS before the trailer 
 def gif_frames(data, length):
     """The block walk over `data` (a scalar string tensor of `length` bytes): a GifFrames.
 
-    Only the bytes a step looks at are read (never a copy of the data), and a run of
-    sub-blocks is crossed _GIF_WINDOW bytes a step by pointer doubling, so the walk's
-    steps are its blocks plus its bytes / _GIF_WINDOW, whatever the sub-blocks' sizes.
+    Only the bytes a step looks at are read, and sub-blocks are crossed _GIF_WINDOW bytes
+    a step by pointer doubling, so the steps are the blocks plus bytes / _GIF_WINDOW.
     """
 
     def at(positions):
@@ -63,8 +57,7 @@ def gif_frames(data, length):
     strides = 256 * tf.range(_GIF_STRIDES)
 
     def skip_sub_blocks(pos, budget):
-        """Past the sub-blocks at `pos` (a size byte each, 0 ends them; the end of the
-        data ends them too), a step at a time from `budget`."""
+        """Past the sub-blocks at `pos` (0 or the data's end ends them), a step at a time."""
 
         def cond(pos, budget, done):
             return tf.logical_not(done) & (budget > 0)

@@ -15,9 +15,8 @@ def bytes_at(data, length, pos, count):
 
 
 def byte_values(data, length, positions):
-    """The bytes of `data` at `positions` (an int32 tensor of any shape) as int32, zeros past
-    the end. Only those bytes are read: the data is never copied whole (a walk over a
-    100 MB file holds the file once)."""
+    """The bytes of `data` at `positions` (int32, any shape) as int32, zeros past the end;
+    only those bytes are read, never a copy of the data."""
     safe = tf.clip_by_value(positions, 0, tf.maximum(length - 1, 0))
     chars = tf.strings.substr(data, safe, tf.ones_like(safe))
     values = tf.io.decode_raw(chars, tf.uint8, fixed_length=1)[..., 0]

@@ -1,25 +1,13 @@
 """What an encoded image will cost to decode, read from its header with string ops.
 
 Core TF ops only, so the checks run inside the exported graph (stock TF Serving).
-`inspect_image` reads, for the bytes that `keras_saat.images.decoding` will decode:
-
-- the format, from the magic bytes (JPEG, PNG, GIF, BMP; WebP, TIFF, HEIF/AVIF and
-  ICO are named and refused);
-- the size the decoder will allocate, from the header that decoder reads: JPEG's
-  first frame header (`jpeg_header`: the segments walked as libjpeg does), PNG's
-  IHDR (which must be the first chunk), BMP's 32-bit DIB fields, and for GIF every
-  frame's image descriptor (`gif_header`);
-- a JPEG's scan count, bounded by its FF DA pairs: libjpeg's time is the frame's
-  blocks once a scan;
-- a JPEG's EXIF orientation (1-8), so the image can be turned upright in the graph.
-
-An image is refused before any pixel is decoded when it is empty, of an unknown or
-unsupported format, too short to hold its header, of zero size, when its decode
-would exceed `max_pixels` (the canvas, and for GIF also the frames' total area), when
-a JPEG holds bytes or markers before its frame header that libjpeg would skip or
-refuse (there the walk and libjpeg could read different frames) or over
-MAX_JPEG_SCANS scans, when a PNG's first chunk is not IHDR, and when a GIF's walk
-needs over MAX_GIF_STEPS steps.
+`inspect_image` reads the format from the magic bytes, the size the decoder will
+allocate from the header it reads (JPEG's first frame via `jpeg_header`, PNG's IHDR,
+BMP's DIB, every GIF frame via `gif_header`), a JPEG's scan count and its EXIF
+orientation. An image is refused before any pixel is decoded when it is empty, of an
+unsupported format, truncated, of zero size, over `max_pixels`, when a JPEG has bytes
+before its frame header that libjpeg would skip (the two could read different frames)
+or too many scans, when a PNG does not start with IHDR, or when a GIF's walk is too long.
 """
 
 import tensorflow as tf
@@ -50,9 +38,7 @@ _PNG_IHDR = b"\x00\x00\x00\x0dIHDR"  # the first chunk: IHDR, 13 bytes long
 _HEX = [f"{value:02X}" for value in range(256)]
 
 
-# Written with tf.cond and tf.while_loop throughout (no Python control flow on tensors),
-# so AutoGraph has nothing to convert: the traced graph is the same op for op, and a
-# process that traces it skips AutoGraph's slow conversion of the header walkers.
+# tf.cond and tf.while_loop throughout, so tracing skips AutoGraph's slow conversion.
 @tf.autograph.experimental.do_not_convert
 def inspect_image(data, max_pixels=DEFAULT_MAX_PIXELS):
     """Header checks for one encoded image, without decoding it.

@@ -15,12 +15,9 @@ from keras_saat.errors import KerasSaatError
 # What `tf.io.decode_image` reads (and TF Serving's decoder): JPEG, PNG, GIF, BMP.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
 
-# The most bytes read from one image file. A 25-megapixel JPEG or PNG is well under it;
-# a longer file (or a link to /dev/zero) is refused instead of read into memory.
+# The most bytes read from one image file (well over a 25-megapixel JPEG or PNG).
 MAX_FILE_BYTES = 64 * 1024 * 1024
-# The most encoded bytes in one model call: a batch of large files is cut into calls of at
-# most this many bytes (one larger file goes alone), so a batch's memory follows its bytes
-# as well as its count.
+# The most encoded bytes in one model call, so a batch's memory follows its bytes.
 MAX_BATCH_BYTES = 64 * 1024 * 1024
 
 
@@ -33,11 +30,9 @@ def find_images(paths):
     """Expands command-line paths into image files, in a stable order.
 
     A folder gives every image file below it (recursively, sorted, symlinked folders
-    followed); a pattern with `*`, `?` or `[` gives its sorted matches that are image
-    files (`**` matches any number of folders); any other path is kept as given (a
-    missing file becomes one error row later, not a failure here). Each real file
-    comes once, however many symbolic links or loops lead to it; hard links are names of
-    their own (each gets its row).
+    followed); a pattern with `*`, `?` or `[` gives its sorted image matches (`**` spans
+    folders); any other path is kept as given (a missing file becomes an error row later).
+    Each real file comes once, however many links or loops lead to it.
 
     Args:
         paths: iterable of str or Path.
@@ -97,11 +92,7 @@ def _walk(top):
 
 
 def _glob(pattern):
-    """Sorted matches of `pattern`, `**` spanning folders, without following a loop twice.
-
-    The part before the first wildcard is the folder walked; the rest is matched
-    against the paths below it.
-    """
+    """Sorted matches of `pattern`, `**` spanning folders, without following a loop twice."""
     parts = pattern.split(os.sep)
     fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
     top = os.sep.join(parts[:fixed]) or ("." if not pattern.startswith(os.sep) else os.sep)
@@ -118,7 +109,7 @@ def _glob(pattern):
 
 def _translate(parts):
     """A regex for path components: `**` any number of folders, `*`, `?` and `[...]` within
-    one component, and (as glob does) no wildcard matching a leading dot."""
+    one component, no wildcard matching a leading dot (as glob)."""
     pieces = []
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
@@ -146,11 +137,8 @@ def _translate(parts):
 
 
 def encoded_images(images):
-    """(name, bytes, error) for each path or bytes item, reading one file at a time.
-
-    A file that cannot be read yields empty bytes and an error naming why
-    (`read_image_file`'s limits); nothing is decoded here
-    (`keras_saat.images.decoding.decode_images` does that).
+    """(name, bytes, error) for each path or bytes item, reading one file at a time; a file
+    that cannot be read yields empty bytes and the reason. Nothing is decoded here.
 
     Args:
         images: iterable of paths (str, Path) or encoded image bytes.
@@ -179,10 +167,9 @@ def encoded_images(images):
 def read_image_file(path, limit=MAX_FILE_BYTES):
     """The bytes of a regular file of at most `limit` bytes; anything else is refused.
 
-    The target of a link is checked before it is opened, so a device, FIFO or socket
-    is never opened; the file is opened non-blocking (a FIFO swapped in after the
-    check cannot hang the read) and checked again, and at most `limit + 1` bytes are
-    read (a file that grows past the limit, or a sparse one, is never read whole).
+    A link's target is checked before opening, so a device, FIFO or socket is never
+    opened; the file is opened non-blocking, checked again, and read to at most
+    `limit + 1` bytes.
 
     Args:
         path: str or Path.
@@ -247,9 +234,8 @@ def printable(name):
 
 
 def batches_by_bytes(items, count, limit=MAX_BATCH_BYTES, size=len):
-    """Consecutive lists of `items`, each of at most `count` items and `limit` bytes
-    together (`size(item)` each; a larger item goes alone): a batch's memory follows its
-    bytes as well as its count.
+    """Consecutive lists of `items` of at most `count` items and `limit` bytes together (a
+    larger item goes alone), so a batch's memory follows its bytes.
 
     Args:
         items: iterable.

@@ -1,10 +1,8 @@
 """A JPEG's frame size, scan count and EXIF orientation, read as libjpeg reads them.
 
-The segment walk moves as libjpeg's `read_markers` does before the first frame header
-(SOF), and stops where libjpeg would skip bytes or refuse a marker, because there the
-two could read different frames. Core TF ops only (`keras_saat.images.header_checks`
-runs this inside the exported graph). The walk's cost: at most MAX_JPEG_SEGMENTS
-segments, plus one pass over the bytes to count scans.
+The segment walk moves as libjpeg's `read_markers` does before the first frame header,
+and stops where libjpeg would skip bytes or refuse a marker, because there the two
+could read different frames. Core TF ops only; at most MAX_JPEG_SEGMENTS segments.
 """
 
 import collections
@@ -15,8 +13,7 @@ from keras_saat.images.header_bytes import big_endian, bytes_at, little_endian
 
 MAX_JPEG_SEGMENTS = 1024  # segments walked before the frame header; real files have < 20
 # Scans (FF DA pairs) in a JPEG: libjpeg walks every block of the frame once a scan, so
-# the decode's time is the frame's blocks times this. Encoders write 1 (baseline) to
-# about 10 (progressive); 100 holds a max_pixels frame's decode to about a second of scans.
+# this bounds the decode's time; encoders write 1 (baseline) to about 10 (progressive).
 MAX_JPEG_SCANS = 100
 _MAX_EXIF_ENTRIES = 32  # IFD0 entries searched for the orientation tag
 
@@ -27,12 +24,9 @@ NOT_A_MARKER = 2  # a byte that is not FF where a marker belongs (libjpeg skips 
 START_OF_SCAN = 3  # image data before any frame header
 REFUSED_MARKER = 4  # a marker libjpeg discards or refuses here
 
-# JPEG markers as libjpeg's `read_markers` takes them before the first frame header: the
-# start-of-frame markers (C0-CF but C4 DHT, C8 JPG, CC DAC; libjpeg refuses the kinds
-# it does not decode, before allocating), the segments it reads or skips by their
-# length (DHT, DAC, DNL, DQT, DRI, APP0-APP15, COM) and the standalone ones (RST0-7,
-# TEM). Any other marker (00, SOI, EOI, JPG, JPGn, reserved ones) is one libjpeg
-# discards or refuses, and the walk refuses it too.
+# JPEG markers as libjpeg's `read_markers` takes them before the first frame header:
+# start-of-frame, segments read or skipped by length, and standalone ones. Any other
+# marker is one libjpeg discards or refuses, and the walk refuses it too.
 _SOF_MARKERS = [m for m in range(0xC0, 0xD0) if m not in (0xC4, 0xC8, 0xCC)]
 _SEGMENT_MARKERS = [0xC4, 0xCC, 0xDB, 0xDC, 0xDD, *range(0xE0, 0xF0), 0xFE]
 _STANDALONE_MARKERS = [*range(0xD0, 0xD8), 0x01]
@@ -55,10 +49,8 @@ exif: int32 scalar, the position of the first APP1 segment holding "Exif\\0\\0" 
 def jpeg_header(data, length):
     """The segment walk over `data` (a scalar string tensor of `length` bytes): a JpegHeader.
 
-    The walk stops (NOT_A_MARKER or REFUSED_MARKER) where libjpeg would skip bytes or
-    refuse a marker, because there the two could part: libjpeg's `next_marker`
-    discards any byte that is not FF and every `FF 00` pair, so a walk that stepped
-    over them as a segment could read a decoy frame header.
+    It stops where libjpeg would skip bytes or refuse a marker: libjpeg discards non-FF
+    bytes and `FF 00` pairs, so a walk stepping over them could read a decoy frame header.
     """
 
     def cond(pos, height, width, state, marker, exif):
@@ -118,14 +110,9 @@ _SCAN_WINDOW = 1 << 20  # bytes of the data read a step when counting scans
 
 
 def jpeg_scans(data):
-    """How many `FF DA` (start of scan) pairs `data` holds: at least its scan count.
-
-    Inside entropy-coded data an FF is always followed by 00 or a restart marker, so
-    every scan libjpeg decodes is counted; a pair inside a segment (an EXIF thumbnail)
-    only adds to the count.
-    """
-    # A window at a time (overlapping by one byte), so no array of the whole data is held:
-    # comparing byte arrays of a 100 MB file at once held it several times over.
+    """How many `FF DA` pairs `data` holds: at least its scan count (an FF inside
+    entropy-coded data is followed by 00 or a restart marker)."""
+    # A window at a time (overlapping by one byte), so no array of the whole data is held.
     length = tf.strings.length(data)
 
     def count(start, total):
