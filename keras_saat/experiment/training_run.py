@@ -155,11 +155,12 @@ def build_model(config, dataset, vocabulary, runtime, workdir, log=print):
         )
     if runtime.replicas > 1:
         log(f"distribute {train_config.distribute}: {runtime.replicas} replicas in sync")
+    # The decoder's own: neither the backbone nor the familiarity statistics (not learnt).
+    decoder = model.count_params() - model.encoder.count_params() - model.familiarity.count_params()
     log(
         f"model: {model_config.backbone} grid {model.grid_shape[0]}x{model.grid_shape[1]} "
         f"(L={model.grid_shape[0] * model.grid_shape[1]}, C={model.encoder.feature_channels}), "
-        f"{model_config.attention} attention, {model.count_params() - model.encoder.count_params():,} "
-        "decoder parameters"
+        f"{model_config.attention} attention, {decoder:,} decoder parameters"
     )
     return model
 
