@@ -1,12 +1,10 @@
 """The `keras-saat` command line: parse, check, then load TensorFlow and call the library.
 
-One module per command (`COMMANDS`), each with `add_parser(subparsers)`, `check(args)`
-and `run(args)`; the flags several commands take are defined once in `flags`. A
-command's arguments, config, registry names and input paths are checked before
-TensorFlow is imported, so a mistake is answered in a fraction of a second; nothing the
-parser imports loads TensorFlow. A command module may say `TENSORFLOW = False` (it never
-loads it), `TUNE_MALLOC = True` and `PREFER_ONEDNN = True` (process settings made before
-TensorFlow starts: keras_saat/runtime/memory.py, cpu_kernels.py).
+One module per command (`COMMANDS`), each with `add_parser`, `check` and `run`. A
+command's arguments, config, registry names and paths are checked before TensorFlow is
+imported, so a mistake is answered in a fraction of a second. A command module may set
+`TENSORFLOW = False`, `TUNE_MALLOC = True` or `PREFER_ONEDNN = True` (process settings
+made before TensorFlow starts).
 """
 
 import argparse
@@ -46,8 +44,7 @@ COMMANDS = (
 
 
 class CommandParser(argparse.ArgumentParser):
-    """argparse's parser that names the closest command, choice or flag to a mistyped one
-    (`keras-saat trian`: did you mean "train"?). Its sub-commands are of this class too."""
+    """argparse's parser, naming the closest command, choice or flag to a mistyped one."""
 
     def _check_value(self, action, value):  # argparse's check of a value against `choices`
         try:
@@ -69,8 +66,7 @@ class CommandParser(argparse.ArgumentParser):
         return namespace
 
     def error(self, message):
-        """argparse's error, naming a command's flag closest to one it does not know (a
-        flag missing as required may be the one mistyped)."""
+        """argparse's error, naming a command's flag closest to one it does not know."""
         if not hasattr(self, "commands"):  # a command's parser: its flags are all it takes
             known = [s for action in self._actions for s in action.option_strings]
             given = [a.split("=", 1)[0] for a in getattr(self, "given", ()) if a.startswith("--")]

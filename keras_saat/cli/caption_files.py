@@ -5,21 +5,16 @@
         for result in model.generate_stream(todo):
             out.write(result)
 
-A row holds image, caption, log_prob, novelty, familiar (false for a picture unlike the
-model's training pictures) and error ("" when captioned). A file opened
-again is read a row at a time (only the captioned images' names are kept) and
-appended to; rows that failed and a half-written last row are dropped first (the
-file is then copied without them, a line at a time), so a second run retries only
-the failures and skips the rest.
+A row holds image, caption, log_prob, novelty, familiar and error ("" when captioned).
+A file opened again is read a row at a time and appended to; failed rows and a torn
+last row are dropped first, so a second run retries only the failures.
 
-With `attention=True` (JSON lines only) the attention grids go to a side folder,
-`<file stem>.attention/` beside the file, never into the rows: `NNNNN.npy`, one float32
-array (rows, steps, grid_h, grid_w) per `SHARD_ROWS` captioned rows, each row's maps
-zero-padded to the shard's longest caption. A row names its grid as
-`"attention": {"file": "<stem>.attention/NNNNN.npy", "row": i, "steps": T}` (the path
-relative to the file's folder); `read_attention(file, row)` returns the (T, grid_h,
-grid_w) maps. A shard is written when it fills and when the file closes, so a killed
-run's rows whose shard was never written are captioned again.
+With `attention=True` (JSON lines only) the attention grids go to `<stem>.attention/`
+beside the file: `NNNNN.npy`, one float32 (rows, steps, grid_h, grid_w) array per
+`SHARD_ROWS` rows, zero-padded to the shard's longest caption. A row references its
+grid as `{"file", "row", "steps"}`; `read_attention(file, row)` returns the maps. A
+shard is written when it fills and on close, so a killed run's unwritten rows are
+captioned again.
 """
 
 import contextlib
@@ -47,9 +42,8 @@ def attention_folder(path):
 
 
 def attention_file(path, ref):
-    """The shard file a row's attention reference names, or None where the reference is
-    not one this module writes: "<stem>.attention/NNNNN.npy" beside the caption file,
-    never a path out of that folder."""
+    """The shard file a row's attention reference names, or None where it is not one this
+    module writes (a path out of the side folder never is)."""
     name = ref.get("file") if isinstance(ref, dict) else None
     folder = attention_folder(path)
     if not isinstance(name, str) or not re.fullmatch(
@@ -89,8 +83,8 @@ class CaptionFile:
 
     Args:
         path: str or Path. Its suffix picks the format: .jsonl or .csv.
-        attention: bool. Write each row's attention (tokens, grid_h, grid_w) to the side
-            folder (the module docstring); JSON lines only. Defaults to False.
+        attention: bool. Write each row's attention to the side folder; JSON lines only.
+            Defaults to False.
     """
 
     def __init__(self, path, attention=False):
@@ -116,13 +110,9 @@ class CaptionFile:
     def check(path, attention=False):
         """The format `path` names ("jsonl" or "csv"), checked without touching the file.
 
-        Args:
-            path: str or Path. The --out file.
-            attention: bool. Whether the rows carry attention grids. Defaults to False.
-
         Raises:
             KerasSaatError: another suffix, attention in a CSV file, a missing folder, or a
-                name taken by something other than a file (a folder, a FIFO).
+                name taken by something other than a file.
         """
         path = Path(path)
         kind = FORMATS.get(path.suffix.lower())
@@ -143,12 +133,10 @@ class CaptionFile:
         return kind
 
     def _open_locked(self):
-        """The file opened for appending, line-buffered (a killed run loses at most the row
-        it was writing), under this process's exclusive lock on the file itself.
+        """The file opened for appending, line-buffered, under this process's exclusive lock.
 
-        The lock goes with the process (a killed run leaves none). A rewrite (`_drop_failed`)
-        locks the new file before it takes the name, so a second run never appends to a
-        file the first one has replaced.
+        The lock goes with the process; a rewrite locks the new file before it takes the
+        name, so a second run never appends to a replaced file.
 
         Raises:
             KerasSaatError: another process is writing the file.
@@ -175,8 +163,7 @@ class CaptionFile:
         return True
 
     def _rows(self):
-        """(line, row or None) a line at a time; None for a torn last line. A byte-order mark
-        (a file saved by Excel) is read past."""
+        """(line, row or None) a line at a time; None for a torn last line; a BOM is read past."""
         with self.path.open(newline="", encoding="utf-8-sig") as file:
             if self.format == "csv":
                 reader = csv.DictReader(file)
@@ -220,8 +207,7 @@ class CaptionFile:
         return row
 
     def _scan(self):
-        """(captioned image names, whether the file must be rewritten: a row must go, or its
-        last row lacks the newline a row appended after it needs), a row at a time."""
+        """(captioned image names, whether the file must be rewritten), a row at a time."""
         done, dropped = set(), False
         if not self.path.exists():
             return done, dropped
@@ -237,8 +223,8 @@ class CaptionFile:
         return done, dropped
 
     def _drop_failed(self):
-        """Copies the file without its failed rows (and a torn last line), a row at a time;
-        the copy, locked before it takes the file's name, is the file appended to next."""
+        """Copies the file without its failed rows and torn last line; the copy, locked before
+        it takes the file's name, is the file appended to next."""
         with atomic_path(self.path) as tmp:
             out = tmp.open("w", buffering=1, newline="", encoding="utf-8")
             try:
@@ -272,8 +258,7 @@ class CaptionFile:
         """Appends one `Captioner.generate_stream` result.
 
         Raises:
-            FileWriteError: the file system refused the row (a full disk, ...); the rows
-                before it are kept.
+            FileWriteError: the file system refused the row; the rows before it are kept.
         """
         try:
             self._write(result)
@@ -352,17 +337,15 @@ class CaptionFile:
 
 
 def _novelty(value):
-    """A row's novelty: 4 decimals, None where not measured (an error row, or NaN: a model
-    never calibrated), so the JSON lines stay JSON."""
+    """A row's novelty to 4 decimals, None where not measured, so the JSON lines stay JSON."""
     if value is None or value != value:
         return None
     return round(float(value), 4)
 
 
 def _lock(handle, path):
-    """This process's exclusive lock on the open file `handle` (nothing where the system
-    has no flock): flock, not filelock, which locks a file of its own and on Windows
-    deletes it on release, so it cannot lock the rows' file itself."""
+    """This process's exclusive flock on the open `handle` (nothing without flock): filelock
+    locks a file of its own, so it cannot lock the rows' file itself."""
     try:
         import fcntl
     except ImportError:

@@ -23,11 +23,8 @@ UNSUPPORTED = (
 
 
 def check_caption_run(args):
-    """The Beam run's arguments, before TensorFlow loads: apache_beam is installed, the
-    runner is known, --saved-model holds a SavedModel, --out is given, Beam has a file
-    system for each location, and the images expand. The runner's name goes to
-    `args.runner`, the SavedModel folder to `args.saved_model`, the image paths to
-    `args.paths`."""
+    """The Beam run's arguments, checked before TensorFlow loads: apache_beam, the runner,
+    the SavedModel, --out, Beam file systems and the images. Results go on `args`."""
     if not getattr(args, "verbose", False):
         import logging
 

@@ -1,10 +1,5 @@
-"""The checks several commands share, run before TensorFlow loads.
-
-`check_experiment` is the check of the commands that run an experiment config (`train`,
-`extract-features`, `demo`); `check_trained` of those that load a trained model
-(`evaluate`, `caption`, `export`, `serve`) from a workdir, a `.keras` file or a preset
-folder. What a check resolves it leaves on `args`.
-"""
+"""The checks several commands share, run before TensorFlow loads; what a check resolves
+it leaves on `args`."""
 
 import dataclasses
 from pathlib import Path
@@ -16,9 +11,8 @@ DEMO_RECIPE = "shapes_soft"  # keras_saat/recipes/shapes_soft.yaml
 
 
 def check_experiment(args):
-    """The config (file or recipe, keys, values, registry names), the files its dataset
-    reader opens, a backbone weights file, and a --workdir that is a folder. The config
-    goes to `args.experiment`."""
+    """The config, the files its reader opens, a backbone weights file and --workdir; the
+    config goes to `args.experiment`."""
     from keras_saat.config import load_config
     from keras_saat.data.readers.reader_registry import check_inputs
 
@@ -40,8 +34,7 @@ def with_strict(config, args):
 
 
 def check_trained(args, overrides=None):
-    """--workdir or --preset names a trained model (a workdir, a `.keras` file or a preset
-    folder, `TrainedModelPath`); the config overrides (default: --set) fit its config. The
+    """--workdir or --preset names a trained model whose config the overrides fit; the
     classified path goes to `args.trained`, which the run loads without looking again."""
     from keras_saat.config import load_config
     from keras_saat.models.trained_model_path import WORKDIR, TrainedModelPath

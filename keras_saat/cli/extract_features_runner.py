@@ -1,10 +1,8 @@
 """`keras-saat extract-features --runner NAME`: its checks and run.
 
-    keras-saat extract-features --config shapes_soft --workdir runs/x --runner local
     keras-saat extract-features --config shapes_soft --workdir runs/x --runner local \\
         -- --direct_num_workers=2 --direct_running_mode=multi_processing
 
-Without --runner the command extracts in this process (`keras_saat.experiment.extract_only`).
 Nothing here imports apache_beam or TensorFlow until the command runs.
 """
 
@@ -12,8 +10,7 @@ from keras_saat.beam import require_beam
 
 
 def check_no_runner_flags(args):
-    """Without --runner: --batch-size and --large-model, which only a Beam run honours,
-    are refused rather than ignored."""
+    """Without --runner: --batch-size and --large-model, which only Beam honours, are refused."""
     from keras_saat.errors import KerasSaatError
 
     for flag, given in (("--batch-size", getattr(args, "batch_size", None) is not None),
@@ -26,8 +23,7 @@ def check_no_runner_flags(args):
 
 
 def check_extract_run(args):
-    """Before TensorFlow loads: apache_beam is installed and the runner is known (the
-    batch size is checked with the shared flags). The runner's name goes to `args.runner`."""
+    """Before TensorFlow loads: apache_beam is installed and the runner is known."""
     if not getattr(args, "verbose", False):
         import logging
 
@@ -40,8 +36,8 @@ def check_extract_run(args):
 
 
 def cmd_extract_run(args, log=print):
-    """`extract_only` with the shards written by Beam (`extract_features_beam`): the same
-    dataset, seeded encoder and WORKDIR/features that `train` reads; returns the FeatureCache."""
+    """`extract_only` with the shards written by Beam, into the WORKDIR/features `train`
+    reads; returns the FeatureCache."""
     from keras_saat.beam.extraction_runs import extract_features_beam
     from keras_saat.experiment.preparation import extract_only
 

@@ -1,10 +1,5 @@
-"""The flags more than one command takes, each defined once with its one validator.
-
-A command module adds its own flags in its `add_parser`; the shared ones come from here,
-so `--beam-size` means and checks the same in `evaluate`, `caption` and `export`. Nothing
-here imports TensorFlow, and the registries that help texts list are read only when the
-help is shown (`help_from`).
-"""
+"""The flags more than one command takes, each defined once with its one validator, so
+`--beam-size` means the same everywhere. Nothing here imports TensorFlow."""
 
 import argparse
 
@@ -35,8 +30,8 @@ class VersionAction(argparse.Action):
 
 
 def help_from(action, describe):
-    """Gives an argparse `action` the help text `describe()`, computed when the help is
-    shown: the registries it lists are not imported to parse a command line."""
+    """Gives an argparse `action` the help text `describe()`, computed only when the help is
+    shown, so parsing imports no registry."""
     base = type(action)
     lazy = property(lambda self: describe(), lambda self, value: None)
     action.__class__ = type(f"Described{base.__name__}", (base,), {"help": lazy})
@@ -80,8 +75,7 @@ def verbose_argument(parser, default=False):
 
 
 def trained_model_arguments(parser, required=True, saved_model=False, model_base=False):
-    """--workdir or --preset (or a SavedModel: `caption --saved-model`, `serve
-    --model-base`): where a trained model is."""
+    """--workdir or --preset (or a SavedModel for `caption` and `serve`): the trained model."""
     group = parser.add_mutually_exclusive_group(required=required)
     if model_base:
         group.add_argument("--model-base", metavar="BASE", help="TF Serving model base")
@@ -107,8 +101,7 @@ def trained_model_arguments(parser, required=True, saved_model=False, model_base
 
 
 def trained(args):
-    """The trained model: the TrainedModelPath `check_trained` left on `args`, else the
-    --workdir or --preset path as given."""
+    """The TrainedModelPath `check_trained` left on `args`, else --workdir or --preset."""
     return getattr(args, "trained", None) or args.workdir or args.preset
 
 
@@ -124,8 +117,7 @@ def set_argument(parser):
 
 
 def config_argument(parser, required=True, default_help=None):
-    """--config FILE|RECIPE; `default_help` says what a command that does not require it
-    reads instead."""
+    """--config FILE|RECIPE; `default_help` says what a command reads without it."""
 
     def recipes():
         from keras_saat.config_files import recipe_names
@@ -182,8 +174,7 @@ def check_positive(args):
 
 
 def model_version_argument(parser, help):
-    """--model-version N: a SavedModel's version folder (the program's own --version
-    prints the package's)."""
+    """--model-version N: a SavedModel's version folder."""
     parser.add_argument(
         "--model-version",
         dest="version",

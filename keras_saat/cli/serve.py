@@ -102,8 +102,7 @@ def run(args):
 
 
 def banner(server):
-    """What `serve` prints once the server listens: the model, the page's URL (a browser
-    captions an image there), the REST URL and the gRPC address."""
+    """What `serve` prints once the server listens: the model, the page, REST and gRPC."""
     lines = [
         f"serving {server.name} version {server.version} from {server.path}",
         f"  page {server.url}/",

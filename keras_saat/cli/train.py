@@ -9,8 +9,7 @@ from keras_saat.cli.results import print_result
 from keras_saat.errors import KerasSaatError
 from keras_saat.workdir import CONFIG_FILE
 
-# Freed memory is kept for the next step and oneDNN's kernels preferred, both set before
-# TensorFlow starts (keras_saat/runtime/memory.py, cpu_kernels.py).
+# Process settings made before TensorFlow starts (keras_saat/runtime).
 TUNE_MALLOC = True
 PREFER_ONEDNN = True
 # What an interrupted run keeps (the loop saves a checkpoint at the step it stops at).
