@@ -1,16 +1,10 @@
 """Attention localisation on the Shapes world: does the model look at what it names?
 
-For each generated caption, every object phrase ("a [size] colour shape") that
-matches a ground-truth object (same colour and shape, and size when the phrase
-states it) is scored: at the step that generates each colour or shape word of
-the phrase, the attention hits when the centre of its argmax cell lies inside
-the matching object's box dilated by half a cell on each side. With two
-identical objects in a scene, a hit on either counts. Phrases that match no
-ground-truth object are caption errors and are not scored here (BLEU sees them).
-
-`chance` is the hit rate of an attention that picks a uniformly random cell:
-the fraction of cell centres inside the dilated box, averaged over the same
-scored words. A model that attends well scores far above it.
+Each object phrase ("a [size] colour shape") of a caption that matches a ground-truth
+object is scored at its colour and shape words: a hit when the centre of the attention's
+argmax cell lies in the object's box dilated by half a cell (either of two identical
+objects counts). Unmatched phrases are caption errors, left to BLEU. `chance` is the hit
+rate of a uniformly random cell over the same words.
 """
 
 import numpy as np

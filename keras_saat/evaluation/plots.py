@@ -1,9 +1,5 @@
-"""The paper's Figure 2 layout: the image, then one panel per word with its attention map.
-
-`plot_attention` draws one figure (shown in a notebook, or saved); `AttentionPlotter`
-saves many, one per image, drawing each on the same off-screen figure. `plot_captions`
-draws a grid of images with each one's caption (and a reference) under it.
-"""
+"""The paper's Figure 2 layout: the image, then one panel per word with its attention map;
+and `plot_captions`, a grid of images with their captions."""
 
 import textwrap
 
@@ -128,12 +124,8 @@ HEAT_WEIGHT = 0.6
 
 
 class AttentionPlotter:
-    """Saves Figure 2 layouts for many images, drawing each on one off-screen figure.
-
-    The figure (matplotlib's Agg canvas, apart from pyplot) and its panels are made once
-    for a number of panels and reused: each image sets the panels' pixels and words and
-    hides the panels it does not use, so an image costs its drawing and its PNG, not a
-    new figure's layout.
+    """Saves Figure 2 layouts for many images, drawing each on one reused off-screen figure,
+    so an image costs its drawing and its PNG, not a new figure's layout.
 
     Args:
         columns: int. Panels per row. Defaults to 6.
