@@ -1,9 +1,4 @@
-"""A run's batches: how many steps an epoch holds, their shape, and each epoch's dataset.
-
-`batching` resolves `data.batching` against the feature source into one frozen
-`EpochBatches`, which `train` logs, sizes the optimizer's schedule with, and asks for
-each epoch's `BatchPlan`.
-"""
+"""A run's batches: how many steps an epoch holds, their shape, and each epoch's dataset."""
 
 import dataclasses
 
@@ -22,15 +17,13 @@ class EpochBatches:
     """The batches of a run's epochs.
 
     Args:
-        steps: int. Batches an epoch, counted over the whole train split: full ones, and
-            with `pad` the last partial one too (an epoch cut window by window may hold
-            a few more with `pad`, or fewer without).
+        steps: int. Batches an epoch over the whole train split (with `pad` the last
+            partial one too; an epoch cut window by window may differ by a few).
         units: int. Rows a batch: captions, or images with `per_image`.
         per_image: int or None. Caption rows per image group; None: per-caption batches.
         captions: int. Readable training captions.
         text: str. The batch shape in words, for the training line.
-        pad: bool. Partial batches are padded to the full size (`data.partial_batches`
-            "pad", on a source that pads them), not dropped. Defaults to True.
+        pad: bool. Partial batches are padded to the full size, not dropped. Defaults to True.
     """
 
     steps: int
@@ -76,23 +69,19 @@ def _batch_count(units, size, pad):
 
 def batching_mode(data, source):
     """`data.batching` with "auto" resolved: per_image where the features stream from the
-    cache (each image's features read and shuffled once, not once per caption), else
-    per_caption (`source`: the FeatureSource the epochs read)."""
+    cache (each image read once, not once per caption), else per_caption."""
     if data.batching != "auto":
         return data.batching
     return "per_image" if source.streams and not data.bucket_by_length else "per_caption"
 
 
 def batching(config, records, source, replicas):
-    """The `EpochBatches` of `data.batching` (the train split's `records`; images the
-    source knows to be unreadable are left out; `source` the FeatureSource the epochs
-    read). The steps count the batches of the whole split: with `data.partial_batches`
-    "pad" the last partial one too (where the source pads it: not decoded images), with
-    "drop" full ones only. An epoch's plan cuts
-    batches window by window (`data.pipeline.epoch_order`), so with "pad" it may hold a
-    few more (a padded batch a window), with "drop" a few fewer (up to batch_size - 1
-    units a window left for the epoch: about 1 % at the default shuffle_buffer and
-    batch 64)."""
+    """The `EpochBatches` of `data.batching` over the train split's readable `records`.
+
+    The steps count the whole split's batches: with `data.partial_batches` "pad" the last
+    partial one too (where the source pads), with "drop" full ones only. An epoch's plan cuts
+    batches window by window, so it may hold a few more ("pad") or fewer ("drop").
+    """
     batch_size, data = config.train.batch_size, config.data
     pad = data.partial_batches == "pad" and source.pads_partial_batches
     unreadable = {p for p, _ in source.skipped("train")}
@@ -136,9 +125,7 @@ def batching(config, records, source, replicas):
 
 def epoch_datasets(config, dataset, vocabulary, source, batches):
     """`(epoch, start_step) -> tf.data.Dataset` of an epoch's training batches from batch
-    `start_step` on; each epoch's order is fixed by the seed and the epoch, so a resumed
-    run starts at the batch it stopped at, without producing those before it. The
-    captions are tokenised into the token table once, for every epoch."""
+    `start_step` on, in an order fixed by the seed and the epoch; captions are tokenised once."""
     records = dataset.split("train")
     tokens = []  # the token table, built at the first epoch
 

@@ -76,11 +76,10 @@ def build_vocabulary(data, dataset, workdir, log=print):
 
 
 def check_pretrained_for(backbone, path):
-    """Refuses the pre-trained Shapes CNN in `path` when it was pre-trained for another
-    variant than `backbone`, as `backbone.json` beside it records: the `_norm` variants
-    have the same weights as the others, so the file would load and give other features.
-    A file without a record predates the `_norm` variants, so it is one of theirs only if
-    `backbone` is not standardised."""
+    """Refuses the pre-trained Shapes CNN in `path` when `backbone.json` records another
+    variant than `backbone` (the `_norm` variants share the weights' shapes but not their
+    features); a file without a record is taken as a non-`_norm` variant's.
+    """
     record = path.parent / BACKBONE_RECORD_FILE
     try:
         made_for = json.loads(record.read_text())["backbone"] if record.exists() else None
@@ -100,8 +99,8 @@ def check_pretrained_for(backbone, path):
 
 
 def pretraining_difference(train, path):
-    """None when the pre-trained Shapes CNN in `path` was pre-trained as `train` asks
-    (backbone.json's "pretraining"), else a line saying how it was and what is asked."""
+    """None when the Shapes CNN in `path` was pre-trained as `train` asks, else a line saying
+    how it was and what is asked."""
     record = path.parent / BACKBONE_RECORD_FILE
     try:
         made = json.loads(record.read_text()).get("pretraining") if record.exists() else None
@@ -165,8 +164,7 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
 
 def check_pretrained_on(path, dataset):
     """Refuses the workdir's pre-trained Shapes CNN when `backbone.json` says it was
-    pre-trained on other scenes than the dataset's, or its weights file is not the one
-    it recorded (damaged). A record without those entries is taken at its word."""
+    pre-trained on other scenes, or its weights file is not the one it recorded."""
     if not (path.parent / BACKBONE_RECORD_FILE).is_file():
         return
     record = json.loads((path.parent / BACKBONE_RECORD_FILE).read_text())
@@ -185,15 +183,13 @@ def check_pretrained_on(path, dataset):
 
 
 def packaged_for(config, dataset=None):
-    """(weights file, record) of the packaged Shapes CNN a run of `config` starts from
-    (`keras_saat.encoders.packaged_shapes_cnn`), or None when it pre-trains its own.
+    """(weights file, record) of the packaged Shapes CNN a run of `config` starts from, or
+    None when it pre-trains its own.
 
     Args:
         config: Config. The run's.
         dataset: Dataset or None. The run's, once read: its training scenes must be the
-            ones the packaged CNN was pre-trained on (`training_scenes_digest`); a world
-            rendered by other code or by hand, or read from another folder, has others.
-            Defaults to None (the config alone, before the data is read).
+            ones the packaged CNN was pre-trained on. Defaults to None (the config alone).
     """
     model = config.model
     if not config.train.backbone_packaged or model.backbone_weights != "shapes":
@@ -214,16 +210,15 @@ def _scores(accuracy):
 def extract(config, encoder, dataset, workdir, log=print, extractor=extract_features,
             lock_as="evaluate", **options):  # fmt: skip
     """Fills <workdir>/features with the encoder's output for every split (resumable), or
-    checks the finished cache `data.feature_cache` names and reads it as it is.
+    checks and reads the finished cache `data.feature_cache` names.
 
     Args:
-        extractor: callable. `extract_features`, or one with its arguments (the Beam
-            pipeline's `extract_features_beam`), given `options` too.
+        extractor: callable. `extract_features`, or one with its arguments (Beam's
+            `extract_features_beam`), given `options` too.
         lock_as: str or None. The command that holds the workdir's lock while it writes
-            the cache, or None where the caller holds it already (`train`,
-            `extract-features`). A finished cache is read without the lock (a read-only
-            workdir, a `train` beside), and an unfinished one is written once the run
-            holding the lock has ended. Defaults to "evaluate".
+            the cache, or None where the caller holds it already. A finished cache is read
+            without the lock; an unfinished one is written once the lock's holder has ended.
+            Defaults to "evaluate".
     """
     data = config.data
     if data.feature_cache:  # another workdir's: read, never written
@@ -267,8 +262,7 @@ def extract(config, encoder, dataset, workdir, log=print, extractor=extract_feat
 
 
 def _wait_for_lock(held, workdir, command, log):
-    """Enters `workdir_lock` into the ExitStack `held`, waiting while another process holds
-    it (an `extract-features` or `train` filling the cache: its temporaries are its own)."""
+    """Enters `workdir_lock` into `held`, waiting while another process fills the cache."""
     told = False
     while True:
         try:
@@ -283,10 +277,10 @@ def _wait_for_lock(held, workdir, command, log):
 
 
 def check_feature_cache(config, workdir):
-    """Before the run renders its data or pre-trains its backbone: the cache that
-    `data.feature_cache` names is there and finished, and the run will not pre-train a
-    Shapes CNN of its own (`check_borrowable`). Nothing when no cache is named, or when
-    the backbone trains (batches are then decoded from the images: no cache is read)."""
+    """Before the run renders data or pre-trains: the cache `data.feature_cache` names is
+    finished and the run will not pre-train its own Shapes CNN; nothing when no cache is
+    named or the backbone trains.
+    """
     model = config.model
     if not config.data.feature_cache or model.trainable_backbone_layers:
         return

@@ -15,15 +15,10 @@ def trained_model(path, overrides=()):
     """A trained Captioner and its ExperimentConfig, from a workdir, a `.keras` file or a
     preset folder.
 
-    `path` is looked at once (`TrainedModelPath.of`, or the one given) and the model and
-    config are read as its kind says. A workdir's config is its config.yaml. A preset's is
-    the training config its metadata.json carries, and a `.keras` file's ExperimentConfig's
-    defaults; for both, the decode section, `data.resize` and `export.max_pixels` are
-    taken from the model itself, so they decode as the model does, and `decode.meteor`
-    stays at its default (how the workdir it came from was scored is not the file's).
-    `overrides` ("section.key=value") apply last, each parsed once, before the model
-    loads. The model takes the config's `export.max_pixels`, so its `generate` refuses
-    the images the config's SavedModel refuses, and no others.
+    `path` is looked at once. A workdir's config is its config.yaml; a preset's is its
+    metadata's training config and a `.keras` file's the defaults, both with the decode
+    section, `data.resize` and `export.max_pixels` taken from the model. `overrides` apply
+    last, before the model loads, so `generate` refuses what the config's SavedModel refuses.
 
     Args:
         path: str, Path or TrainedModelPath.
@@ -49,9 +44,8 @@ def trained_model(path, overrides=()):
 
 
 def model_config(model, saved=None):
-    """The ExperimentConfig of a model without a workdir: `saved` (a preset's training
-    config, a dict) or the defaults, with the decode section, `data.resize` and
-    `export.max_pixels` of the model and `decode.meteor` at its default."""
+    """The ExperimentConfig of a model without a workdir: `saved` or the defaults, with the
+    model's decode section, `data.resize` and `export.max_pixels`."""
     config = from_dict(saved, ExperimentConfig()) if saved else ExperimentConfig()
     return dataclasses.replace(
         config,
