@@ -46,7 +46,7 @@ def run_seed(workdir, seed, scenes):
     named = {Path(r["image"]).name: r["caption"] for r in rows}
     return {
         "test": {k: test[k] for k in ("bleu_4", "cider", "meteor", "hit_rate") if k in test},
-        "robustness": val["robustness"],
+        "robustness": val["robustness"]["rows"],
         "hand_drawn": {
             name: {"caption": named.get(name), "right": plain_caption(named.get(name, "")) == want}
             for name, want in HAND_DRAWN.items()

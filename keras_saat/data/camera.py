@@ -108,10 +108,17 @@ def photographed(sheet, objects, rng, scale=SHEET, tilt=(0.0, TILT), table=True)
     picture = Image.fromarray(image.astype(np.uint8))
     if table:
         picture = picture.filter(ImageFilter.GaussianBlur(rng.uniform(0.2, 1.0)))
-    buffer = io.BytesIO()
-    picture.save(buffer, format="JPEG", quality=int(rng.integers(40, 91)))
-    pixels = np.asarray(Image.open(io.BytesIO(buffer.getvalue())).convert("RGB"))
+    pixels = as_jpeg(picture, int(rng.integers(40, 91)))
     return pixels, [_moved(obj, to_frame) for obj in objects]
+
+
+def as_jpeg(picture, quality):
+    """`picture` (a PIL image or uint8 pixels) saved as a JPEG and read back: uint8 pixels."""
+    if isinstance(picture, np.ndarray):
+        picture = Image.fromarray(picture)
+    buffer = io.BytesIO()
+    picture.save(buffer, format="JPEG", quality=quality)
+    return np.asarray(Image.open(io.BytesIO(buffer.getvalue())).convert("RGB"))
 
 
 def camera_scene(objects, rng):
@@ -126,9 +133,9 @@ def camera_scene(objects, rng):
 
 def varied_view(objects, rng):
     """A training view outside the world's photometry: (pixels, the objects as it shows
-    them). Half are on a page under uneven light (`page_scene`), half a camera's
-    (`camera_scene`)."""
-    if rng.random() < 0.5:
+    them). A third are on a page under uneven light (`page_scene`), the rest a camera's
+    (`camera_scene`): the harder views get the larger share."""
+    if rng.random() < 1 / 3:
         return page_scene(objects, rng), objects
     return camera_scene(objects, rng)
 

@@ -92,7 +92,7 @@ def write_shapes_dataset(
         from keras_saat.images.photometry import augmented_uint8
 
         if log:
-            log(f"  {len(pending)} training scenes on varied pages, under varied light")
+            log(f"  {len(pending)} training scenes drawn as varied views (pages, sheets, photos)")
         positions, pixels = zip(*pending, strict=True)
         for imgid, view in zip(positions, augmented_uint8(np.stack(pixels), seed), strict=True):
             images[imgid]["photometry"] = "varied"

@@ -178,7 +178,7 @@ def pretrain_shapes_cnn(
         if rendered.shape[1:3] != images.shape[1:3]:
             rendered = resize_image(rendered, images.shape[1]).numpy()
         images = np.concatenate([images, rendered])
-        objects = list(objects) + extra
+        objects = list(objects) + list(extra)
     steps = epochs * -(-len(images) // batch_size)
     trainer.compile(
         optimizer=keras.optimizers.Adam(keras.optimizers.schedules.CosineDecay(2e-3, steps, 0.05)),
