@@ -1,8 +1,8 @@
 """CaptionImages: file patterns -> caption rows, as a Beam transform.
 
 Each row has the fields of `keras-saat caption --out` (keras_saat/cli/caption_files.py):
-image, caption, log_prob (5 decimals) and error ("" when captioned; caption and
-log_prob are None when not). Nothing fails a bundle: an unreadable file, an image the
+image, caption, log_prob (5 decimals), novelty (4), familiar and error ("" when
+captioned; the others are None when not). Nothing fails a bundle: an unreadable file, an image the
 SavedModel refuses (its `error` output) and a batch the model raises on (Beam's dead
 letter output) each become error rows.
 """
@@ -16,7 +16,7 @@ from keras_saat.errors import KerasSaatError
 from keras_saat.images.image_files import find_images
 
 
-def caption_row(image, caption=None, log_prob=None, error=""):
+def caption_row(image, caption=None, log_prob=None, error="", novelty=None, familiar=None):
     """One output row, as `CaptionFile.write` writes it.
 
     Args:
@@ -24,11 +24,16 @@ def caption_row(image, caption=None, log_prob=None, error=""):
         caption: str or None.
         log_prob: float or None. Rounded to 5 decimals.
         error: str. "" when captioned.
+        novelty: float or None. Rounded to 4 decimals; None when not measured (NaN).
+        familiar: bool or None.
     """
+    measured = novelty is not None and novelty == novelty
     return {
         "image": str(image),
         "caption": caption,
         "log_prob": None if log_prob is None else round(float(log_prob), 5),
+        "novelty": round(float(novelty), 4) if measured else None,
+        "familiar": None if familiar is None else bool(familiar),
         "error": error,
     }
 
@@ -95,7 +100,8 @@ def _to_row(element):
         return key, caption_row(path, error=error or "the model refused the image")
     caption = out["caption"]
     caption = caption.decode("utf-8", "replace") if isinstance(caption, bytes) else str(caption)
-    return key, caption_row(path, caption, float(out["log_prob"]))
+    novelty, familiar = out.get("novelty"), out.get("familiar")
+    return key, caption_row(path, caption, float(out["log_prob"]), "", novelty, familiar)
 
 
 def _exception_line(exception):

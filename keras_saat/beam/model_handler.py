@@ -19,7 +19,7 @@ from keras_saat.errors import KerasSaatError
 from keras_saat.images.image_files import MAX_FILE_BYTES, batches_by_bytes, encoded_images
 from keras_saat.serving.signatures import DEFAULT_SIGNATURE
 
-CAPTION_OUTPUTS = ("caption", "log_prob", "valid", "error")
+CAPTION_OUTPUTS = ("caption", "log_prob", "novelty", "familiar", "valid", "error")
 BATCH_SIZE = DecodeConfig.batch_size  # images per model call: the decode batch of `caption`
 
 
@@ -50,7 +50,8 @@ class SignatureCall:
 
     def __call__(self, inputs):
         outputs = self._function(**{self._input_key: self._tf.constant(inputs)})
-        return {key: outputs[key].numpy() for key in self._output_keys}
+        # An export that predates an output (novelty, familiar) answers None for it.
+        return {key: outputs[key].numpy() if key in outputs else None for key in self._output_keys}
 
 
 def is_remote(path):
@@ -118,7 +119,7 @@ class SavedModelHandler(ModelHandler):
         path: str. A SavedModel folder (local, gs://, ... as the workers see it).
         signature: str. Defaults to "serving_default" (encoded image bytes).
         input_key: str. The signature's input. Defaults to "image_bytes".
-        output_keys: tuple of str. Defaults to caption, log_prob, valid, error.
+        output_keys: tuple of str. Defaults to `CAPTION_OUTPUTS`.
         batch_size: int. Inputs per call; Beam's batches are exactly this size (but the
             last), since its adaptive batching would start at 1. Defaults to BATCH_SIZE.
         large_model: bool. One copy of the model per machine, shared by its worker
@@ -166,7 +167,8 @@ class SavedModelHandler(ModelHandler):
             if not error:
                 yield index, data
                 continue
-            unread = {"caption": b"", "log_prob": 0.0, "valid": False, "error": error.encode()}
+            unread = {"caption": b"", "log_prob": 0.0, "novelty": 0.0, "familiar": False,
+                      "valid": False, "error": error.encode()}  # fmt: skip
             results[index] = {key: unread.get(key) for key in self._output_keys}
 
     def get_num_bytes(self, batch):

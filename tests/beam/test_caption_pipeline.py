@@ -13,7 +13,7 @@ from apache_beam.testing.util import assert_that, equal_to  # noqa: E402
 from keras_saat.beam import CaptionImages, SavedModelHandler, caption_row  # noqa: E402
 from keras_saat.models.factories import load_captioner  # noqa: E402
 
-FIELDS = ["caption", "error", "image", "log_prob"]  # those of `keras-saat caption --out`
+FIELDS = ["caption", "error", "familiar", "image", "log_prob", "novelty"]  # caption --out's
 
 
 def run_rows(patterns, handler, folder, expected=None):
@@ -54,6 +54,8 @@ def test_rows_equal_the_captioner_and_bad_files_are_error_rows(
         assert by_image[image]["error"] == ""
         assert by_image[image]["caption"] == expected[image]["caption"]
         assert by_image[image]["log_prob"] == pytest.approx(expected[image]["log_prob"], abs=1e-3)
+        assert by_image[image]["novelty"] == pytest.approx(expected[image]["novelty"], abs=1e-3)
+        assert by_image[image]["familiar"] == expected[image]["familiar"]
     assert by_image[str(corrupt)]["caption"] is None and by_image[str(corrupt)]["error"]
     assert by_image[str(missing)] == caption_row(missing, error="file not found")
 

@@ -55,6 +55,8 @@ def test_rows_equal_caption_out_and_a_rerun_redoes_only_missing_shards(
     for image, row in rows.items():
         assert (row["caption"], row["error"]) == (expected[image]["caption"], "")
         assert row["log_prob"] == pytest.approx(expected[image]["log_prob"], abs=1e-3)
+        assert row["familiar"] == expected[image]["familiar"]
+        assert row["novelty"] == pytest.approx(expected[image]["novelty"], abs=1e-3)
 
     kept, redone = shards
     kept_stamp, redone_text = os.stat(kept).st_mtime_ns, redone.read_text()
@@ -69,7 +71,11 @@ def test_rows_equal_caption_out_and_a_rerun_redoes_only_missing_shards(
     )
     assert [r["image"] for r in again] == [r["image"] for r in before]
     for row, first in zip(again, before, strict=True):  # batched alone now: the last digit
-        assert {**row, "log_prob": None} == {**first, "log_prob": None}  # may differ
+        assert {**row, "log_prob": None, "novelty": None} == {
+            **first,
+            "log_prob": None,
+            "novelty": None,
+        }
         assert row["log_prob"] == pytest.approx(first["log_prob"], abs=1e-4)
 
 
