@@ -189,7 +189,7 @@ def test_the_csv_header_is_written_once_and_a_missing_folder_is_named(
     out = tmp_path / "captions.csv"
     run(capsys, "caption", "--preset", small_preset, photos / "sub" / "broken.png", "--out", out)
     run(capsys, "caption", "--preset", small_preset, photos / "sub" / "broken.png", "--out", out)
-    assert out.read_text().count("image,caption,log_prob,error") == 1
+    assert out.read_text().count("image,caption,log_prob,novelty,familiar,error") == 1
     missing = tmp_path / "nowhere" / "captions.csv"
     code, _, err = run(capsys, "caption", "--preset", small_preset, photos, "--out", missing)
     assert code == 2 and "the folder" in err and "does not exist" in err and "Traceback" not in err
