@@ -5,7 +5,8 @@ scenes packaged with keras_saat, each run trained by the command line as a user 
     python -m benchmarks.own_pictures --root /tmp/own --seeds 0 1 2 \\
         --out benchmarks/results/own-pictures-DATE.json
 
-A seed's workdir is reused when it holds a trained model. "Done when" of the own-pictures
+A seed's workdir is reused when it holds a trained model, and its scores when they are
+newer than the model. "Done when" of the own-pictures
 work: each of rotated, hand-drawn and photographed sheet within 0.05 BLEU-4 of in
 distribution with attention hits >= 0.9 on every seed, the test BLEU-4 >= 0.95, and the
 hand-drawn scenes named right.
@@ -34,14 +35,15 @@ def run_seed(workdir, seed, scenes):
     if not (workdir / "model.keras").exists():
         keras_saat("train", "--config", "shapes_soft", "--workdir", workdir,
                    "--set", f"model.seed={seed}", "--set", f"train.seed={seed}")  # fmt: skip
-    keras_saat("evaluate", "--workdir", workdir, "--split", "test")
-    test = json.loads((workdir / "eval" / "test" / "metrics.json").read_text())
-    keras_saat("evaluate", "--workdir", workdir, "--split", "val", "--beam-size", "1",
-               "--robustness", scenes)  # fmt: skip
-    val = json.loads((workdir / "eval" / "val" / "metrics.json").read_text())
+    test_file, val_file = (workdir / "eval" / split / "metrics.json" for split in ("test", "val"))
     out = workdir / "hand_drawn.jsonl"
-    out.unlink(missing_ok=True)
-    keras_saat("caption", "--workdir", workdir, "--out", out, HAND_DRAWN_DIR)
+    if not scored(workdir, test_file, val_file, out):
+        keras_saat("evaluate", "--workdir", workdir, "--split", "test")
+        keras_saat("evaluate", "--workdir", workdir, "--split", "val", "--beam-size", "1",
+                   "--robustness", scenes)  # fmt: skip
+        out.unlink(missing_ok=True)
+        keras_saat("caption", "--workdir", workdir, "--out", out, HAND_DRAWN_DIR)
+    test, val = (json.loads(path.read_text()) for path in (test_file, val_file))
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     named = {Path(r["image"]).name: r["caption"] for r in rows}
     return {
@@ -52,6 +54,12 @@ def run_seed(workdir, seed, scenes):
             for name, want in HAND_DRAWN.items()
         },
     }
+
+
+def scored(workdir, *files):
+    """Whether every file of a seed's scores is there, written after its model."""
+    model = (workdir / "model.keras").stat().st_mtime
+    return all(f.exists() and f.stat().st_mtime > model for f in files)
 
 
 def summary(runs):

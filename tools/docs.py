@@ -89,7 +89,7 @@ SHORT_FIT = {"03_training_fit"}
 # must be named with the drawn colours and shapes. A model trained on the world alone
 # names none, one whose pages are all evenly lit one, and the demo's recipe four in each
 # seed's run (docs/performance.md, "Uneven light"): the page asks for three.
-MIN_HAND_DRAWN = 3
+MIN_HAND_DRAWN = 4  # of the 5 packaged scenes; one miss left for another machine's numerics
 MIN_PEAK = 4.0
 RECORD_TAG = "keras-saat-record"  # the cell that writes <runs>/<notebook>.json
 
