@@ -112,23 +112,7 @@ class _RunState:
         return None
 
     def _restore(self, path):
-        """Restores `path`; an older checkpoint without the epoch's running sums restores
-        without them."""
-        try:
-            self.checkpoint.restore(path).assert_existing_objects_matched()
-            return
-        except AssertionError:
-            names = {name for name, _ in tf.train.list_variables(path)}
-            if any(name.startswith(_EPOCH_SUMS) for name in names):
-                raise
-        older = {k: v for k, v in self.values.items() if k not in _EPOCH_SUMS}
-        tf.train.Checkpoint(
-            model_variables=self.checkpoint.model_variables,
-            optimizer_variables=self.checkpoint.optimizer_variables,
-            **older,
-        ).restore(path).assert_existing_objects_matched()
-        for name in _EPOCH_SUMS:
-            self.values[name].assign(0.0)
+        self.checkpoint.restore(path).assert_existing_objects_matched()
 
     def __getitem__(self, name):
         value = self.values[name].numpy()

@@ -1,7 +1,5 @@
 """The GradientTape trainer: same objective as fit(), non-finite steps, schedules, early stopping."""
 
-from pathlib import Path
-
 import keras
 import numpy as np
 import pytest
@@ -360,46 +358,3 @@ def test_a_damaged_latest_checkpoint_resumes_from_the_one_before(tmp_path):
     with pytest.raises(KerasSaatError, match="checkpoints in .* can be read"):
         train_loop(trainer, lambda epoch, start: batches(vocab, seed=epoch).skip(start), 2,
                    config, tmp_path, **run)  # fmt: skip
-
-
-def test_a_checkpoint_without_the_epochs_running_sums_resumes(tmp_path):
-    """A checkpoint written before the epoch's running sums were checkpointed (the same
-    variables but those) still resumes; its epoch's sums start again from zero."""
-    model, vocab = tiny_model()
-    trainer = Trainer(model, keras.optimizers.Adam(1e-2), log=lambda m: None)
-    config = loop_config(epochs=2, checkpoint_every=4, patience=0)
-    run = dict(metrics=ScriptedScores(lambda: 0.1), save_best=lambda: None, batch_size=8)
-
-    def data(epoch, start):
-        return batches(vocab, n=48, seed=epoch).skip(start)
-
-    with pytest.raises(KeyboardInterrupt):
-        train_loop(trainer, data, 6, config, tmp_path, callbacks=[StopAt(4)], **run)
-    prefix = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
-    reader = tf.train.load_checkpoint(prefix)
-    names = [n for n, _ in tf.train.list_variables(prefix) if n.endswith("VARIABLE_VALUE")]
-    assert any(n.startswith("epoch_loss_sum") for n in names)
-
-    def variables(group):
-        count = len({n.split("/")[1] for n in names if n.startswith(group + "/")})
-        return [tf.Variable(reader.get_tensor(f"{group}/{i}/.ATTRIBUTES/VARIABLE_VALUE"))
-                for i in range(count)]  # fmt: skip
-
-    progress = {
-        n.split("/")[0]: tf.Variable(reader.get_tensor(n))
-        for n in names
-        if "/" in n
-        and not n.startswith(("model_variables", "optimizer_variables", "epoch_", "save_counter"))
-    }
-    for path in (tmp_path / "checkpoints").glob(Path(prefix).name + ".*"):
-        path.unlink()
-    older = tf.train.Checkpoint(
-        model_variables=variables("model_variables"),
-        optimizer_variables=variables("optimizer_variables"),
-        **progress,
-    )
-    older.save_counter.assign(reader.get_tensor("save_counter/.ATTRIBUTES/VARIABLE_VALUE"))
-    older.write(prefix)
-    trainer = Trainer(tiny_model()[0], keras.optimizers.Adam(1e-2), log=lambda m: None)
-    result = train_loop(trainer, data, 6, config, tmp_path, **run)
-    assert result["resumed_from"] == 4 and result["global_step"] == 12
