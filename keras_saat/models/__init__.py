@@ -1,7 +1,4 @@
-"""Models.
-
-The names below load on first use, so a preset folder's file names are known without Keras.
-"""
+"""Models, loaded on first use so importing the package does not import Keras."""
 
 from keras_saat._lazy import lazy_getattr
 

@@ -1,15 +1,5 @@
-"""BatchDecoder: captions rows of pixels or backbone features at one fixed batch shape.
-
-`Captioner.generate` (and so `keras-saat caption`), validation during training and
-`keras-saat evaluate` all decode through it, one decoder a run. Every batch reaches the
-compiled encoder and decode functions at the first batch's size (`batch_size`, or all
-the rows when a run has fewer): a short batch, the last of a run, is padded with zero
-rows, so a run traces and compiles once. Rows never mix in decoding, so the padding
-rows decode on their own and their results are dropped.
-
-    decoder = BatchDecoder(model, batch_size=64, beam_size=1)
-    captions = decoder(pixels=batch)  # one postprocessed dict per row of `batch`
-"""
+"""BatchDecoder: captions rows of pixels or backbone features at one fixed batch shape,
+padding a short last batch with zero rows so a run compiles once."""
 
 import tensorflow as tf
 

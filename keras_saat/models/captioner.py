@@ -141,7 +141,6 @@ class Captioner(CaptionGeneration, FamiliarityCalibration, RecordFitting, keras.
         self.max_pixels = int(max_pixels)
         self.seed = seed
         self.hard_soft_probability = float(hard_soft_probability)
-        # The Captioner arguments the attention type takes (its declared `options`).
         settings = {"hard_soft_probability": self.hard_soft_probability}
         attention_options = {k: settings[k] for k in get_attention(attention).options}
         self.encoder = ImageEncoder(
@@ -188,7 +187,6 @@ class Captioner(CaptionGeneration, FamiliarityCalibration, RecordFitting, keras.
         self._decode_fns = {}
         self.built = True
 
-    # ----------------------------------------------------------------- shapes
     @property
     def attention(self):
         """The attention type's registered name."""
@@ -209,7 +207,6 @@ class Captioner(CaptionGeneration, FamiliarityCalibration, RecordFitting, keras.
         """The side of the square input, in pixels."""
         return self.encoder.image_size
 
-    # ------------------------------------------------------------- forward
     def encode(self, images):
         """Backbone features: (B, S, S, 3) pixels in [0, 255] -> (B, L, C)."""
         return self.encoder(images)
@@ -252,7 +249,6 @@ class Captioner(CaptionGeneration, FamiliarityCalibration, RecordFitting, keras.
         """
         tokens = inputs["tokens"]
         annotations = self.annotate(self._features(inputs))  # (B, L, D) or (n, L, D)
-        # Per-image rows: the decoder projects each image's annotations once for its k captions.
         repeats = (tokens.shape[1] or ops.shape(tokens)[1]) if len(tokens.shape) == 3 else None
         tokens = self.caption_tokens(tokens)
         outputs = self.decoder(annotations, tokens[:, :-1], training=training, repeats=repeats)
@@ -276,12 +272,10 @@ class Captioner(CaptionGeneration, FamiliarityCalibration, RecordFitting, keras.
         )
 
     def update_baseline(self, log_p_per_word, policy_rows=None):
-        """b <- decay b + (1 - decay) mean(log p(y|s,a) / |y|) over captions that used samples.
+        """b <- decay b + (1 - decay) mean(log p(y|s,a) / |y|) over sampled captions.
 
-        The moving-average baseline of Sec. 4.1, kept per word: `caption_loss` compares a
-        caption of n words with n * b. Captions decoded with the expected context (the
-        hard_soft_probability share) do not move it; a batch without sampled captions
-        leaves it unchanged.
+        The per-word moving-average baseline of Sec. 4.1; rows decoded with the expected
+        context do not move it.
         """
         values = ops.cast(log_p_per_word, "float32")
         weights = ops.ones_like(values) if policy_rows is None else ops.cast(policy_rows, "float32")
@@ -308,16 +302,10 @@ class Captioner(CaptionGeneration, FamiliarityCalibration, RecordFitting, keras.
 
     def with_precision(self, precision):
         """A copy of this model that computes in `precision` ("float32", "bfloat16",
-        "float16", or a `train.mixed_precision` setting), with the same float32 weights.
-
-        A model trained in bfloat16 is saved through `with_precision("float32")`, so its
-        `.keras` file loads and computes in float32 anywhere; the export builds its
-        bfloat16 serving graph from `with_precision("bfloat16")`.
-        """
+        "float16", or a `train.mixed_precision` setting), with the same float32 weights."""
         with dtype_policy(precision):
             return self.with_settings(dtype=None)  # the policy in force while building decides
 
-    # ------------------------------------------------------------- presets
     def save_to_preset(self, preset_dir, metadata=None):
         """Writes this model as a preset folder (keras-hub's layout, `keras_saat.models.preset`):
         config.json, model.weights.h5, metadata.json and assets/vocabulary.txt.
@@ -333,7 +321,6 @@ class Captioner(CaptionGeneration, FamiliarityCalibration, RecordFitting, keras.
         """Loads a Captioner from a local preset folder (`save_to_preset`'s layout)."""
         return load_preset(preset, cls)
 
-    # ------------------------------------------------------------- config
     @classmethod
     def from_config(cls, config, custom_objects=None):
         """A Captioner from `get_config`'s dict. `backbone_weights` is ignored: a saved

@@ -1,9 +1,4 @@
-"""Captioner factories: a new model from a config, a trained one from its files.
-
-model = build_captioner(config.model, vocabulary, config.decode, config.data.resize,
-                        config.export.max_pixels)
-model = load_captioner("runs/demo")        # a workdir, a .keras file or a preset
-"""
+"""Captioner factories: a new model from a config, a trained one from its files."""
 
 import dataclasses
 
@@ -19,12 +14,14 @@ from keras_saat.models.trained_model_path import PRESET, TrainedModelPath
 def build_captioner(model_config, vocabulary, decode=None, resize="crop", max_pixels=None):
     """A Captioner from a `ModelConfig` and a Vocabulary (weights seeded by `model_config.seed`).
 
-    Every ModelConfig field is a Captioner argument of the same name. The decoding
-    settings (max_length, beam_size, length_penalty) come from `decode`, a `DecodeConfig`
-    (None = the Captioner's defaults, which are DecodeConfig's), and `resize` from
-    `data.resize`, and the largest image it decodes from `max_pixels` (`export.max_pixels`;
-    None = the Captioner's default): the model keeps them, so every way of captioning with
-    it decodes, resizes and refuses alike.
+    Args:
+        model_config: ModelConfig. Each field is a Captioner argument of the same name.
+        vocabulary: Vocabulary.
+        decode: DecodeConfig or None. max_length, beam_size and length_penalty; None =
+            the Captioner's defaults. Defaults to None.
+        resize: str. `data.resize`. Defaults to "crop".
+        max_pixels: int or None. `export.max_pixels`; None = the Captioner's default.
+            Defaults to None.
     """
     keras.utils.set_random_seed(model_config.seed)
     settings = dataclasses.asdict(model_config)

@@ -1,14 +1,5 @@
-"""FamiliarityCalibration: fitting a Captioner's familiarity statistics from its training images.
-
-Every caption carries a novelty score (`keras_saat.layers.feature_familiarity`): the
-distance of the image's backbone features from the training images' features, in
-units of a threshold that 99.5 % of held-out familiar images stay under. This mixin
-fits those statistics from images (records, paths, bytes or pixels) or from backbone
-features (a feature cache's batches), a bounded number of images at a time.
-
-    model.calibrate_familiarity(data.train, validation=data.val)
-    model.generate("photo.jpg", return_details=True)[0]["familiar"]  # False for a cat
-"""
+"""FamiliarityCalibration: fits a Captioner's familiarity statistics (each caption's
+novelty score) from its training images or their backbone features."""
 
 import contextlib
 
@@ -22,10 +13,8 @@ from keras_saat.layers.feature_familiarity import (
     pooled_vectors,
 )
 
-# The most training images whose vectors are held at once: their mean and covariance
-# are settled long before, and (N, C) float64 stays bounded (20000 x 2560: 410 MB).
+# Bounds the (N, C) float64 vectors held at once.
 MAX_IMAGES = 20000
-# Images encoded a batch when calibrating from images.
 BATCH_SIZE = 64
 
 
@@ -63,7 +52,6 @@ class FamiliarityCalibration:
             features = [features]
         vectors, count = [], 0
         batches = iter(features)
-        # A generator's reader stops with the loop; a list's or dataset's iterator has no close.
         closing = contextlib.closing if hasattr(batches, "close") else contextlib.nullcontext
         with closing(batches):
             for batch in batches:
@@ -105,11 +93,8 @@ class FamiliarityCalibration:
         batch_size=None,
         max_images=MAX_IMAGES,
     ):
-        """Fits the familiarity statistics from the training images (or their features).
-
-        `keras-saat train` (and so the demo) calls it at the end of a run with the feature
-        cache's train and val splits; `fit` on caption records calls it with its records.
-        Call it yourself after training on a `tf.data` dataset.
+        """Fits the familiarity statistics from the training images (or their features);
+        `keras-saat train` and `fit` on records call it, a `tf.data` fit does not.
 
         Args:
             images: the training images: caption records, paths, bytes or pixels

@@ -1,11 +1,5 @@
-"""CaptionGeneration: the captioning side `Captioner` inherits.
-
-As keras-hub's `CausalLM.generate` does, captioning runs in three parts:
-`preprocessor()` (files, bytes or pixels -> input pixels), the compiled `decode`
-over `generate_step` (which the export also builds on), and `postprocessor` (ids ->
-words and attention grids). `generate` and `generate_stream` chain them a batch at a
-time through `BatchDecoder`, which keeps every batch at one compiled shape.
-"""
+"""CaptionGeneration: the captioning side `Captioner` inherits (preprocessor, compiled
+`decode`, postprocessor, chained by `generate` as in keras-hub's `CausalLM`)."""
 
 import contextlib
 import functools
@@ -34,10 +28,7 @@ class CaptionGeneration:
         return ImagePreprocessor(self.image_size, resize or self.resize, self.max_pixels)
 
     def generate_step(self, features, max_length, beam_size=1, length_penalty=0.0):
-        """The decoding graph: (B, L, C) features -> `decode`'s outputs, uncompiled.
-
-        `decode` compiles it; the export calls it inside its own serving function.
-        """
+        """The decoding graph: (B, L, C) features -> `decode`'s outputs, uncompiled."""
         decoded = self._search(features, max_length, beam_size, length_penalty)
         decoded["novelty"] = self.familiarity(features)  # (B,), NaN before calibration
         return decoded
@@ -99,12 +90,8 @@ class CaptionGeneration:
             raise KerasSaatError(f"beam_size must be at least 1; got {beam_size}")
         key = (max_length, beam_size, float(length_penalty), self.decode_jit_compile)
         if key not in self._decode_fns:
-            # A partial, not a lambda: TensorFlow counts retracings per function's code,
-            # so one lambda per key would read as one function retraced at every new key.
-            # Not converted by AutoGraph: the searches are written as tf.while_loop, and the
-            # layers' Python branches are on Python values, so the graph is the one
-            # AutoGraph would give (tests/models/test_generation.py), without the time
-            # AutoGraph takes to convert them in each fresh process.
+            # A partial, not a lambda, so TensorFlow does not count each key as a retrace.
+            # No AutoGraph: the searches are tf.while_loop already.
             self._decode_fns[key] = tf.function(
                 functools.partial(
                     self.generate_step,
@@ -135,9 +122,6 @@ class CaptionGeneration:
         errors="raise",
     ):
         """Captions images with the model's decoding settings (beam search by default).
-
-        Image files and encoded bytes are read and decoded a batch at a time
-        (`generate_stream`), so memory does not grow with their number.
 
         Args:
             images: image file path(s), encoded image bytes, or pixels (B, H, W, 3) or
@@ -182,17 +166,10 @@ class CaptionGeneration:
     ):
         """Yields one caption dict per image, in order, a batch at a time.
 
-        Takes what `generate` takes; `images` may be any iterable of paths or bytes
-        (a generator over a folder of a million files is fine). Each dict has image
-        (the path, "#<index>" for bytes, or the row number), caption, words, log_prob,
-        attention (steps, grid_h, grid_w), novelty, familiar and error ("" when captioned;
-        the others are None when not).
-
-        `novelty` is how far the image's features lie from the training images' (the
-        squared Mahalanobis distance over the threshold `calibrate_familiarity` set);
-        `familiar` is False when it is above 1: a picture unlike the training pictures,
-        whose caption names what the model knows rather than what is there. A model never
-        calibrated (`familiarity_calibrated` False) gives NaN and True.
+        Takes what `generate` takes; `images` may be any iterable of paths or bytes. Each
+        dict has image, caption, words, log_prob, attention (steps, grid_h, grid_w),
+        novelty, familiar and error ("" when captioned; the others None when not).
+        `familiar` is False when `novelty` is above 1; uncalibrated models give NaN, True.
 
         Args:
             errors: str. "skip" (yield the error row) or "raise". Defaults to "skip".

@@ -35,8 +35,7 @@ class CaptionPostprocessor:
 
     def __call__(self, decoded):
         """A dict per caption: caption, words, log_prob, attention (steps, grid_h, grid_w),
-        novelty and familiar (novelty not above 1; True where novelty is NaN, a model never
-        calibrated).
+        novelty and familiar (novelty not above 1, or NaN).
 
         Args:
             decoded: dict of tokens (B, T), lengths (B,), log_prob (B,), alpha (B, T, L)

@@ -16,10 +16,8 @@ from keras_saat.images.image_formats import DEFAULT_MAX_PIXELS
 
 
 class ImagePreprocessor:
-    """Turns what a user has into (B, S, S, 3) float32 pixels in [0, 255], one resize rule.
-
-    The rule is the one training used (`data.resize`), so an image is seen the same way
-    in the feature cache, `Captioner.generate` and the exported graph.
+    """Turns what a user has into (B, S, S, 3) float32 pixels in [0, 255] with training's
+    resize rule.
 
     Args:
         image_size: int. S, the model's input side.
@@ -66,10 +64,8 @@ class ImagePreprocessor:
         return pixels.astype(np.float32, copy=False)
 
     def batches(self, images, batch_size):
-        """Batches of input pixels for a stream of image files or encoded bytes, read and
-        decoded one batch ahead by the graph the exported model decodes with
-        (`keras_saat.images.decoded_batches.decoded_batches`, which the feature cache's
-        extraction reads through too).
+        """Batches of input pixels for a stream of image files or encoded bytes, decoded
+        one batch ahead by the exported model's decoding graph.
 
         Args:
             images: iterable of paths or encoded image bytes (a generator is fine).

@@ -1,21 +1,9 @@
-"""Preset folders: a trained Captioner in keras-hub's layout, one folder to share and load.
+"""Preset folders: a trained Captioner in keras-hub's layout, local folders only.
 
-    model.save_to_preset("presets/shapes_soft")
-    model = Captioner.from_preset("presets/shapes_soft")
-    keras-saat export --workdir runs/demo --out presets/shapes_soft --format preset
-    keras-saat caption --preset presets/shapes_soft photos/
-
-The folder:
-
-config.json              the Captioner's Keras config (module, class_name, config), the
-                         vocabulary left out: it is an asset
+config.json              the Captioner's Keras config, the vocabulary left out
 model.weights.h5         every weight, the frozen backbone's included
-metadata.json            versions, parameter count, date, and the training config and
-                         test scores when the model came from a workdir
+metadata.json            versions, parameter count, date, training config and scores
 assets/vocabulary.txt    one token a line, in id order
-
-keras-hub's `upload_preset` takes such a folder to Kaggle or Hugging Face; loading
-one here reads local folders only (nothing is downloaded at run time).
 """
 
 import datetime
@@ -90,8 +78,7 @@ def preset_metadata(preset_dir):
 
 
 def _checked_config(preset_dir):
-    """config.json and the vocabulary, their sizes and the model's checked
-    (keras_saat/models/preset_checks.py) before anything is built."""
+    """config.json and the vocabulary, checked before anything is built."""
     from keras_saat.models import preset_checks as checks
     from keras_saat.text.vocabulary import Vocabulary
 

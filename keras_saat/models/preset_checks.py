@@ -1,15 +1,6 @@
-"""The sizes a preset folder may declare, checked before Keras builds or loads anything.
-
-A preset is a file a user downloads: its config.json names the model's sizes, its
-vocabulary sets the output layer's width, and its weights file declares each
-variable's shape. Each is bounded here, and the model the config implies is compared
-with the weights file (what each dataset declares against the bytes really on disk)
-before `keras.saving.deserialize_keras_object` allocates the model's variables and
-`load_weights` reads them.
-
-The caps sit far above the paper's model (a 512-unit attention over 14x14x512, LSTM
-1800 units, a 10k-word vocabulary) and COCO's or CC3M's needs.
-"""
+"""The sizes a preset folder may declare, checked before Keras builds or loads anything,
+so a downloaded file cannot make it allocate unbounded memory. The caps sit far above
+the paper's model."""
 
 import math
 import os
@@ -72,10 +63,8 @@ def check_model_sizes(settings, vocabulary_size, path):
 
 
 def implied_weights(settings, vocabulary_size):
-    """A lower bound on the decoder's weights the config implies (elements): the word
-    embedding E and the output layer L_o (V x m each), the LSTM's kernels
-    (4n x (m + n), and 4n x D with the context when the squeeze fixes D), L_h (n x m).
-    Sec. 3.1.2's sizes: m the embedding, n the LSTM units, D the annotation width."""
+    """A lower bound on the decoder's weights (elements) the config implies: E and L_o,
+    the LSTM's kernels and L_h (Sec. 3.1.2)."""
     embedding = settings.get("embedding_dim") or 0
     units = settings.get("lstm_units") or 0
     annotation = settings.get("feature_dim") or 0
@@ -89,13 +78,9 @@ def implied_weights(settings, vocabulary_size):
 
 
 def check_weights_file(path, settings, vocabulary_size, label=None):
-    """Opens the weights file with h5py (nothing read but its headers) and refuses it when
-    a dataset declares more than the file holds or the config implies more weights
-    than the file declares.
-
-    An uncompressed dataset holds its bytes in the file, so the datasets together
-    cannot declare more than the file's size; compressed ones may, up to
-    `MAX_WEIGHTS_BYTES` in all.
+    """Reads the weights file's headers and refuses it when its datasets declare more than
+    the file holds (compressed ones: `MAX_WEIGHTS_BYTES`) or fewer weights than the
+    config implies.
 
     Args:
         path: Path. model.weights.h5.
@@ -161,9 +146,7 @@ MAX_ARCHIVE_CONFIG_BYTES = MAX_CONFIG_BYTES + 2 * MAX_VOCABULARY_BYTES
 
 
 def check_keras_archive(path):
-    """The checks of a preset folder for a `.keras` file (`load_captioner`): the sizes its
-    members and config.json declare, and its weights file against them, before Keras
-    unpacks or builds anything.
+    """The preset checks for a `.keras` file (`load_captioner`), before Keras unpacks it.
 
     Args:
         path: Path. A `.keras` zip archive.

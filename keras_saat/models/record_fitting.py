@@ -1,11 +1,5 @@
-"""fit(), evaluate() and compile() on caption records, through the model's own preprocessing.
-
-As keras-hub's Tasks take raw inputs through their preprocessor, `Captioner.fit` takes the
-records `keras_saat.data.read_captions` returns: images decoded at the model's own
-`image_size` with its own `resize` rule, captions tokenised with its own vocabulary, so
-training and captioning see images alike by construction. A tf.data dataset of
-{"images" or "features", "tokens"} batches passes through unchanged.
-"""
+"""fit(), evaluate() and compile() that also take caption records, preprocessed as the
+model captions (its image size, resize rule and vocabulary)."""
 
 import warnings
 from pathlib import Path
@@ -131,18 +125,13 @@ class RecordFitting:
         weighted_metrics=None, run_eagerly=False, steps_per_execution=1, jit_compile="auto",
         auto_scale_loss=True,
     ):  # fmt: skip
-        """Keras's `compile` (its arguments, in its order), with this model's defaults.
-
-        The loss is the paper's (`keras_saat.losses.caption_loss`, with the model's
-        lambda), so neither `loss` nor `metrics` is taken; BLEU and CIDEr come from the
-        `keras_saat.callbacks.CaptionMetrics` callback.
+        """Keras's `compile` with the paper's loss (`caption_loss`): no `loss` or `metrics`.
 
         Args:
             optimizer: str or keras.optimizers.Optimizer. Defaults to "adam" (the paper's
                 optimiser on Flickr30k and COCO).
             jit_compile: bool or "auto". "auto" compiles with XLA where a GPU or TPU is
-                visible, as `keras-saat train` does; on CPUs plain TensorFlow steps are
-                faster. Defaults to "auto".
+                visible. Defaults to "auto".
         """
         from keras_saat.runtime.xla import resolve_jit_compile
 
@@ -173,10 +162,7 @@ class RecordFitting:
 
     def caption_batches(self, records, batch_size=DEFAULT_BATCH_SIZE, training=True):
         """Batches {"images", "tokens"} of every caption of `records`, as this model sees
-        images (its `image_size` and `resize`) and words (its vocabulary).
-
-        Training batches are shuffled anew each pass and repeat forever (every caption
-        once a pass); the others come once, in order, the last batch partial.
+        them. Training batches shuffle and repeat; the others come once, in order.
 
         Returns:
             (tf.data.Dataset, batches a pass).
@@ -211,11 +197,8 @@ class RecordFitting:
         sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
         validation_batch_size=None, validation_freq=1,
     ):  # fmt: skip
-        """Keras's `fit` (its arguments, in its order), which also takes caption records for
-        `x` and `validation_data`. Fitted on records, the model then calibrates its
-        familiarity from them (`calibrate_familiarity`: one more pass of the backbone over
-        the training and validation images), so its captions say when a picture is unlike
-        them.
+        """Keras's `fit`, which also takes caption records for `x` and `validation_data`;
+        fitted on records, the model then runs `calibrate_familiarity` on them.
 
         Args:
             x: records (`read_captions(path).train`) or what `keras.Model.fit` takes: a
@@ -286,7 +269,6 @@ class RecordFitting:
 
     @property
     def metrics(self):
-        # The penalty is a term of the loss only when its lambda is not 0 (hard attention).
         penalty = [self.penalty_tracker] if self.doubly_stochastic_lambda else []
         return [self.loss_tracker, self.nll_tracker, *penalty]
 

@@ -1,13 +1,5 @@
-"""Where a trained model is: a workdir, a `.keras` file or a preset folder, looked at once.
-
-    found = TrainedModelPath.of("runs/demo")               # kind "workdir"
-    found = TrainedModelPath.of("best.keras")              # kind "keras_file"
-    found = TrainedModelPath.of("presets/shapes_soft")     # kind "preset"
-
-`load_captioner` and `trained_model` dispatch on `kind`; the command line's checks
-classify `--workdir` and `--preset` here before TensorFlow loads (nothing here imports
-it), and hand the answer to the run, so the path is looked at once.
-"""
+"""Where a trained model is: a workdir, a `.keras` file or a preset folder, classified
+once without importing TensorFlow."""
 
 import dataclasses
 from pathlib import Path
@@ -44,9 +36,8 @@ class TrainedModelPath:
 
     @classmethod
     def of(cls, path, flag=None):
-        """What `path` holds; a KerasSaatError of one line, naming `path` (after `flag`,
-        the command-line option that gave it, when given) and what to give, when it
-        holds no trained model.
+        """What `path` holds; a KerasSaatError naming it (after `flag`) when it holds no
+        trained model.
 
         Args:
             path: str or Path.
