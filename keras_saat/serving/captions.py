@@ -12,11 +12,8 @@ from keras_saat.images.image_files import MAX_FILE_BYTES, read_image_file
 
 
 def read_images(images):
-    """Encoded image bytes from a list of paths and/or bytes (files are read, never decoded).
-
-    A file is read as `keras_saat.images.image_files.read_image_file` reads it: a regular
-    file of at most MAX_FILE_BYTES (64 MiB), opened non-blocking, so a link to a device
-    or a FIFO is refused at once instead of hanging the client or filling its memory.
+    """Encoded image bytes from a list of paths and/or bytes (files are read, never
+    decoded, through `read_image_file`).
 
     Raises:
         FileNotFoundError, IsADirectoryError, OSError: a file cannot be opened.
@@ -52,15 +49,13 @@ def captions_from_outputs(outputs):
 
     Args:
         outputs: dict of array-likes with the batch first: caption, tokens, log_prob,
-            attention (B, T, grid_h, grid_w), novelty, familiar, valid, error (novelty and
-            familiar may be absent: a model exported before they existed).
+            attention (B, T, grid_h, grid_w), novelty, familiar (both optional), valid,
+            error.
 
     Returns:
         list of dict: caption (str), tokens (list of str, `<end>` included when generated),
-        log_prob (float), attention (n_tokens, grid_h, grid_w) float32 array (the map
-        each token was generated with), novelty (float: above 1 for a picture unlike the
-        training pictures, NaN when not measured), familiar (bool), valid (bool), error
-        (str, "" when valid).
+        log_prob (float), attention (n_tokens, grid_h, grid_w) float32 array, novelty
+        (float, NaN when not measured), familiar (bool), valid (bool), error (str).
     """
     nan = float("nan")
     tokens = np.asarray(outputs["tokens"], dtype=object)

@@ -7,13 +7,8 @@ from keras_saat.serving.signatures import DEFAULT_SIGNATURE
 
 
 def grpc_server(server):
-    """A gRPC server of `server`'s (a DevServer) model: PredictionService's Predict and
-    GetModelMetadata, on `server.host`:`server.grpc_port` (started by the caller).
-
-    A request's message is received by the worker thread that answers it, so
-    `max_inflight` workers hold at most `max_inflight` messages of at most
-    MAX_BODY_BYTES, and each one is also reserved in the body budget REST shares.
-    """
+    """A gRPC server (not started) of a DevServer's model: PredictionService's Predict
+    and GetModelMetadata, each message reserved in the body budget REST shares."""
     from concurrent import futures
 
     import grpc
@@ -36,8 +31,7 @@ def grpc_server(server):
                 )
 
         def predict_bytes(self, data, context):
-            """Predict on the request's bytes: its fields are checked before they are
-            parsed (grpc_wire), since parsing is where a small message grows."""
+            """Predict on the request's bytes, checked (grpc_wire) before parsing."""
             with server.reading() as reserve:
                 try:
                     reserve(len(data))
@@ -50,8 +44,7 @@ def grpc_server(server):
                 return self.Predict(predict_pb2.PredictRequest.FromString(data), context)
 
         def metadata_bytes(self, data, context):
-            """GetModelMetadata on the request's bytes: a bounded number of fields
-            (its metadata_field strings would otherwise each grow in parsing)."""
+            """GetModelMetadata on the request's bytes, its field count checked first."""
             try:
                 check_field_count(data, "the request")
             except BadRequest as err:
@@ -63,7 +56,6 @@ def grpc_server(server):
             self._check(request.model_spec, context)
             signature = request.model_spec.signature_name or DEFAULT_SIGNATURE
             try:
-                # Shapes, dtypes and value counts read off the wire before any conversion.
                 outputs = server.run(
                     signature, server.arrays_from_protos(signature, request.inputs)
                 )

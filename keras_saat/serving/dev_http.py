@@ -1,8 +1,5 @@
 """The development server's HTTP side: a request handler with a whole-request deadline,
-and a threading server that serves at most `max_connections` connections at once.
-
-A keep-alive timeout alone lets idle sockets turn clients away until it expires, so a
-connection waiting for its next request line gives up its slot to a new one."""
+and a threading server of bounded connections, idle ones giving up their slots."""
 
 import contextlib
 import json
@@ -29,8 +26,7 @@ def http_handler(server):
         timeout = server.read_timeout  # each read on the socket, idle keep-alive included
 
         def handle_one_request(self):
-            # The whole request must arrive within read_timeout: a client trickling
-            # bytes resets the per-read timeout but not this deadline.
+            # A client trickling bytes resets the per-read timeout but not this deadline.
             self._deadline = threading.Timer(server.read_timeout, self._cut)
             self._deadline.daemon = True
             self._deadline.start()
@@ -68,13 +64,8 @@ def http_handler(server):
                 self.close_connection = True  # the client hung up: nobody to answer
 
         def _body(self, length, reserve):
-            """The body's `length` bytes, read a chunk at a time and reserved (`reserve`,
-            DevServer.reading) as each chunk arrives; None when the client stops first.
-
-            The declared length only caps the reading: nothing is allocated or reserved
-            for bytes that have not arrived, so a slow or lying client holds only what
-            it has sent.
-            """
+            """The body's `length` bytes, each chunk reserved as it arrives (so a lying
+            client holds only what it sent); None when the client stops first."""
             body = bytearray()
             while len(body) < length:
                 chunk = self.rfile.read1(min(READ_CHUNK, length - len(body)))
@@ -240,12 +231,8 @@ class RequestGate:
         raise NotFound(f"malformed request: {method} {path}")
 
     def check_origin(self, host, origin):
-        """Raises Forbidden for a Host that is not this loopback server's, or a foreign Origin.
-
-        Served on a loopback address, the server answers only to loopback host names
-        (DNS rebinding gives a page another name for 127.0.0.1). A browser sends Origin
-        with a cross-site POST; the page's own requests come from this server's origin.
-        """
+        """Raises Forbidden for a non-loopback Host on a loopback server (DNS rebinding),
+        or a foreign Origin (a cross-site POST)."""
         name = (host or "").strip().lower()
         name = name.rsplit(":", 1)[0] if name.count(":") == 1 or name.startswith("[") else name
         if self.host in LOOPBACK_HOSTS and name not in LOOPBACK_HOSTS:
@@ -257,13 +244,8 @@ class RequestGate:
 
     @contextlib.contextmanager
     def reading(self):
-        """A reservation of request-body bytes, grown as they arrive: yields `reserve(n)`,
-        which raises Busy when the bodies held at once would exceed `max_inflight`
-        full-size bodies. All of it is released on leaving, however the request ends.
-
-        Reserving on bytes received, not on a Content-Length, keeps a client that
-        announces a large body and sends it slowly from holding budget it never fills.
-        """
+        """Yields `reserve(n)`, which reserves request-body bytes as they arrive and raises
+        Busy past `max_inflight` full-size bodies; released on leaving."""
         held = 0
 
         def reserve(count):

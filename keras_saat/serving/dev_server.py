@@ -1,11 +1,5 @@
-"""DevServer: TF Serving's REST API (and gRPC Predict) for machines without TF Serving.
-
-A development and test server; production runs the tensorflow/serving image
-(export/README.md). As TF Serving does, it loads the SavedModel with
-`tf.saved_model.load` (no Keras, no keras_saat model code), replays its warm-up
-requests, and answers a bad request 400 before it reaches the model (a failure inside
-the model 500); docs/guides/hostile-input.md lists its bounds on slow and hostile clients.
-"""
+"""DevServer: TF Serving's REST API (and gRPC Predict) for development and tests on
+machines without TF Serving. It loads the SavedModel alone, without Keras."""
 
 import contextlib
 import json
@@ -112,7 +106,6 @@ class DevServer(RequestGate):
         }
         self.loaded = tf.saved_model.load(str(self.path))
         self.functions = {key: self.loaded.signatures[key] for key in self.signature_defs}
-        # The page's settings, read with the graph they describe.
         metadata = self.path / "assets.extra" / METADATA_FILE
         saved = json.loads(metadata.read_text()) if metadata.is_file() else {}
         self.page_settings = {
@@ -128,7 +121,6 @@ class DevServer(RequestGate):
         self._grpc = None
         self.warmup()
 
-    # --------------------------------------------------------------- the model
     def input_specs(self, signature):
         if signature not in self.functions:
             raise BadRequest(
@@ -195,7 +187,6 @@ class DevServer(RequestGate):
             count += 1
         return count
 
-    # -------------------------------------------------------------------- REST
     def status(self):
         return {
             "model_version_status": [
@@ -289,7 +280,6 @@ class DevServer(RequestGate):
             with self._count_lock:
                 self.inflight -= 1
 
-    # --------------------------------------------------------------- lifetime
     def start(self):
         """Starts serving in background threads; returns self (ports are then known)."""
         self.start_http()

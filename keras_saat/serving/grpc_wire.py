@@ -1,7 +1,5 @@
-"""What a gRPC PredictRequest's bytes may hold, checked before protobuf parses them:
-grpcio's receive limit bounds a message's bytes, not parsing, which turns each two-byte
-string_val or dim (or one-byte packed int64) into 16 to 31 bytes, so the fields are
-counted here, never their values."""
+"""What a gRPC PredictRequest's bytes may hold, its fields counted before protobuf
+parses them, since parsing can grow a small message many times over."""
 
 from keras_saat.serving.answers import BadRequest
 from keras_saat.serving.request_checks import MAX_ELEMENTS, check_names
@@ -94,8 +92,8 @@ def _string_limit(spec, max_batch):
 
 
 def _check_tensor(data, ranges, name, spec, max_batch):
-    """Checks the fields of one input's tensor, given as the (start, end) of each of its
-    occurrences: protobuf merges them into one tensor, so they are counted together."""
+    """Checks the fields of one input's tensor, its occurrences (protobuf merges them)
+    counted together."""
     value_field = FIELD_OF_DTYPE.get(spec.dtype.as_datatype_enum)
     most = _string_limit(spec, max_batch)
     limit, strings, dims, others = max(most, MIN_STRINGS), 0, 0, 0

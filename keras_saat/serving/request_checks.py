@@ -1,6 +1,5 @@
-"""What a request to the development server may be: its limits, and its tensors and JSON
-values checked before they reach the model (the errors that answer a bad one are in
-`keras_saat.serving.answers`)."""
+"""The development server's request limits, and its tensors and JSON values checked
+before they reach the model."""
 
 import base64
 
@@ -59,13 +58,9 @@ def check_shape(shape, spec, name, max_batch):
 
 
 def check_proto(proto, name, spec=None, max_batch=MAX_BATCH):
-    """BadRequest unless a TensorProto's wire form fits: its declared shape against
-    `spec`, its dtype, and its values filling that shape.
-
-    Everything is read from the message's fields (dims, the count of string_val, the
-    byte length of tensor_content), so nothing is materialised before the request is
-    known to fit. `tf.make_ndarray` repeats the last value to fill a declared shape, so
-    a few bytes could otherwise declare millions of elements.
+    """BadRequest unless a TensorProto's wire form (shape, dtype, values) fits, read from
+    its fields before anything is materialised: `tf.make_ndarray` would repeat the last
+    value to fill a declared shape.
 
     Args:
         proto: TensorProto. One input of a PredictRequest.
@@ -158,14 +153,8 @@ MAX_JSON_VALUES = 1 << 22  # JSON values (lists, numbers, strings) in one REST b
 
 
 def check_json_size(body, max_batch):
-    """BadRequest when a JSON body holds more values, or more objects, than any request
-    needs, counted on its bytes before it is parsed: a parsed `[]` costs some 60 bytes
-    of memory for its 3 bytes of text, a `{"b64": "AAAA"}` some 250 for its 16.
-
-    Every value but the outermost follows a `[`, `,` or `:`, so their count bounds the
-    values; an object starts with `{`, and a request needs at most two per instance
-    (`{"image_bytes": {"b64": ...}}`). Characters inside strings count too: an
-    overestimate base64 never makes.
+    """BadRequest when a JSON body holds more values or objects than any request needs,
+    counted on its bytes (`[`, `,`, `:` and `{`) before parsing inflates it.
 
     Args:
         body: bytes. The request body.
@@ -207,12 +196,8 @@ def _json_leaf(spec, name):
 
 
 def json_shape(value, spec, name, max_batch):
-    """The shape of a parsed JSON input, once every element at every depth is checked
-    against `spec`, before any array or tensor is made of it.
-
-    The shape is read down the first element at each depth and checked (`check_shape`);
-    then every list at every depth must hold as many values as that shape says, and
-    every element must be one leaf of the signature's dtype, never a deeper list.
+    """The shape of a parsed JSON input (read down its first elements), once every element
+    at every depth is checked against `spec`, before any array is made of it.
 
     Args:
         value: a parsed JSON value: nested lists of leaves.
@@ -263,12 +248,8 @@ def _named(value):
 
 
 def rest_arrays(body, input_specs, max_batch):
-    """A parsed `:predict` body as (signature name, {input: array or checked JSON list}),
-    in TF Serving's row ("instances") or columnar ("inputs") format.
-
-    Every input is checked by `json_shape`, every element at every depth, before any
-    string is decoded or any array made; strings come back as object arrays of bytes,
-    numbers as the checked lists.
+    """A parsed `:predict` body, row ("instances") or columnar ("inputs") format, as
+    (signature name, {input: object array of bytes or checked JSON list}).
 
     Args:
         body: the parsed JSON body.
@@ -317,7 +298,6 @@ def rest_arrays(body, input_specs, max_batch):
         elif spec is None:
             arrays[name] = value  # run() names the unknown input
         else:
-            # Every element at every depth, before any of it is decoded or converted.
             json_shape(value, spec, name, max_batch)
             if spec.dtype.name == "string":
                 arrays[name] = np.array(strings(value, f"input {name}"), dtype=object)
@@ -339,8 +319,7 @@ def check_names(signature, specs, names):
 
 
 def proto_arrays(signature, protos, input_specs, max_batch):
-    """A PredictRequest's inputs ({name: TensorProto}) as NumPy arrays, every one checked
-    on its wire form (`check_proto`) before any of them is materialised.
+    """A PredictRequest's inputs as NumPy arrays, all checked (`check_proto`) first.
 
     Args:
         signature: str. The signature's name.

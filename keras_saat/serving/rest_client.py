@@ -13,9 +13,8 @@ from keras_saat.serving.signatures import PIXELS_SIGNATURE
 
 
 class RestClient:
-    """Calls `POST /v1/models/NAME[/versions/N]:predict` with base64-encoded images.
-
-    Needs only the standard library and NumPy: no TensorFlow on the client.
+    """Calls `POST /v1/models/NAME[/versions/N]:predict` with base64-encoded images;
+    needs only the standard library and NumPy.
 
     Args:
         url: str. The server, e.g. "http://localhost:8501". Defaults to that.

@@ -1,6 +1,5 @@
-"""The names an exported model promises the code that calls it: its signatures and its
-metadata file. The export writes them and the servers, clients and Beam handler ask
-for them; this module imports nothing, so the clients stay light."""
+"""An exported model's signature and metadata file names; imports nothing, so clients
+stay light."""
 
 # The signature that takes encoded image bytes (a SavedModel's default, the one TF
 # Serving calls when a request names none), and a .tflite file's only signature.
