@@ -1,14 +1,6 @@
-"""Exporting a Captioner: one module per format, and this switch over the registered
-formats (`keras_saat.export_formats`).
-
-    export_model(model, "models/keras_saat")                       # SavedModel, beam 3
-    export_model(model, out, decode=config.decode, export=config.export)
-
-The decoding settings come from a `DecodeConfig` and everything else from an
-`ExportConfig`, the same sections a workdir's config.yaml holds; nothing is copied
-field by field. The formats: `saved_model` (TF Serving), `litert` (one .tflite file),
-`preset_format` (a preset folder).
-"""
+"""Exporting a Captioner: one module per format (`saved_model`, `litert`,
+`preset_format`), and this switch over the registered formats, configured by a
+`DecodeConfig` and an `ExportConfig`."""
 
 import dataclasses
 from pathlib import Path

@@ -1,6 +1,4 @@
-"""The exports' `novelty` and `familiar` outputs: how unlike the training pictures an
-image is (`keras_saat.layers.feature_familiarity`), in the SavedModel and the LiteRT file
-alike, and what their metadata says of them."""
+"""The exports' `novelty` and `familiar` outputs and what their metadata says of them."""
 
 import tensorflow as tf
 

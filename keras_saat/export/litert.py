@@ -1,9 +1,5 @@
-"""LiteRT (TensorFlow Lite) export: the whole captioner in one .tflite file for phones.
-
-    keras-saat export --workdir runs/demo --out models/litert --format litert [--quantize int8]
-
-writes OUT/<name>.tflite, OUT/vocab.txt and OUT/<name>.json (what an app needs to
-feed it). One signature, `serving_default`:
+"""LiteRT (TensorFlow Lite) export: the whole captioner in one .tflite file of builtin
+ops only, with OUT/vocab.txt and OUT/<name>.json. One signature, `serving_default`:
 
     input   pixels     float32 [1, S, S, 3], 0..255, the image already resized to the
                        model's input by its resize rule (`resize` in the .json)
@@ -15,15 +11,6 @@ feed it). One signature, `serving_default`:
             novelty    float32 [1]   how unlike the training pictures the image is: above
                                      1 is unlike them (NaN: the model was never calibrated)
             familiar   bool [1]      novelty <= 1 (true when never calibrated)
-
-The backbone (its batch norms folded), the squeeze and the decoding loop (greedy,
-or beam search: both are one `tf.while_loop`) run inside the model, with LiteRT's
-builtin ops only: no Select TF ops, so the stock interpreter runs it on Android,
-iOS and microcontroller-class runtimes. A graph that would need a TF op fails the
-export with the op's name.
-
-The weights are frozen into the graph first (`convert_variables_to_constants_v2`):
-LiteRT does not read resource variables captured inside a while loop's body.
 """
 
 import json
@@ -83,6 +70,7 @@ def convert(function, quantize="none"):
             f"quantize must be one of {', '.join(QUANTIZE_MODES)}; got {quantize!r}"
         )
     concrete = function.get_concrete_function()
+    # LiteRT does not read resource variables captured in a while loop body.
     frozen = convert_variables_to_constants_v2(concrete)  # (flat outputs, sorted keys)
     names = sorted(concrete.structured_outputs)
     spec = concrete.structured_input_signature[0][0]
@@ -171,10 +159,7 @@ def export_litert(model, out, decode, export, version=None, metadata=None, log=p
 
 
 def run_litert(path, pixels, threads=None):
-    """Runs a .tflite captioner on (N, S, S, 3) pixels, one image a call; dict of stacked outputs.
-
-    The reference way to call the file from Python (`ai-edge-litert`'s interpreter).
-    """
+    """Runs a .tflite captioner on (N, S, S, 3) pixels, one image a call; dict of stacked outputs."""
     from ai_edge_litert.interpreter import Interpreter
 
     interpreter = Interpreter(model_path=str(path), num_threads=threads)

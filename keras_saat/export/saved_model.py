@@ -1,8 +1,5 @@
-"""The SavedModel export format: a Captioner as a model that stock TensorFlow Serving runs.
-
-The graph holds the whole pipeline: image decoding (with per-image error
-handling), resizing, the backbone, the squeeze layer, beam search, the
-id-to-word lookup and the joining of words. Core TF ops only.
+"""The SavedModel export format: the whole captioning pipeline, image decoding to caption
+words, as one graph of core TF ops that stock TensorFlow Serving runs.
 
     BASE/<version>/saved_model.pb, variables/
     BASE/<version>/assets.extra/tf_serving_warmup_requests   (PredictionLog TFRecord)
@@ -40,9 +37,8 @@ WARMUP_FILE = "tf_serving_warmup_requests"
 OUTPUT_KEYS = (
     "caption", "tokens", "log_prob", "attention", "novelty", "familiar", "valid", "error",
 )  # fmt: skip
-# Images a signature runs at once: a larger request is decoded, encoded and captioned a
-# slice at a time (one after the other), so its memory follows the slice, not the request:
-# stock TF Serving without a batching config hands the graph whatever a request holds.
+# Images a signature runs at once: a larger request runs a slice at a time, so its
+# memory follows the slice, not the request.
 SLICE_IMAGES = MAX_BATCH
 
 
@@ -95,10 +91,8 @@ def serving_encoder(model, export, log=print):
 
 
 def in_slices(function, inputs, pads, output_spec, size=SLICE_IMAGES):
-    """`function(inputs)` a slice of at most `size` images at a time (a tf.map_fn run in
-    order), the outputs joined back: the same values as one call, in the memory of one
-    slice. A batch of up to `size` runs as one slice, unpadded; a larger one's last slice
-    is padded with `pads`, whose outputs are dropped.
+    """`function(inputs)` a slice of at most `size` images at a time (tf.map_fn), the
+    outputs joined back; a last partial slice is padded with `pads`, its extra rows dropped.
 
     Args:
         function: callable. A tuple of (B, ...) tensors -> dict of (B, ...) tensors.
@@ -231,10 +225,7 @@ def next_version(base):
 
 
 def export_saved_model(model, base, decode, export, version=None, metadata=None, log=print):
-    """Writes `model` as BASE/<version>/, TF Serving's layout.
-
-    The version folder appears by an atomic rename once it is complete, so a TF
-    Serving instance watching BASE never loads half a model.
+    """Writes `model` as BASE/<version>/, TF Serving's layout, renamed into place when whole.
 
     Args:
         model: Captioner.
@@ -372,11 +363,8 @@ def warmup_images(size):
 
 
 def write_warmup_requests(path, size, model_name):
-    """assets.extra/tf_serving_warmup_requests: PredictionLog records TF Serving replays at load.
-
-    One request per signature: a batch of a JPEG and a PNG for image bytes, and one
-    image of zeros for pixels.
-    """
+    """assets.extra/tf_serving_warmup_requests: one PredictionLog per signature, replayed
+    by TF Serving at load."""
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
     requests = [

@@ -1,6 +1,5 @@
-"""Staging folders of SavedModel exports: a version is written beside its final name and
-renamed into place, so TF Serving never loads half a model; a killed export's folder is
-swept by the next export into the same base."""
+"""Staging folders of SavedModel exports, renamed into place when whole; a killed
+export's folder is swept by the next export."""
 
 import os
 import re
