@@ -1,22 +1,6 @@
-"""Captioning and feature extraction as Apache Beam pipelines: one machine's cores, or
-Dataflow, Flink, Spark.
-
-    pip install "keras-saat[beam]"
-    keras-saat export --workdir runs/demo --out models/captioner
-    keras-saat caption --saved-model models/captioner photos/ --out captions/ --runner local
-
-    import apache_beam as beam
-    from keras_saat.beam import CaptionImages
-    with beam.Pipeline() as p:
-        rows = p | beam.Create(["photos/*.jpg"]) | CaptionImages("models/captioner/1")
-
-`keras-saat extract-features --config C --workdir W --runner local` writes the feature
-cache `train` reads (`extract_features_beam`, `ExtractFeatures`, `EncoderHandler`).
-
-The captioning pipeline runs the SavedModel's `serving_default` signature (`SavedModelHandler`),
-so workers need TensorFlow but not this package's model code. Nothing here imports
-apache_beam until it is used (`require_beam` names the extra when it is missing).
-"""
+"""Captioning and feature extraction as Apache Beam pipelines (one machine's cores, or
+Dataflow, Flink, Spark). Captioning runs an exported SavedModel, so workers need
+TensorFlow but not the model code; apache_beam is imported only when used."""
 
 from keras_saat._lazy import lazy_getattr
 from keras_saat.errors import KerasSaatError

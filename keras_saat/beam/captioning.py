@@ -1,11 +1,5 @@
-"""CaptionImages: file patterns -> caption rows, as a Beam transform.
-
-Each row has the fields of `keras-saat caption --out` (keras_saat/cli/caption_files.py):
-image, caption, log_prob (5 decimals), novelty (4), familiar and error ("" when
-captioned; the others are None when not). Nothing fails a bundle: an unreadable file, an image the
-SavedModel refuses (its `error` output) and a batch the model raises on (Beam's dead
-letter output) each become error rows.
-"""
+"""CaptionImages: file patterns -> caption rows (`keras-saat caption --out`'s fields), as
+a Beam transform; failures become error rows, never a failed bundle."""
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -39,11 +33,8 @@ def caption_row(image, caption=None, log_prob=None, error="", novelty=None, fami
 
 
 def expand_patterns(patterns):
-    """Image paths (str) from paths, folders and patterns, in a stable order.
-
-    Local arguments expand as `keras-saat caption`'s do (`find_images`: folders
-    recursively, `**` patterns); remote ones through Beam's file systems. A remote
-    pattern with no match is kept, to become one error row.
+    """Image paths (str) from paths, folders and patterns, in a stable order, expanded as
+    `keras-saat caption` does (remote ones by Beam); an unmatched one is kept.
 
     Args:
         patterns: iterable of str.
@@ -151,11 +142,7 @@ class CaptionKeyedImages(beam.PTransform):
 
 
 class CaptionImages(beam.PTransform):
-    """File patterns (str) -> caption rows (dict), one per image.
-
-    Paths, folders and patterns expand as in `keras-saat caption` (remote ones through
-    Beam's file systems), and the images are spread over the workers (a Reshuffle:
-    without it one worker would read every match of a pattern).
+    """File patterns (str) -> caption rows (dict), one per image, spread over the workers.
 
     Args:
         handler: SavedModelHandler, or the SavedModel folder (str) to build one.

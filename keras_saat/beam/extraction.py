@@ -1,19 +1,6 @@
-"""ExtractFeatures: the feature cache's shards, written by a Beam pipeline.
-
-    import apache_beam as beam
-    from keras_saat.beam.extraction import EncoderHandler, ExtractFeatures
-    with beam.Pipeline() as p:
-        _ = p | beam.Create(shard_files) | ExtractFeatures("runs/x/features", handler)
-
-The driver (`keras_saat.beam.extraction_runs`) lists each shard to write in
-CACHE/.beam/<shard file>.txt (its split, number, and its images' positions, ids and
-paths) and saves the frozen encoder's weights there; the pipeline reads an image a
-worker, encodes batches on the workers (`EncoderHandler`, one encoder a worker), and
-writes each shard file whole (`feature_example`, the one-process path's records),
-then CACHE/.beam/<shard file>.json: the shard's progress.jsonl line (with the hash of its
-images' bytes, `shard_content`, read again by the writer). The driver folds
-those lines into index.json as the one-process path does.
-"""
+"""ExtractFeatures: the feature cache's shards, written by a Beam pipeline from the
+shard lists and encoder weights the driver (`extraction_runs`) leaves in CACHE/.beam;
+each shard's record goes beside them for the driver to fold into index.json."""
 
 import collections
 import io
@@ -55,10 +42,8 @@ class EncodeBatch:
 
 
 class EncoderHandler(ModelHandler):
-    """RunInference's model: the frozen ImageEncoder, rebuilt on each worker from its
-    backbone name and the weights the driver saved, checked against the cache's
-    encoder fingerprint. Holds only strings and numbers, so it pickles; TensorFlow and
-    Keras load on the worker.
+    """RunInference's model: the frozen ImageEncoder, rebuilt and fingerprint-checked on
+    each worker from the weights the driver saved (the handler itself pickles).
 
     Args:
         backbone: str. Registry name.
@@ -121,10 +106,8 @@ class EncoderHandler(ModelHandler):
 
 
 def save_encoder_weights(encoder, directory, fingerprint):
-    """Writes the encoder's weights to CACHE/.beam for the workers; returns the path.
-
-    Written by each run, never taken from a file already there: the cache folder may be
-    shared, and a file under this name need not hold this encoder's weights."""
+    """Writes the encoder's weights to CACHE/.beam for the workers, anew each run; returns
+    the path."""
     path = Path(directory) / BEAM_DIR / ENCODER_WEIGHTS.format(fingerprint)
     path.parent.mkdir(parents=True, exist_ok=True)
     weights = encoder.feature_model.get_weights()
@@ -134,10 +117,8 @@ def save_encoder_weights(encoder, directory, fingerprint):
 
 
 def write_shard_list(directory, split, number, file, images, inputs):
-    """CACHE/.beam/<file>.txt: a JSON header {split, shard, file, inputs}, then [position,
-    imgid, path] a line for each of `images` ((position, ImageRecord) pairs). `inputs` is
-    the shard's `shard_inputs` as the launcher saw its images, before any worker read them:
-    the shard's record carries it, so a shard written from images changed since is known."""
+    """CACHE/.beam/<file>.txt: a JSON header {split, shard, file, inputs (the launcher's
+    `shard_inputs`)}, then [position, imgid, path] a line for each of `images`."""
     lines = [json.dumps({"split": split, "shard": number, "file": file, "inputs": inputs})]
     lines += [json.dumps([p, r.imgid, str(r.path)]) for p, r in images]
     path = Path(directory) / BEAM_DIR / (file + LIST_SUFFIX)
@@ -164,10 +145,8 @@ def _shard_images(file, directory):
 
 
 class _DecodeImage(beam.DoFn):
-    """((file, position), path) -> ((file, position), pixels), with the header checks and
-    decoding ops the one-process path decodes a batch with (`decode_image`, one image at
-    a time); a file it does not read becomes a skip, an image that does not decode simply
-    gives nothing (the shard's writer names it "undecodable image")."""
+    """((file, position), path) -> ((file, position), pixels), decoded as the one-process
+    path decodes; an unread file becomes a skip, an undecodable image gives nothing."""
 
     def __init__(self, size, resize):
         self._size, self._resize = int(size), str(resize)
@@ -203,9 +182,7 @@ def _failed(failure):
 
 
 def _content(header, images):
-    """The shard's `shard_content` (its images' bytes, as the one-process path records
-    it, so a copy of the cache whose images have new times keeps their features), or
-    None where a file's stamp is no longer the one the launcher took (`inputs`)."""
+    """The shard's `shard_content`, or None where a file changed since the launch."""
     from keras_saat.data.feature_cache.cache_format import shard_content, shard_inputs
     from keras_saat.data.readers.caption_dataset import ImageRecord
 
@@ -263,14 +240,8 @@ class _WriteShard(beam.DoFn):
 class ExtractFeatures(beam.PTransform):
     """Shard file names -> the shards written into the cache folder, and one record
     (dict: split, shard, written, skipped [[position, reason]], skips {reason: [image]})
-    a shard.
-
-    The shards' lists and the encoder's weights must be in CACHE/.beam already
-    (`keras_saat.beam.extraction_runs.extract_features_beam` writes them). The images
-    are spread over the workers (a Reshuffle after the list), decoded one a worker call,
-    encoded in batches of exactly the handler's batch size, and grouped back by shard.
-    Nothing fails a bundle: a missing, oversized or undecodable image, and a batch the
-    encoder raises on, are the shard's skips.
+    a shard. Needs CACHE/.beam prepared by `extract_features_beam`; images and batches
+    that fail become the shard's skips, never a failed bundle.
 
     Args:
         directory: str. The cache folder, as the workers see it.

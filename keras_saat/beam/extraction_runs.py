@@ -1,12 +1,5 @@
-"""`keras-saat extract-features --runner`: the feature cache's shards written by Beam.
-
-The launcher opens (or resumes) the cache as `extract_features` does, with the same
-index, shard names and encoder fingerprint; lists the shards still to write; runs
-`ExtractFeatures` over them; and records each written shard in progress.jsonl and
-then index.json. A run that stops leaves whole shard files and their records in
-CACHE/.beam, which the next run records before deciding what is left, so finished
-shards are kept. `train` reads the result as any other cache.
-"""
+"""`keras-saat extract-features --runner`: the feature cache `extract_features` writes,
+its missing shards written by Beam workers; a stopped run's finished shards are kept."""
 
 import json
 import re
@@ -66,11 +59,8 @@ def _finished_record(directory, file):
 
 
 def _fold_finished(directory, index, split, numbers, skips, inputs):
-    """Records the shards among `numbers` that a Beam run wrote (file and record in
-    CACHE/.beam both there) in progress.jsonl; returns their numbers. A shard whose
-    record was written from other images than `inputs[number]` (the shard's
-    `shard_inputs` now: an image changed after a run was stopped) is not recorded, so
-    it is extracted again."""
+    """Records in progress.jsonl the shards among `numbers` a Beam run wrote from the
+    images `inputs[number]` names now; returns their numbers."""
     folded = []
     entry = index["splits"][split]
     for number in numbers:
@@ -100,9 +90,7 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
         dataset: CaptionDataset. Its images must be files the workers can read.
         directory: str or Path. The cache folder, on storage the workers share.
         splits, shard_size, dtype, batch_size, resize, strict, compression: as
-            `extract_features`
-            (strict names the first skipped image after the run, and leaves that shard
-            unrecorded).
+            `extract_features`.
         runner: str. A `runner_name`. Defaults to "local".
         beam_args: list of str. Beam's pipeline options.
         large_model: bool. One encoder per machine. Defaults to False.

@@ -1,15 +1,6 @@
-"""SavedModelHandler: Beam's RunInference calls a SavedModel signature, unchanged.
-
-Beam's own TFModelHandlerTensor loads with tf.keras (Keras 3 refuses a SavedModel
-folder there) and calls the model object; this handler loads with
-`tf.saved_model.load` and calls a named signature, so an export of `keras-saat export`
-runs as TF Serving runs it. It holds only strings and numbers, so it pickles into the
-pipeline; TensorFlow is imported on the worker, when the model loads.
-
-Its inputs are image bytes, or `ImageFile`s that it reads just before their model call:
-a batch of file references costs nothing while Beam gathers it, and a call holds at
-most MAX_BATCH_BYTES of encoded images (a larger file goes alone).
-"""
+"""SavedModelHandler: Beam's RunInference calls a SavedModel signature as TF Serving
+does (Beam's TFModelHandlerTensor loads through tf.keras, which Keras 3 refuses).
+`ImageFile` inputs are read just before their model call."""
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
@@ -24,10 +15,8 @@ BATCH_SIZE = DecodeConfig.batch_size  # images per model call: the decode batch 
 
 
 class SignatureCall:
-    """A loaded signature as a plain callable: list of inputs -> dict of NumPy arrays.
-
-    Beam's large_model mode serves the model from one process through a proxy that
-    forwards calls but not attributes, so the call is the whole interface.
+    """A loaded signature as a plain callable (Beam's large_model proxy forwards only
+    calls): list of inputs -> dict of NumPy arrays.
 
     Args:
         path: str. The SavedModel folder (holds saved_model.pb).
@@ -111,9 +100,8 @@ def fixed_batches(batch_size, large_model):
 
 
 class SavedModelHandler(ModelHandler):
-    """Runs one signature of a SavedModel over batches of inputs (image bytes by default).
-
-    Each input's inference is a dict of its outputs (one row of each output array).
+    """Runs one signature of a SavedModel over batches of inputs (image bytes by default);
+    each input's inference is a dict of its outputs.
 
     Args:
         path: str. A SavedModel folder (local, gs://, ... as the workers see it).
@@ -152,8 +140,7 @@ class SavedModelHandler(ModelHandler):
             outputs = model([data for _, data in call])
             for row, (index, _) in enumerate(call):
                 results[index] = {key: values[row] for key, values in outputs.items()}
-        # The example is left out: the caller keys its inputs (KeyedModelHandler), and
-        # image bytes need not travel further down the pipeline.
+        # The example is left out: the caller keys its inputs (KeyedModelHandler).
         return [PredictionResult(None, inference) for inference in results]
 
     def _read(self, batch, results):

@@ -3,15 +3,8 @@
     OUT/captions-00000-<digest>.jsonl     the rows of the shard's images, sorted by image
     OUT/.lists/captions-00000-<digest>.txt  the shard's image paths, one JSON string a line
 
-A shard's digest hashes its paths, and its output is written under a temporary name
-and renamed when whole, so a rerun over the same images skips the shards already
-written and redoes the rest (and sweeps a killed run's temporaries); a shard file of images no longer given is removed. The
-lists are written anew by each run (a list already in OUT is never trusted), one JSON
-string a line, so a newline in a file name stays inside its name. A name that is not
-UTF-8 gets its error row without entering the pipeline, as in the one-process path.
-Everything goes through Beam's file systems, so OUT and the images may be local
-folders or gs:// (or s3://, ...) locations; OUT's name is taken literally (its
-brackets or stars are not patterns).
+A shard's digest hashes its paths and its file is renamed into place when whole, so a
+rerun skips the shards already written. OUT may be local or any Beam file system.
 """
 
 import contextlib
@@ -61,12 +54,8 @@ def runner_name(name):
 
 
 def make_pipeline(runner, beam_args=()):
-    """A Pipeline on `runner` (a `runner_name`), with Beam's own options `beam_args`.
-
-    "local" is the FnApiRunner object: DirectRunner would first try to download the
-    Prism runner, and FnApiRunner honours --direct_num_workers and
-    --direct_running_mode=multi_processing all the same.
-    """
+    """A Pipeline on `runner` (a `runner_name`), with Beam's own options `beam_args`;
+    "local" is FnApiRunner, which needs no Prism download."""
     options = PipelineOptions(list(beam_args))
     if runner == "local":
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
