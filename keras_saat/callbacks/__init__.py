@@ -1,8 +1,4 @@
-"""Keras callbacks for `fit()`, shared with the command-line trainer (`train_loop`).
-
-from keras_saat.callbacks import CaptionMetrics
-model.fit(data, callbacks=[CaptionMetrics(dataset.split("val"))])
-"""
+"""Keras callbacks for `fit()`, shared with the command-line trainer (`train_loop`)."""
 
 from keras_saat.callbacks.caption_metrics import CaptionMetrics
 from keras_saat.callbacks.training_summaries import TrainingSummaries

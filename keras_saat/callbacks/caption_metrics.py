@@ -12,11 +12,7 @@ class CaptionMetrics(keras.callbacks.Callback):
     """Captions validation images after each epoch and puts their scores into `logs`.
 
     The scores land in the epoch's `logs` as `val_bleu1` .. `val_bleu4`, `val_rouge_l`
-    and `val_cider` (0-1), so callbacks after this one in the list see them:
-    `keras.callbacks.ModelCheckpoint(monitor="val_bleu4", mode="max")`,
-    `EarlyStopping`, `BackupAndRestore`, `keras.callbacks.TensorBoard` and fit()'s
-    History. `keras-saat train` validates with this same callback (its feature cache
-    as `caption_fn`) and keeps the model of the best `val_bleu4`.
+    and `val_cider` (0-1), for the callbacks after this one (ModelCheckpoint, ...).
 
         model.fit(data, epochs=10, callbacks=[
             CaptionMetrics(dataset.split("val"), log_dir="logs"),
@@ -24,8 +20,7 @@ class CaptionMetrics(keras.callbacks.Callback):
                                             save_best_only=True),
         ])
 
-    Scores use pycocoevalcap without Java (keras-saat's tokens, no METEOR), or nltk's
-    corpus BLEU when pycocoevalcap is missing (no ROUGE-L or CIDEr then).
+    Scores use pycocoevalcap without Java (no METEOR).
 
     Args:
         val_data: the validation images with their reference captions: a list of

@@ -16,9 +16,6 @@ class TrainingSummaries(keras.callbacks.Callback):
         log_dir: path. The TensorBoard folder.
         every: int. Steps between training scalars. Defaults to 50.
 
-    The step count starts at `params["initial_step"]` (a resumed run's steps so far) and the
-    throughput uses `params["batch_size"]`, when the loop passes them.
-
     Example:
         ```python
         from keras_saat.callbacks import TrainingSummaries
