@@ -88,9 +88,8 @@ def add_parser(sub):
 
 
 def check(args):
-    """The trained model (a workdir, a `.keras` file or a preset folder) and --max-pixels,
-    the images (folders and patterns that match, named files that exist), --out and
-    --plot. The image paths go to `args.paths`."""
+    """Checks the trained model, --max-pixels, the images (into `args.paths`), --out and
+    --plot."""
     if getattr(args, "runner", None):
         from keras_saat.cli.caption_runner import check_caption_run
 
