@@ -1,14 +1,8 @@
 """Filling a feature cache: the frozen backbone run once over a dataset's images.
 
-Extraction is resumable: a shard is written under a temporary name and
-renamed, and recorded (one line appended to progress.jsonl, so recording stays
-constant work a shard however many there are), only once complete; a restarted
-run reads index.json with progress.jsonl's lines applied, keeps finished shards
-and redoes the rest, and the shards whose image files changed since (`reopen_changed`).
-Reading and decoding (one batch ahead, `decoded_batches`), the backbone (a compiled
-function) and writing (a thread, `ShardWriter`) overlap. The index and progress bookkeeping lives in
-`cache_index`, shared with the Beam extractor (`keras_saat.beam.extraction`), which
-writes this same layout.
+Resumable: a shard is recorded in progress.jsonl only once written whole, and a
+restarted run redoes only the missing shards and those whose images changed. Decoding,
+the backbone and writing overlap.
 """
 
 import concurrent.futures
@@ -51,14 +45,8 @@ from keras_saat.runtime.pipeline_options import without_autotune
 
 def _image_batches(dataset, split, records, start, stop, size, resize, skips, batch_size):
     """(positions (n,) int32 array, pixels (n, S, S, 3) float32 tensor) batches of
-    records[start:stop]'s readable images; unreadable images drop out (their positions
-    are missing from the batches).
-
-    Image files are read and decoded by `decoded_batches`, the graph `Captioner.generate`
-    decodes with, traced and instantiated once a process: a tf.data pipeline built for
-    each shard would optimise and instantiate its decoder again for every shard. Streamed
-    sources (TFDS) come through their tf.data pipeline.
-    """
+    records[start:stop]'s readable images, decoded by `decoded_batches` (streamed
+    sources through their tf.data pipeline); unreadable images drop out."""
     if dataset.image_source is not None:
         yield from _streamed_batches(dataset, split, records, start, stop, size, resize, batch_size)
         return
