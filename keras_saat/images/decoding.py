@@ -1,22 +1,7 @@
-"""Image decoding and resizing: the one path from encoded bytes to the model's pixels.
-
-Training, the feature cache, `Captioner.generate`, `keras-saat caption`, the exported
-SavedModel (and so TF Serving), the dev server and the LiteRT tools all decode here,
-with core TF ops, so an image is seen the same way everywhere:
-
-1. `keras_saat.images.header_checks` reads the header of what will be decoded and
-   refuses an image whose decode would exceed `max_pixels`, before any pixel is
-   decoded.
-2. The image is decoded as uint8 (a GIF's first frame), a JPEG is turned upright by
-   its EXIF orientation, and a PNG keeps its alpha channel.
-3. `resize_image` brings it to size x size; "crop" cuts the centre square before
-   resizing, so the peak memory is the decoded image plus the output, whatever the
-   aspect ratio.
-4. A PNG's transparent pixels are composited onto ALPHA_BACKGROUND (white).
-
-`decode_image` raises for a bad image (tf.data pipelines drop it with
-`ignore_errors`); `decode_images` decodes a batch in which a bad image only marks its
-own row invalid.
+"""Image decoding and resizing in core TF ops: the one path from encoded bytes to the
+model's pixels, so training, captioning and every export see an image alike. The header
+is checked against `max_pixels` first; a JPEG is turned upright by its EXIF
+orientation, and a PNG's transparency is composited onto white.
 """
 
 import concurrent.futures
@@ -42,9 +27,7 @@ _ASSERTION = re.compile(r"assertion failed: \[(?P<graph>.*)\]|Summarized data: b
 def load_image(path, size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
     """Reads an image file as (size, size, 3) float32 pixels in [0, 255].
 
-    Only a regular file of at most 64 MiB is read (`read_image_file`). Raises a
-    KerasSaatError naming the file when it is missing, not a regular file, too large or
-    not an image.
+    Raises a KerasSaatError naming the file when it cannot be read or decoded.
     """
     _check_mode(mode)
     try:
@@ -64,16 +47,13 @@ def load_image(path, size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
 
 def image_decoder(size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
     """`decode_image` traced once a process for these settings (a tf.function of one
-    scalar string): a call then runs one graph, not the header checks' ops one by one,
-    calls from several threads run at once, and a tf.data map that calls it reuses the
-    graph instead of tracing the decoder again for each new dataset."""
+    scalar string)."""
     return _traced(decode_image, (), int(size), mode, int(max_pixels))
 
 
 def batch_decoder(size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
     """`decode_images` traced once a process for these settings (a tf.function of a (B,)
-    string batch), as `image_decoder` is for one image: each `Captioner.generate` over
-    files calls the same graph instead of tracing and optimising the batch decoder again."""
+    string batch)."""
     return _traced(decode_images, (None,), int(size), mode, int(max_pixels))
 
 
@@ -103,12 +83,8 @@ def decode_error(err):
 
 
 def load_images(paths, size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
-    """`load_image` over paths, stacked: (N, size, size, 3) float32.
-
-    The files are read and decoded `decode_calls()` at a time, by one graph traced once a
-    process. The first file (in order) that cannot be read raises `load_image`'s error,
-    which names it.
-    """
+    """`load_image` over paths, `decode_calls()` at a time, stacked: (N, size, size, 3)
+    float32. The first file that cannot be read raises `load_image`'s error."""
     paths = [str(path) for path in paths]
     out = np.empty((len(paths), size, size, 3), dtype=np.float32)
     _check_mode(mode)
@@ -209,11 +185,8 @@ def _decode_checked(encoded, size, mode, code, orientation):
 
 
 def decode_image(encoded, size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
-    """JPEG/PNG/GIF/BMP bytes -> (size, size, 3) float32 pixels in [0, 255].
-
-    Raises InvalidArgumentError (in a tf.data pipeline: an error `ignore_errors` drops)
-    when the header check refuses the image or the decoder finds it corrupt.
-    """
+    """JPEG/PNG/GIF/BMP bytes -> (size, size, 3) float32 pixels in [0, 255]; raises
+    InvalidArgumentError for a refused or corrupt image."""
     _check_mode(mode)
     valid, error, code, orientation = inspect_image(encoded, max_pixels)
     with tf.control_dependencies([tf.debugging.Assert(valid, [error])]):
@@ -221,11 +194,7 @@ def decode_image(encoded, size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
 
 
 def decode_images(image_bytes, size, resize="crop", max_pixels=DEFAULT_MAX_PIXELS):
-    """Decodes and resizes a batch of encoded images; bad ones become zeros.
-
-    Each image carries its batch index through a tf.data pipeline with
-    `ignore_errors()`, so a decoder error drops only that image, and the survivors are
-    scattered back into place.
+    """Decodes and resizes a batch of encoded images; bad ones become zeros, marked invalid.
 
     Args:
         image_bytes: (B,) string tensor: JPEG, PNG, GIF (first frame) or BMP bytes.
