@@ -30,13 +30,8 @@ def caption_split(
     details=False,
     positions=None,
 ):
-    """Captions of a split's readable images: {position: caption}.
-
-    Decoding runs through `BatchDecoder` at `batch_size` images a batch (None =
-    `config.decode.batch_size`), every batch padded to it. With `details`,
-    {position: (words, attention (T, grid_h, grid_w))} instead; with `details="words"`,
-    {position: (words, None)} (no attention kept). With `positions` (a list of int),
-    only those images are captioned.
+    """Captions of a split's readable images (or only `positions`): {position: caption};
+    with `details`, {position: (words, attention (T, grid_h, grid_w) or None for "words")}.
     """
     decoder = BatchDecoder(
         model,
@@ -77,8 +72,7 @@ def score_captions(records, captions, meteor=True):
     return metrics, "pycocoevalcap without Java: no METEOR, keras-saat tokens"
 
 
-# The data settings that say which images and captions a split holds (not where or how
-# they are read).
+# The data settings that say which images and captions a split holds.
 WHICH_DATA = (
     "dataset", "path", "val_path", "tfds_data_dir", "shapes_train", "shapes_val",
     "shapes_test", "shapes_seed", "shapes_varied", "shapes_varied_copies",
@@ -104,15 +98,12 @@ def evaluate(
 ):
     """Captions a split with a trained model and scores it (`keras-saat evaluate`).
 
-    Writes predictions.json (COCO results format) and metrics.json: BLEU-1..4,
-    METEOR, ROUGE-L and CIDEr (pycocoevalcap), and on the Shapes world the attention
-    localisation hit rate.
+    Writes predictions.json (COCO results format) and metrics.json (BLEU-1..4, METEOR,
+    ROUGE-L, CIDEr, and on the Shapes world the attention localisation hit rate).
 
     Args:
-        workdir: path. A trained workdir (config.yaml, model.keras, the dataset reachable)
-            or a preset folder whose metadata carries its training config (the dataset
-            is read, or the Shapes world rendered, beside `out`, and images are encoded
-            as they are read: no feature cache).
+        workdir: path. A trained workdir, or a preset folder whose metadata carries its
+            training config (images are then encoded as they are read).
         split: str. "train", "val" or "test". Defaults to "test".
         beam_size: int or None. Beam width; None = the config's decode.beam_size.
         log: callable. Defaults to print.
@@ -121,9 +112,7 @@ def evaluate(
             `train` already has, so they are not read and fingerprinted again. Defaults to None.
         out: path or None. The folder for predictions.json and metrics.json. Defaults to
             <workdir>/eval/<split>, or for a preset ./<preset name>-eval/<split>. Required
-            when `config_overrides` name other images or captions than a workdir's
-            config.yaml (`other_data`); those are then encoded as they are read, so the
-            workdir's feature cache stays its own.
+            when `config_overrides` name other images or captions (`other_data`).
         robustness: int. On the Shapes world, also caption this many fresh scenes under
             each of `keras_saat.evaluation.robustness.SHIFTS` (0 = none). Defaults to 0.
 
