@@ -19,14 +19,9 @@ from keras_saat.errors import FileWriteError, write_failure
 def atomic_path(path, suffix=""):
     """Yields a new temporary path beside `path`; when the block ends, it replaces `path`.
 
-    The temporary's name carries this machine's name and this process's id, so the next
-    run that owns the folder can tell a killed writer's (`sweep_temporaries`), and a random
-    part; it is created exclusively (O_CREAT | O_EXCL, the
-    umask's mode), so a link planted under a name in a shared folder is never followed, and
-    two writers never share one. `os.replace` then swaps the name itself: a link at `path`
-    is replaced, its target untouched. A block that raises leaves `path` as it was and
-    removes the temporary; a write the file system refuses (a full disk, a read-only
-    folder, no permission) raises `FileWriteError` naming `path` and the cause.
+    The temporary is created exclusively (no planted link is followed) and named by
+    host, process and a random part, so `sweep_temporaries` can tell a killed writer's.
+    A block that raises leaves `path` as it was; a refused write raises `FileWriteError`.
 
     Args:
         path: str or Path. The file to write.
@@ -85,11 +80,8 @@ STALE_AFTER_S = 24 * 3600
 
 
 def sweep_temporaries(folder, log=print):
-    """Removes the temporaries in `folder` whose writer is gone, for the next run that owns
-    the folder: `atomic_path`'s of a process of this machine that has ended, and those of
-    another machine or of a writer that names no process (hidden `.*.tmp`, `*.tmp-*`)
-    once untouched for STALE_AFTER_S (so too one whose process id was taken again). A
-    running writer's are left. Logs what it removed; returns how many."""
+    """Removes the temporaries in `folder` whose writer is gone: this machine's ended
+    processes', and others' once untouched for STALE_AFTER_S. Logs them; returns how many."""
     host = re.escape(socket.gethostname())
     ours = re.compile(rf"\..+\.{host}-(\d+)\.[0-9a-f]{{12}}\.tmp(\.[a-z]+)?")
     anyone = re.compile(r"\..+\.tmp(\.[a-z]+)?|.+\.tmp-[\w.-]+")
@@ -177,9 +169,8 @@ class _BoundedYamlLoader(yaml.SafeLoader):
 def load_yaml(text):
     """Parses a YAML document with yaml.safe_load's types, refusing what could blow up.
 
-    Aliases (`*name`) are refused, so a document cannot expand to more nodes than it
-    has characters ("billion laughs"); nesting deeper than YAML_MAX_DEPTH is refused
-    before the parser recurses; text over YAML_MAX_BYTES is refused unparsed.
+    Aliases ("billion laughs"), nesting deeper than YAML_MAX_DEPTH and text over
+    YAML_MAX_BYTES are refused.
 
     Args:
         text: str. The document.

@@ -49,11 +49,8 @@ def cache_owner(directory):
 
 @contextlib.contextmanager
 def workdir_lock(workdir, command):
-    """Holds WORKDIR/train.lock while `command` writes the workdir; a second run fails.
-
-    The lock is the operating system's (filelock: flock, or a Windows file lock): it goes
-    with the process, so a killed run never leaves a stale lock, and the same command
-    resumes it.
+    """Holds WORKDIR/train.lock (an OS lock, gone with the process) while `command` writes
+    the workdir; a second run fails.
 
     Raises:
         KerasSaatError: another process holds the lock, or the lock's name is taken by a
