@@ -7,6 +7,8 @@ import shutil
 import socket
 from pathlib import Path
 
+from keras_saat.io_utils import process_alive
+
 # .<version>.partial-<host>-<pid>: a base shared by several machines (NFS) sweeps only
 # the folders of this machine's processes, the only ones it can tell are gone.
 STAGING = re.compile(r"\.(\d+)\.partial-(.+)-(\d+)")
@@ -35,12 +37,6 @@ def sweep_staging(base, log=print):
 
 
 def _alive(pid):
-    if pid == os.getpid():
-        return False  # this process's own, from an earlier call that failed
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
+    """Whether `pid` runs; this process's own folders are from an earlier call that failed."""
+    return pid != os.getpid() and process_alive(pid)
     return True

@@ -8,6 +8,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_saat.errors import KerasSaatError
+from keras_saat.layers.feature_familiarity import FOLDS
 
 DEFAULT_BATCH_SIZE = 32  # Keras's own default for fit()
 MAX_UNKNOWN_SHARE = 0.5  # of training words outside the vocabulary: built for other captions
@@ -198,7 +199,8 @@ class RecordFitting:
         validation_batch_size=None, validation_freq=1,
     ):  # fmt: skip
         """Keras's `fit`, which also takes caption records for `x` and `validation_data`;
-        fitted on records, the model then runs `calibrate_familiarity` on them.
+        fitted on records of more than five images, the model then runs
+        `calibrate_familiarity` on them.
 
         Args:
             x: records (`read_captions(path).train`) or what `keras.Model.fit` takes: a
@@ -244,7 +246,9 @@ class RecordFitting:
                 stacklevel=2,
             )
         history = super().fit(**given)
-        if is_records(x):  # the training images' features, for each caption's novelty
+        # The training images' features, for each caption's novelty; a handful of images
+        # cannot place a threshold, and the model then says it is not calibrated.
+        if is_records(x) and len({str(r.path) for r in x}) > FOLDS:
             held = validation_data if is_records(validation_data) else None
             self.calibrate_familiarity(x, validation=held)
         return history

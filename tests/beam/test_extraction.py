@@ -129,7 +129,7 @@ def test_a_beam_cache_equals_the_one_process_cache_and_train_reads_it(
     records = json.loads((folder / "dataset_shapes.json").read_text())["images"]
     changed = [r for r in records if r["split"] == "train"][16]  # position 16: shard 1
     changed = folder / changed["filepath"] / changed["filename"]
-    original = changed.read_bytes()
+    original, stamp = changed.read_bytes(), os.stat(changed)
     shutil.copy(folder / records[-1]["filepath"] / records[-1]["filename"], changed)
     try:
         assert main(argv(folder, workdir, "--runner", "local")) == 0
@@ -142,8 +142,9 @@ def test_a_beam_cache_equals_the_one_process_cache_and_train_reads_it(
         assert main(["train", *argv(folder, workdir)[1:], *steps]) == 0
         out = capsys.readouterr().out
         assert "extract train: cached (40 images)" in out and "epoch 1/1" in out
-    finally:  # the module's other tests see the images as they were
+    finally:  # the module's other tests see the images as they were, file times included
         changed.write_bytes(original)
+        os.utime(changed, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
 
 
 @pytest.mark.slow
