@@ -14,21 +14,15 @@ hand-drawn scenes named right.
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks.familiarity import keras_saat
 from benchmarks.harness import benchmark_report
 from keras_saat.data.shapes import HAND_DRAWN, HAND_DRAWN_DIR
 from keras_saat.evaluation.robustness import plain_caption
 
 OWN = ("rotated 5-8 degrees", "hand-drawn", "photographed sheet")
-
-
-def keras_saat(*args):
-    command = [str(Path(sys.executable).with_name("keras-saat")), *map(str, args)]
-    print("$ keras-saat", " ".join(command[1:]), file=sys.stderr, flush=True)
-    subprocess.run(command, check=True, stdout=sys.stderr)
 
 
 def run_seed(workdir, seed, scenes):
