@@ -125,69 +125,51 @@ def beam_search(
                 for key, value in state.items()
             },
             "log_prob": open_log_prob,
-            "seqs": tf.gather(seqs, chosen, batch_dims=1),
-            "records": {
-                key: tf.gather(value, chosen, batch_dims=1) for key, value in records.items()
-            },
+            **tf.nest.map_structure(
+                lambda v: tf.gather(v, chosen, batch_dims=1), {"seqs": seqs, "records": records}
+            ),
         }
         # The K best finished ones: those kept so far and those that end now.
-        pooled = {
-            "score": tf.concat(
-                [finished["score"], tf.where(ends, normalise(log_prob, step + 1), NEG_INF)], 1
-            ),
-            "log_prob": tf.concat([finished["log_prob"], log_prob], 1),
-            "length": tf.concat([finished["length"], tf.fill([batch, 2 * k], step + 1)], 1),
-            "seqs": tf.concat([finished["seqs"], seqs], 1),
-            "records": {
-                key: tf.concat([finished["records"][key], records[key]], 1) for key in records
-            },
+        ending = {
+            "score": tf.where(ends, normalise(log_prob, step + 1), NEG_INF),
+            "log_prob": log_prob,
+            "length": tf.fill([batch, 2 * k], step + 1),
+            "seqs": seqs,
+            "records": records,
         }
-        return step + 1, new_alive, _top(pooled, k)
+        return step + 1, new_alive, _top(_pooled(finished, ending), k)
 
     steps, alive, finished = tf.while_loop(
         cond, body, (tf.constant(0), alive, finished), maximum_iterations=max_length
     )
     # After max_length steps, hypotheses that never ended compete at full length.
     ran_out = tf.equal(steps, max_length)
-    pooled = {
-        "score": tf.concat(
-            [
-                finished["score"],
-                tf.where(ran_out, normalise(alive["log_prob"], max_length), NEG_INF),
-            ],
-            1,
-        ),
-        "log_prob": tf.concat([finished["log_prob"], alive["log_prob"]], 1),
-        "length": tf.concat([finished["length"], tf.fill([batch, k], max_length)], 1),
-        "seqs": tf.concat([finished["seqs"], alive["seqs"]], 1),
-        "records": {
-            key: tf.concat([finished["records"][key], alive["records"][key]], 1) for key in record
-        },
+    unfinished = {
+        "score": tf.where(ran_out, normalise(alive["log_prob"], max_length), NEG_INF),
+        "log_prob": alive["log_prob"],
+        "length": tf.fill([batch, k], max_length),
+        "seqs": alive["seqs"],
+        "records": alive["records"],
     }
-    best = _top(pooled, 1)
-    out = {
-        "tokens": best["seqs"][:, 0],
-        "lengths": best["length"][:, 0],
-        "log_prob": best["log_prob"][:, 0],
-        "score": best["score"][:, 0],
+    best = tf.nest.map_structure(lambda v: v[:, 0], _top(_pooled(finished, unfinished), 1))
+    return {
+        "tokens": best["seqs"],
+        "lengths": best["length"],
+        "log_prob": best["log_prob"],
+        "score": best["score"],
+        **best["records"],
     }
-    for key in record:
-        out[key] = best["records"][key][:, 0]
-    return out
+
+
+def _pooled(finished, candidates):
+    """`finished` with `candidates` appended along each image's pool (axis 1)."""
+    return tf.nest.map_structure(lambda a, b: tf.concat([a, b], 1), finished, candidates)
 
 
 def _top(pool, k):
     """The k entries of each image's pool with the highest "score", best first."""
-    score, index = tf.math.top_k(pool["score"], k=k)
-    picked = {
-        key: tf.gather(value, index, batch_dims=1)
-        for key, value in pool.items()
-        if key not in ("score", "records")
-    }
-    picked["records"] = {
-        key: tf.gather(value, index, batch_dims=1) for key, value in pool["records"].items()
-    }
-    return {"score": score, **picked}
+    _, index = tf.math.top_k(pool["score"], k=k)
+    return tf.nest.map_structure(lambda value: tf.gather(value, index, batch_dims=1), pool)
 
 
 def _tile(value, beam_size):

@@ -50,9 +50,7 @@ def greedy_search(next_fn, initial_state, start_ids, end_id, max_length, pad_id=
         lengths += tf.cast(alive, tf.int32)
         token_array = token_array.write(step, tokens)
         arrays = {
-            key: array.write(
-                step, tf.where(_expand(alive, state[key]), state[key], tf.zeros_like(state[key]))
-            )
+            key: array.write(step, _zero_where_done(alive, state[key]))
             for key, array in arrays.items()
         }
         finished = tf.logical_or(finished, tf.equal(tokens, end_id))
@@ -78,11 +76,11 @@ def greedy_search(next_fn, initial_state, start_ids, end_id, max_length, pad_id=
     out = {"tokens": tokens, "lengths": lengths, "log_prob": log_prob}
     for key, array in arrays.items():
         stacked = array.stack()  # (T, B, ...)
-        perm = [1, 0, *range(2, len(stacked.shape))]
-        out[key] = tf.transpose(stacked, perm)
+        out[key] = tf.transpose(stacked, [1, 0, *range(2, stacked.shape.rank)])
     return out
 
 
-def _expand(mask, like):
-    """(B,) bool mask broadcastable against a (B, ...) tensor."""
-    return tf.reshape(mask, [-1] + [1] * (len(like.shape) - 1))
+def _zero_where_done(alive, value):
+    """(B, ...) `value` with the rows of ended captions zeroed."""
+    mask = tf.reshape(alive, [-1] + [1] * (value.shape.rank - 1))
+    return tf.where(mask, value, tf.zeros_like(value))
