@@ -88,45 +88,23 @@ register_backbone(
     BackboneSpec("inceptionv3", _applications("InceptionV3"), "mixed10", "inception", 299)
 )
 _EFFICIENTNET_SIZES = (224, 240, 260, 300, 380, 456, 528, 600)
+_EFFICIENTNET_V2_SIZES = {"b0": 224, "b1": 240, "b2": 260, "b3": 300, "s": 384, "m": 480, "l": 480}
+
+
+def _top(name, builder, preprocessing, size):
+    """Registers a backbone whose annotation map is its "top_activation"."""
+    register_backbone(BackboneSpec(name, builder, "top_activation", preprocessing, size))
+
+
 for _i, _size in enumerate(_EFFICIENTNET_SIZES):
-    register_backbone(
-        BackboneSpec(
-            f"efficientnetb{_i}",
-            _applications(f"EfficientNetB{_i}"),
-            "top_activation",
-            "raw",
-            _size,
-        )
-    )
-for _suffix, _size in (
-    ("b0", 224),
-    ("b1", 240),
-    ("b2", 260),
-    ("b3", 300),
-    ("s", 384),
-    ("m", 480),
-    ("l", 480),
-):
-    register_backbone(
-        BackboneSpec(
-            f"efficientnetv2{_suffix}",
-            _applications(f"EfficientNetV2{_suffix.upper()}"),
-            "top_activation",
-            "raw",
-            _size,
-        )
+    _top(f"efficientnetb{_i}", _applications(f"EfficientNetB{_i}"), "raw", _size)
+for _suffix, _size in _EFFICIENTNET_V2_SIZES.items():
+    _top(
+        f"efficientnetv2{_suffix}", _applications(f"EfficientNetV2{_suffix.upper()}"), "raw", _size
     )
 if importlib.util.find_spec("efficientnet") is not None:
     for _i, _size in enumerate(_EFFICIENTNET_SIZES):
-        register_backbone(
-            BackboneSpec(
-                f"efficientnet_qubvel_b{_i}",
-                _qubvel(f"EfficientNetB{_i}"),
-                "top_activation",
-                "torch",
-                _size,
-            )
-        )
+        _top(f"efficientnet_qubvel_b{_i}", _qubvel(f"EfficientNetB{_i}"), "torch", _size)
 
 
 def _lite(variant):
@@ -146,9 +124,7 @@ for _i, _size in enumerate((224, 240, 260)):
     register_backbone(
         BackboneSpec(_variant, _lite(_variant), "block6a_expand_activation", "lite", _size)
     )
-    register_backbone(
-        BackboneSpec(f"{_variant}_top", _lite(_variant), "top_activation", "lite", _size)
-    )
+    _top(f"{_variant}_top", _lite(_variant), "lite", _size)
 for _name in shapes_cnn.VARIANTS:
     register_backbone(
         BackboneSpec(_name, _shapes(_name), shapes_cnn.FEATURE_LAYER, "unit", 128, imagenet=False)

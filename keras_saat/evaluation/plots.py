@@ -27,22 +27,9 @@ def plot_attention(image, words, attention, path=None, columns=6, smooth=True):
     """
     image = np.asarray(image, np.float32)
     attention = np.asarray(attention, np.float32)
-    labels = list(words)[: len(attention)]
-    labels += ["<end>"] * (len(attention) - len(labels))
-    panels = 1 + len(labels)
-    rows = -(-panels // columns)
-    size = (2.2 * columns, 2.4 * rows)
-    if path is None:  # pyplot shows it (a notebook displays it inline)
-        import matplotlib.pyplot as plt
-
-        figure = plt.figure(figsize=size)
-    else:  # a figure pyplot never sees: no backend is chosen or changed
-        from matplotlib.figure import Figure
-
-        figure = Figure(figsize=size)
-    axes = figure.subplots(rows, columns, squeeze=False)
-    for ax in axes.flat:
-        ax.axis("off")
+    labels = _labels(words, attention)
+    rows = -(-(1 + len(labels)) // columns)
+    figure, axes = _figure(rows, columns, (2.2 * columns, 2.4 * rows), path)
     height, width = image.shape[:2]
     shown = np.clip(image, 0, 255).astype(np.uint8)
     axes.flat[0].imshow(shown)
@@ -89,18 +76,7 @@ def plot_captions(images, captions, references=None, titles=None, path=None, col
         )
     columns = max(1, min(columns, count))
     rows = max(1, -(-count // columns))
-    size = (3.0 * columns, 3.9 * rows)
-    if path is None:
-        import matplotlib.pyplot as plt
-
-        figure = plt.figure(figsize=size)
-    else:
-        from matplotlib.figure import Figure
-
-        figure = Figure(figsize=size)
-    axes = figure.subplots(rows, columns, squeeze=False)
-    for ax in axes.flat:
-        ax.axis("off")
+    figure, axes = _figure(rows, columns, (3.0 * columns, 3.9 * rows), path)
     for i, (ax, image, caption) in enumerate(zip(axes.flat, images, captions, strict=False)):
         ax.imshow(np.clip(np.asarray(image, np.float32), 0, 255).astype(np.uint8))
         if titles is not None:
@@ -117,6 +93,29 @@ def plot_captions(images, captions, references=None, titles=None, path=None, col
     if path is not None:
         figure.savefig(path, dpi=100)
     return figure
+
+
+def _figure(rows, columns, size, path):
+    """(figure, axes grid without axis lines): pyplot's when `path` is None (a notebook
+    shows it inline), else one pyplot never sees, so no backend is chosen or changed."""
+    if path is None:
+        import matplotlib.pyplot as plt
+
+        figure = plt.figure(figsize=size)
+    else:
+        from matplotlib.figure import Figure
+
+        figure = Figure(figsize=size)
+    axes = figure.subplots(rows, columns, squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    return figure, axes
+
+
+def _labels(words, attention):
+    """The caption's words, one a step, "<end>" for the steps past them."""
+    labels = list(words)[: len(attention)]
+    return labels + ["<end>"] * (len(attention) - len(labels))
 
 
 # The attention map's weight over the image in a panel, as plot_attention's overlay.
@@ -156,31 +155,19 @@ class AttentionPlotter:
         for i in range(rows * self.columns):
             row, column = divmod(i, self.columns)
             # Fixed boxes with room for the word above each: no layout pass per image.
-            box = (
-                column * width + 0.005,
-                1 - (row + 1) * height + 0.01,
-                width - 0.01,
-                height * 0.82,
-            )
-            ax = self.figure.add_axes(box)
+            left, bottom = column * width + 0.005, 1 - (row + 1) * height + 0.01
+            ax = self.figure.add_axes((left, bottom, width - 0.01, height * 0.82))
             ax.set_axis_off()
             image = ax.imshow(np.zeros((2, 2, 3), np.uint8), interpolation="antialiased")
             title = ax.text(0.5, 1.02, "", transform=ax.transAxes, ha="center", va="bottom")
             self._panels.append((image, title))
 
     def save(self, image, words, attention, path):
-        """Draws one caption's attention and writes it to `path` (PNG, PDF, ...).
-
-        Args:
-            image: (H, W, 3) pixels in [0, 255].
-            words: list of str. The caption's words; "<end>" is appended for its own step.
-            attention: (T, grid_h, grid_w). Step t produced word t.
-            path: str or Path.
-        """
+        """Draws one caption's attention (`image`, `words` and `attention` as
+        `plot_attention` takes them) and writes it to `path` (PNG, PDF, ...)."""
         shown = np.clip(np.asarray(image, np.float32), 0, 255)
         attention = np.asarray(attention, np.float32)
-        labels = list(words)[: len(attention)]
-        labels += ["<end>"] * (len(attention) - len(labels))
+        labels = _labels(words, attention)
         self._layout(1 + len(labels))
         height, width = shown.shape[:2]
         pictures = [("input", shown)]
@@ -197,9 +184,8 @@ class AttentionPlotter:
                 title.set_text(label)
                 title.set_fontsize(10 if i == 0 else 11)
         # A fast PNG compression: the figure's pixels, not its file size, are the point.
-        options = (
-            {"pil_kwargs": {"compress_level": 1}} if str(path).lower().endswith(".png") else {}
-        )
+        png = str(path).lower().endswith(".png")
+        options = {"pil_kwargs": {"compress_level": 1}} if png else {}
         self.figure.savefig(path, dpi=self.dpi, **options)
 
 

@@ -2,24 +2,8 @@
 or a file would change them, each shift scored beside the in-distribution row.
 
 Every shift renders the same objects (`sample_objects` from one seed), so a row differs
-from the in-distribution row only by what its name says. The shifts:
-
-- background brightness: each background channel drawn from a brighter range than the
-  world's [0, 60] (objects unchanged): a grey or light page.
-- uneven light: the light falls off across the picture (`light_field`), on the world's
-  page and on a light one (a page photographed under a lamp).
-- exposure: every pixel brighter by a constant (objects too), clipped at 255.
-- contrast: every pixel pulled towards the image's mean.
-- colour cast: the red channel up and the blue one down, as under warm light.
-- JPEG: the scene delivered as a low-quality JPEG.
-- resolution: the scene at half its size (detail lost), or at twice (the model resizes).
-- noise: more sensor noise than the world's sigma 8.
-- views a reader makes (`keras_saat.data.camera`): the scene turned by 5-8 degrees, drawn
-  by hand (wobbly outlines, a pen line, marker colours, a light page, a JPEG), or printed
-  on a light page and photographed on a table.
-
-BLEU-4 is nltk's corpus BLEU (the same on every row; `keras-saat evaluate`'s main row uses
-pycocoevalcap where it is installed) and the hit rate is `attention_localisation`'s.
+from the in-distribution row only by what its name says (`SHIFTS` lists them). BLEU-4 is
+nltk's corpus BLEU on every row, and the hit rate is `attention_localisation`'s.
 """
 
 import dataclasses
@@ -134,8 +118,8 @@ CHUNK = 256  # scenes rendered and decoded together: a bounded memory at any cou
 
 
 def render_shifted(scenes, shift, seed=0):
-    """(N, S, S, 3) uint8 pixels of `scenes` (lists of objects) under `shift`; `seed` (an int
-    or a tuple of ints) picks the backgrounds' and noise draws, the same for every shift."""
+    """(N, S, S, 3) uint8 pixels of `scenes` under `shift`; `seed` (an int or a tuple of
+    ints) picks the draws, the same for every shift."""
     return render_views(scenes, shift, seed)[0]
 
 
@@ -151,16 +135,10 @@ def render_views(scenes, shift, seed=0):
     if shift.view:
         views = [VIEWS[shift.view](objects, rng) for objects in scenes]
         return np.stack([v[0] for v in views]), [v[1] for v in views]
+    # Separate streams: the light fields drawn first leave the scenes' draws as they are.
+    lights = [light_field(light_rng, shift.light) if shift.light else None for _ in scenes]
     pixels = np.stack(
-        [
-            render(
-                objects,
-                rng,
-                shift.background,
-                light_field(light_rng, shift.light) if shift.light else None,
-            )
-            for objects in scenes
-        ]
+        [render(o, rng, shift.background, f) for o, f in zip(scenes, lights, strict=True)]
     )
     image = pixels.astype(np.float32)
     if shift.contrast != 1.0:
@@ -171,11 +149,9 @@ def render_views(scenes, shift, seed=0):
         image = image + noise_rng.normal(0.0, shift.noise, image.shape).astype(np.float32)
     pixels = np.clip(np.rint(image), 0, 255).astype(np.uint8)
     if shift.jpeg_quality:
+        quality = shift.jpeg_quality
         pixels = np.stack(
-            [
-                tf.io.decode_jpeg(tf.io.encode_jpeg(p, quality=shift.jpeg_quality)).numpy()
-                for p in pixels
-            ]
+            [tf.io.decode_jpeg(tf.io.encode_jpeg(p, quality=quality)).numpy() for p in pixels]
         )
     if shift.scale != 1.0:
         side = int(round(IMAGE_SIZE * shift.scale))
@@ -226,17 +202,12 @@ def robustness_rows(model, count=200, seed=0, shifts=SHIFTS, batch_size=64, max_
         words = [r["words"] for r in results]
         bleu = corpus_bleu_scores(references, words)["bleu_4"]
         local = attention_localisation(words, [r["attention"] for r in results], seen)
-        row = {
-            "shift": shift.name,
-            "changes": shift.changes,
-            "bleu_4": bleu,
-            "hit_rate": local["hit_rate"],
-            "chance": local["chance"],
-        }
-        row["bleu_4_change"] = bleu - rows[0]["bleu_4"] if rows else 0.0
-        rows.append(row)
-        hits = "-" if row["hit_rate"] is None else f"{row['hit_rate']:.3f}"
-        log(f"  {shift.name:<20} BLEU-4 {bleu:.3f} ({row['bleu_4_change']:+.3f})  hits {hits}")
+        change = bleu - rows[0]["bleu_4"] if rows else 0.0
+        scores = {"bleu_4": bleu, "hit_rate": local["hit_rate"], "chance": local["chance"]}
+        rows.append(
+            {"shift": shift.name, "changes": shift.changes, **scores, "bleu_4_change": change}
+        )
+        log(f"  {shift.name:<20} BLEU-4 {bleu:.3f} ({change:+.3f})  hits {_hits(rows[-1])}")
     return rows
 
 
@@ -247,9 +218,12 @@ def robustness_table(rows):
         "|---|---|---|---|---|",
     ]
     for row in rows:
-        hits = "-" if row["hit_rate"] is None else f"{row['hit_rate']:.3f}"
         lines.append(
             f"| {row['shift']} | {row['changes']} | {row['bleu_4']:.3f} | "
-            f"{row['bleu_4_change']:+.3f} | {hits} |"
+            f"{row['bleu_4_change']:+.3f} | {_hits(row)} |"
         )
     return "\n".join(lines)
+
+
+def _hits(row):
+    return "-" if row["hit_rate"] is None else f"{row['hit_rate']:.3f}"

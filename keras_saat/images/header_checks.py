@@ -1,13 +1,9 @@
 """What an encoded image will cost to decode, read from its header with string ops.
 
-Core TF ops only, so the checks run inside the exported graph (stock TF Serving).
-`inspect_image` reads the format from the magic bytes, the size the decoder will
-allocate from the header it reads (JPEG's first frame via `jpeg_header`, PNG's IHDR,
-BMP's DIB, every GIF frame via `gif_header`), a JPEG's scan count and its EXIF
-orientation. An image is refused before any pixel is decoded when it is empty, of an
-unsupported format, truncated, of zero size, over `max_pixels`, when a JPEG has bytes
-before its frame header that libjpeg would skip (the two could read different frames)
-or too many scans, when a PNG does not start with IHDR, or when a GIF's walk is too long.
+Core TF ops only, so the checks run inside the exported graph (stock TF Serving). An image
+is refused before any pixel is decoded when its header is empty, unsupported, truncated,
+over `max_pixels`, or laid out so that the decoder could read another frame than the
+header walk (`inspect_image`'s checks say each case and its message).
 """
 
 import tensorflow as tf
@@ -101,19 +97,15 @@ def inspect_image(data, max_pixels=DEFAULT_MAX_PIXELS):
         unsupported = tf.where(match, name, unsupported)
 
     pixels = height * width
-    size_text = tf.strings.join(
-        [tf.strings.as_string(width), "x", tf.strings.as_string(height), " pixels"]
-    )
+    size_text = _join(width, "x", height, " pixels")
     format_name = tf.gather(tf.constant(["", *FORMATS]), code)
     supported = ", ".join(FORMATS[:-1]) + " or " + FORMATS[-1]
-    limit = tf.strings.join(
-        [", over the limit of ", tf.strings.as_string(max_pixels), " (export.max_pixels); "]
-    )
+    limit = _join(", over the limit of ", max_pixels, " (export.max_pixels); ")
     checks = [
         (tf.equal(length, 0), tf.constant("empty image bytes")),
         (
             tf.not_equal(unsupported, ""),
-            tf.strings.join(["unsupported image format ", unsupported, f"; send {supported}"]),
+            _join("unsupported image format ", unsupported, f"; send {supported}"),
         ),
         (
             tf.equal(code, UNKNOWN),
@@ -121,31 +113,27 @@ def inspect_image(data, max_pixels=DEFAULT_MAX_PIXELS):
         ),
         (
             tf.logical_and(is_jpeg, tf.equal(jpeg_head.state, jpeg.NOT_A_MARKER)),
-            tf.strings.join(
-                [
-                    "corrupt JPEG: byte ",
-                    tf.strings.as_string(jpeg_head.position),
-                    " is not a marker where the header expects one; send the image re-encoded",
-                ]
-            ),  # fmt: skip
+            _join(
+                "corrupt JPEG: byte ",
+                jpeg_head.position,
+                " is not a marker where the header expects one; send the image re-encoded",
+            ),
         ),
         (
             tf.logical_and(is_jpeg, tf.equal(jpeg_head.state, jpeg.REFUSED_MARKER)),
-            tf.strings.join(
-                [
-                    "corrupt JPEG: marker FF ",
-                    tf.gather(tf.constant(_HEX), jpeg_head.marker),
-                    " at byte ",
-                    tf.strings.as_string(jpeg_head.position),
-                    " is one the decoder skips or refuses; send the image re-encoded",
-                ]
-            ),  # fmt: skip
+            _join(
+                "corrupt JPEG: marker FF ",
+                tf.gather(tf.constant(_HEX), jpeg_head.marker),
+                " at byte ",
+                jpeg_head.position,
+                " is one the decoder skips or refuses; send the image re-encoded",
+            ),
         ),
         (
             tf.logical_and(is_jpeg, tf.not_equal(jpeg_head.state, jpeg.FRAME_HEADER)),
             tf.constant("corrupt or truncated JPEG: no frame header before the image data"),
         ),
-        (length < header_bytes, tf.strings.join(["truncated ", format_name, " header"])),
+        (length < header_bytes, _join("truncated ", format_name, " header")),
         (
             tf.logical_and(is_png, tf.logical_not(starts(_PNG_IHDR, 8))),
             tf.constant(
@@ -155,14 +143,12 @@ def inspect_image(data, max_pixels=DEFAULT_MAX_PIXELS):
         ),
         (
             jpeg_scans > jpeg.MAX_JPEG_SCANS,
-            tf.strings.join(
-                [
-                    "JPEG too complex: ",
-                    tf.strings.as_string(jpeg_scans),
-                    f" scans (FF DA markers), over the limit of {jpeg.MAX_JPEG_SCANS}; "
-                    "send it re-encoded as baseline or with fewer scans",
-                ]
-            ),  # fmt: skip
+            _join(
+                "JPEG too complex: ",
+                jpeg_scans,
+                f" scans (FF DA markers), over the limit of {jpeg.MAX_JPEG_SCANS}; "
+                "send it re-encoded as baseline or with fewer scans",
+            ),
         ),
         (
             tf.logical_and(is_gif, tf.logical_not(gif.complete)),
@@ -177,40 +163,46 @@ def inspect_image(data, max_pixels=DEFAULT_MAX_PIXELS):
         ),
         (
             tf.logical_or(tf.equal(height, 0), tf.equal(width, 0)),
-            tf.strings.join([format_name, " header declares a zero width or height"]),
+            _join(format_name, " header declares a zero width or height"),
         ),
         (
             pixels > max_pixels,
-            tf.strings.join(
-                [
-                    "image too large: the ",
-                    format_name,
-                    " header declares ",
-                    size_text,
-                    limit,
-                    "send a smaller image",
-                ]
-            ),  # fmt: skip
+            _join(
+                "image too large: the ",
+                format_name,
+                " header declares ",
+                size_text,
+                limit,
+                "send a smaller image",
+            ),
         ),
         (
             tf.logical_and(is_gif, gif.area > max_pixels),
-            tf.strings.join(
-                [
-                    "image too large: the GIF's ",
-                    tf.strings.as_string(gif.frames),
-                    " frames hold ",
-                    tf.strings.as_string(gif.area),
-                    " pixels in all",
-                    limit,
-                    "send its first frame alone",
-                ]
-            ),  # fmt: skip
+            _join(
+                "image too large: the GIF's ",
+                gif.frames,
+                " frames hold ",
+                gif.area,
+                " pixels in all",
+                limit,
+                "send its first frame alone",
+            ),
         ),
     ]
     error = tf.constant("")
     for failed, message in reversed(checks):
         error = tf.where(failed, message, error)
     return tf.equal(error, ""), error, code, orientation
+
+
+def _join(*parts):
+    """One string tensor of `parts`: strings and string tensors as they are, numbers as text."""
+    return tf.strings.join(
+        [
+            p if isinstance(p, str) or p.dtype == tf.string else tf.strings.as_string(p)
+            for p in parts
+        ]
+    )
 
 
 def inspect_images(image_bytes, max_pixels=DEFAULT_MAX_PIXELS):
