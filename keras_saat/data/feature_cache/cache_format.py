@@ -8,11 +8,10 @@ Every writer builds its records with `feature_example`, so all write one format:
                        one symmetric scale per channel of this image.
                        zlib-compressed when the cache's compression is "zlib".
 
-int8 keeps a quarter of float32's bytes and each channel's values within half a step of
-its own range; channel-major, a channel silent over the image is one run of zeros for
-zlib. A zlib record longer than zlib ever writes for its shape is refused before it is
-inflated (a crafted record cannot inflate far), and a record of the wrong length is
-refused by name rather than reshaped. The fingerprints key a cache by what made it.
+int8 keeps a quarter of float32's bytes, each channel within half a step of its own range;
+channel-major, a channel silent over the image is one run of zeros for zlib. A record
+longer than zlib writes for its shape is refused before it is inflated, and one of the
+wrong length by name rather than reshaped. The fingerprints key a cache by what made it.
 """
 
 import hashlib
@@ -55,9 +54,8 @@ def format_name(dtype, compression="none"):
 def quantize_int8(rows):
     """(..., L, C) floats -> (int8 (..., L, C), float16 scales (..., C)).
 
-    Per channel of each image, symmetric: scale is the smallest float16 >= max |value| / 127,
-    so no value clips and the stored scale is the divisor. A channel zero everywhere gets
-    scale 0; values past 127 times float16's largest scale clip.
+    Symmetric per channel of each image: the scale is the smallest float16 >= max |value| /
+    127, so nothing clips below 127 times float16's largest scale; a zero channel gets 0.
 
     Args:
         rows: (..., L, C) array of floats: one image's grid, or a batch of them.
@@ -74,7 +72,7 @@ def quantize_int8(rows):
 
 
 def dequantize_int8(quantized, scales):
-    """The NumPy inverse of `quantize_int8`: (..., L, C) int8, (..., C) scales -> float32.
+    """The NumPy inverse of `quantize_int8`: (..., L, C) float32.
 
     Args:
         quantized: (..., L, C) int8 array.
@@ -131,22 +129,17 @@ def compress_bound(size):
 
 
 def checked(data, ok, message):
-    """`data` once `ok` holds, else an error carrying `message` in brackets, which
-    `naming_damaged_shards` raises as one line."""
+    """`data` once `ok` holds, else an error with `[message]` (`naming_damaged_shards`)."""
     check = tf.debugging.Assert(ok, [f"[{message}]"], summarize=1)
     with tf.control_dependencies([check]):
         return tf.identity(data)
 
 
 def inflate(data, size):
-    """zlib-compressed records -> their bytes, each checked to be exactly `size` bytes.
+    """zlib-compressed records (a string tensor) -> their bytes, each exactly `size` long.
 
     tf.io.decode_compressed has no output bound and zlib packs up to about 1032:1, so a
     record longer than `compress_bound(size)` is refused before it is inflated.
-
-    Args:
-        data: string tensor, one record or a batch.
-        size: int. The bytes each record holds uncompressed (`record_bytes`).
     """
     fits = tf.reduce_all(tf.strings.length(data) <= compress_bound(size))
     wrong = _WRONG_LENGTH.format(size=size)
@@ -168,14 +161,12 @@ def decode_features(examples, shape, dtype, compression="none", out_dtype=None):
     Returns:
         the rows, or for int8 with out_dtype tf.int8, (int8 rows, float16 scales).
     """
-    data = examples["features"]
-    size = record_bytes(shape, dtype)
+    data, size = examples["features"], record_bytes(shape, dtype)
     if compression == "zlib":
         data = inflate(data, size)
     else:
-        data = checked(
-            data, tf.reduce_all(tf.strings.length(data) == size), _WRONG_LENGTH.format(size=size)
-        )
+        wrong = _WRONG_LENGTH.format(size=size)
+        data = checked(data, tf.reduce_all(tf.strings.length(data) == size), wrong)
     batched = data.shape.rank == 1
     lead = (-1,) if batched else ()
     if dtype != "int8":
@@ -198,7 +189,7 @@ def decode_features(examples, shape, dtype, compression="none", out_dtype=None):
 
 def encoder_fingerprint(encoder, resize, dtype):
     """A hash of what determines the features: backbone, size, weights, resize mode, cache
-    format (`format_name`), and a compute precision other than float32 (whose features differ)."""
+    format (`format_name`), and a compute precision other than float32."""
     compute = encoder.compute_dtype
     precision = "" if compute == "float32" else f"|compute={compute}"
     digest = hashlib.sha256(
@@ -233,15 +224,10 @@ def file_stamp(record, fresh=False):
 
 
 def shard_content(records):
-    """A hash of the bytes of a shard's image files, which `reopen_changed` compares when
-    their stamps differ, so a dataset copied without its times keeps its features.
-
-    None when a file's stamp changes around its read, a read fails, or an image is
-    streamed; a file `read_image_file` refuses counts as unread.
-
-    Args:
-        records: sequence of ImageRecord. The shard's images, in position order.
-    """
+    """A hash of the bytes of a shard's images (ImageRecords, in position order), which
+    `reopen_changed` compares when their stamps differ, so a dataset copied without its
+    times keeps its features. None when a stamp changes around its read, a read fails, or
+    an image is streamed; a file `read_image_file` refuses counts as unread."""
     digest = hashlib.sha256()
     for record in records:
         if record.path is None:
@@ -264,13 +250,8 @@ def shard_content(records):
 
 
 def shard_inputs(records, fresh=False):
-    """A hash of a shard's image files by size and modification time, so replaced images
-    re-extract their shard without any file being read.
-
-    Args:
-        records: sequence of ImageRecord. The shard's images, in position order.
-        fresh: bool. Stat every file now, not taking the reader's stamps. Defaults to False.
-    """
+    """A hash of a shard's image files (ImageRecords) by size and modification time, so
+    replaced images re-extract their shard unread; `fresh` stats every file now."""
     digest = hashlib.sha256()
     for record in records:
         digest.update(f"{record.name}|{file_stamp(record, fresh)}|".encode())

@@ -152,14 +152,9 @@ def read_index(directory):
                 number = entry["shard"]
                 if not isinstance(number, int) or not 0 <= number < len(shards):
                     continue
-                shards[number].update(
-                    done=True,
-                    written=int(entry["written"]),
-                    skipped=list(entry["skipped"]),
-                    inputs=entry.get("inputs"),
-                    content=entry.get("content"),
-                    bytes=entry.get("bytes"),
-                )
+                written, skipped = int(entry["written"]), list(entry["skipped"])
+                recorded = {key: entry.get(key) for key in ("inputs", "content", "bytes")}
+                shards[number].update(done=True, written=written, skipped=skipped, **recorded)
             except (ValueError, KeyError, IndexError, TypeError, OverflowError, RecursionError):
                 continue
     return index
@@ -191,10 +186,12 @@ def compact_index(directory, index):
         remove_temporaries(directory)
 
 
-def open_index(directory, fingerprint, header):
-    """The index in `directory` (progress applied) when its fingerprint matches, else a new
-    one of `header`; a KerasSaatError when it holds another fingerprint or version."""
-    directory = Path(directory)
+def open_extraction(directory, encoder, dataset, resize, dtype, compression):
+    """(index, fingerprint) an extraction writes into, the folder created: the index there
+    (progress applied) when made by the same fingerprint, else a new one; a KerasSaatError
+    when it holds another fingerprint or version."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fingerprint = extraction_fingerprint(encoder, dataset, resize, dtype, compression)
     if (directory / INDEX).is_file():
         index = read_index(directory)
         if index.get("version") != VERSION:
@@ -205,7 +202,7 @@ def open_index(directory, fingerprint, header):
             )
         if index.get("fingerprint") != fingerprint:
             stored = format_name(index.get("dtype"), index.get("compression", "none"))
-            asked = format_name(header.get("dtype"), header.get("compression", "none"))
+            asked = format_name(dtype, compression)
             what = (
                 f"the format {stored} (asked: {asked}; data.cache_dtype, data.cache_compression)"
                 if stored != asked
@@ -216,17 +213,9 @@ def open_index(directory, fingerprint, header):
                 f"the feature cache in {directory} was made with {what}; delete the folder "
                 "or choose another workdir"
             )
-        return index
-    return new_index(header, fingerprint)
-
-
-def open_extraction(directory, encoder, dataset, resize, dtype, compression):
-    """The index an extraction writes into (`open_index`, the folder created) and its
-    fingerprint."""
-    directory.mkdir(parents=True, exist_ok=True)
-    fingerprint = extraction_fingerprint(encoder, dataset, resize, dtype, compression)
+        return index, fingerprint
     header = extraction_header(encoder, resize, dtype, compression)
-    return open_index(directory, fingerprint, header), fingerprint
+    return new_index(header, fingerprint), fingerprint
 
 
 def split_entry(directory, index, split, records, shard_size, log=print):

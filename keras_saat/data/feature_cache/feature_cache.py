@@ -43,8 +43,7 @@ class FeatureCache:
 
     def __init__(self, directory):
         self.directory = Path(directory)
-        path = self.directory / INDEX
-        if not path.is_file():
+        if not (self.directory / INDEX).is_file():
             raise KerasSaatError(
                 f"no feature cache in {self.directory}; run `keras-saat extract-features` first"
             )
@@ -73,8 +72,7 @@ class FeatureCache:
         return tuple(self.index["splits"])
 
     def complete(self, split):
-        shards = self.index["splits"][split]["shards"]
-        return all(s["done"] for s in shards)
+        return all(s["done"] for s in self.index["splits"][split]["shards"])
 
     def image_count(self, split):
         """The split's images, the unreadable ones (never written) included: its positions."""
@@ -199,20 +197,16 @@ class FeatureCache:
                 reason = f"a record's position is outside the {count} images of its split"
                 raise damaged_shard_error(name, reason)
             positions = tf.cast(examples["position"], tf.int32)
+            out = tf.int8 if self.dtype == "int8" else None
             try:
-                if self.dtype == "int8":
-                    rows, scales = decode_features(
-                        examples, shape, self.dtype, self.compression, tf.int8
-                    )
-                else:
-                    rows = decode_features(examples, shape, self.dtype, self.compression)
-                    scales = None
+                decoded = decode_features(examples, shape, self.dtype, self.compression, out)
             except tf.errors.InvalidArgumentError as err:  # `decode_features`' checks
                 size = record_bytes(shape, self.dtype)
                 reason = f"a record does not hold the {size} bytes of one image's features"
                 if "int8 channel scales" in err.message:
                     reason = "a record's int8 channel scales are not finite and >= 0"
                 raise damaged_shard_error(name, reason) from None
+            rows, scales = decoded if out is not None else (decoded, None)
             yield positions, rows, scales
 
     def positions_dataset(self, split, shard_positions, shuffle_files=False, seed=None):
@@ -230,13 +224,10 @@ class FeatureCache:
 
     def load(self, split):
         """The whole split in memory, in position order: (positions (N,), features (N, L, C) float32)."""
-        positions, features = [], []
-        for batch in self.dataset(split).batch(256).as_numpy_iterator():
-            positions.append(batch["position"])
-            features.append(batch["features"])
-        positions = np.concatenate(positions)
+        batches = list(self.dataset(split).batch(256).as_numpy_iterator())
+        positions = np.concatenate([b["position"] for b in batches])
         order = np.argsort(positions)
-        return positions[order], np.concatenate(features)[order]
+        return positions[order], np.concatenate([b["features"] for b in batches])[order]
 
     def planned_batches(self, split, records, batches, windows, tokens, plan):
         """A window's shards read into memory at a time (the next one while this one's batches
@@ -292,12 +283,6 @@ class FeatureCache:
         `positions` (a list of int) when given. References stay with the records."""
         ds = self.dataset(split)
         if positions is not None:
-            keep = tf.lookup.StaticHashTable(
-                tf.lookup.KeyValueTensorInitializer(
-                    tf.constant(np.asarray(positions, np.int32)),
-                    tf.ones(len(positions), tf.int32),
-                ),
-                0,
-            )
-            ds = ds.filter(lambda example: keep.lookup(example["position"]) > 0)
+            wanted = tf.constant(np.asarray(positions, np.int32).reshape(-1))
+            ds = ds.filter(lambda example: tf.reduce_any(example["position"] == wanted))
         return without_autotune(ds.batch(batch_size).prefetch(tf.data.AUTOTUNE))
