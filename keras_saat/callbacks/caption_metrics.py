@@ -9,10 +9,9 @@ from keras_saat.errors import KerasSaatError
 
 
 class CaptionMetrics(keras.callbacks.Callback):
-    """Captions validation images after each epoch and puts their scores into `logs`.
-
-    The scores land in the epoch's `logs` as `val_bleu1` .. `val_bleu4`, `val_rouge_l`
-    and `val_cider` (0-1), for the callbacks after this one (ModelCheckpoint, ...).
+    """Captions validation images after each epoch and puts their scores into `logs`:
+    `val_bleu1` .. `val_bleu4`, `val_rouge_l` and `val_cider` (0-1, pycocoevalcap without
+    Java, so no METEOR), for the callbacks after this one (ModelCheckpoint, ...).
 
         model.fit(data, epochs=10, callbacks=[
             CaptionMetrics(dataset.split("val"), log_dir="logs"),
@@ -20,25 +19,20 @@ class CaptionMetrics(keras.callbacks.Callback):
                                             save_best_only=True),
         ])
 
-    Scores use pycocoevalcap without Java (no METEOR).
-
     Args:
-        val_data: the validation images with their reference captions: a list of
-            records with `path` and `captions` (`dataset.split("val")`), or a tuple
+        val_data: records with `path` and `captions` (`dataset.split("val")`), or a tuple
             (images, references): what `Captioner.generate` takes (paths, bytes or
             pixels) and one list of reference strings per image.
         beam_size: int. Beam width; 1 is greedy decoding (the fastest). Defaults to 1.
-        batch_size: int or None. Images per decoding batch. Defaults to None, the
-            default of `decode.batch_size`.
+        batch_size: int or None. Images per decoding batch. Defaults to None
+            (`decode.batch_size`'s default).
         every: int. Epochs between evaluations (the last epoch counts too). Defaults to 1.
         log_dir: str or Path or None. Also write the scores (tag `val/<name>`, step = the
-            epoch) and the attention maps of `images` validation images, one strip per
-            caption, to TensorBoard here. Defaults to None.
-        images: int. Validation images whose per-word attention goes to TensorBoard.
-            Defaults to 2.
-        caption_fn: callable(model) -> {index: caption} for the images it captioned, or
-            None: `model.generate` over the images, unreadable ones left out. Defaults
-            to None.
+            epoch) and the attention strips of `images` validation images to TensorBoard
+            here. Defaults to None.
+        images: int. Validation images whose attention goes to TensorBoard. Defaults to 2.
+        caption_fn: callable(model) -> {index: caption} of the images it captioned.
+            Defaults to None (`model.generate`, unreadable images left out).
 
     Attributes:
         scores: dict of the last evaluation's scores (bleu_1 .. bleu_4, rouge_l, cider).
@@ -70,10 +64,7 @@ class CaptionMetrics(keras.callbacks.Callback):
         if self.caption_fn is not None:
             return self.caption_fn(model)
         results = model.generate(
-            self.images,
-            beam_size=self.beam_size,
-            batch_size=self.batch_size,
-            errors="skip",
+            self.images, beam_size=self.beam_size, batch_size=self.batch_size, errors="skip"
         )
         return {i: c for i, c in enumerate(results) if c is not None}
 
@@ -162,8 +153,7 @@ def _split_val_data(val_data):
                 "CaptionMetrics takes records with .path and .captions (dataset.split('val')) "
                 "or a tuple (images, references)"
             )
-        images = [r.path for r in records]
-        references = [list(r.captions) for r in records]
+        images, references = [r.path for r in records], [list(r.captions) for r in records]
     if len(images) != len(references) or not images:
         raise KerasSaatError(
             f"CaptionMetrics: {len(images)} images for {len(references)} reference lists; "

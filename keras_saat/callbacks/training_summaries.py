@@ -8,9 +8,8 @@ import tensorflow as tf
 
 
 class TrainingSummaries(keras.callbacks.Callback):
-    """TensorBoard scalars (the batch logs and captions/s) every `every` steps.
-
-    Validation scores and attention maps are `CaptionMetrics`'s (its `log_dir`).
+    """TensorBoard scalars (the batch logs and captions/s) every `every` steps; validation
+    scores and attention maps are `CaptionMetrics`'s (its `log_dir`).
 
     Args:
         log_dir: path. The TensorBoard folder.
@@ -45,14 +44,11 @@ class TrainingSummaries(keras.callbacks.Callback):
             elapsed = max(time.perf_counter() - self.window_start, 1e-9)
             values["captions_per_s"] = self.window_steps * self.params["batch_size"] / elapsed
         self.window_start, self.window_steps = time.perf_counter(), 0
-        self._scalars("train", values)
+        with self.writer.as_default(step=self.step):
+            for key, value in values.items():
+                tf.summary.scalar(f"train/{key}", float(value))
+        self.writer.flush()
 
     def on_train_end(self, logs=None):
         if self.writer is not None:
             self.writer.close()
-
-    def _scalars(self, prefix, values):
-        with self.writer.as_default(step=self.step):
-            for key, value in values.items():
-                tf.summary.scalar(f"{prefix}/{key}", float(value))
-        self.writer.flush()

@@ -9,25 +9,24 @@ class BatchPlan:
 
     Args:
         batch_size: int. Captions a batch; with `per_image`, images (groups) a batch.
-        per_image: int or None. k, caption rows a per-image group: each image's features
-            once beside k captions. Defaults to None (one caption a row).
-        shuffle_buffer: int. Units (captions, or groups) shuffled together: shards in a
-            seeded order, in windows of at least this many units, each window permuted
-            (0 = the cache's order). Defaults to 5000.
-        seed: int, list or None. The epoch's seed; its order is a function of it alone.
-            Defaults to None.
-        bucket_by_length: bool. Batch captions of similar length together (fewer pads,
-            several static shapes; per caption only). Defaults to False.
-        drop_remainder: bool. Drop each window's (and length bucket's) last partial batch.
+        per_image: int or None. k: each image's features once beside k caption rows.
+            Defaults to None (one caption a row).
+        shuffle_buffer: int. Units (captions or groups) shuffled together: seeded shards
+            in windows of at least this many units, each window permuted (0: the cache's
+            order). Defaults to 5000.
+        seed: int, list or None. The epoch's order is a function of it alone. Defaults
+            to None.
+        bucket_by_length: bool. Batch captions of similar length together (per caption
+            only). Defaults to False.
+        drop_remainder: bool. Drop each window's (and bucket's) last partial batch.
             Defaults to True.
-        pad_remainder: bool. Keep a last partial batch at the full batch size, padded with
-            rows that weigh nothing in the loss, so every unit is in the epoch once at one
-            static shape; decoded images drop it instead (a backbone's batch statistics
-            would see padding). Defaults to False.
-        repeat: bool. Repeat forever, reshuffling each pass (pair with `steps_per_epoch`).
-            Defaults to False.
-        start_step: int. The first batch (a resumed epoch's step); the batches before it
-            are never built, nor the shards before its window read. Defaults to 0.
+        pad_remainder: bool. Pad a last partial batch to full size with rows that weigh
+            nothing, so every unit trains once at one static shape; decoded images drop
+            it instead (padding would reach a backbone's batch statistics). Defaults to
+            False.
+        repeat: bool. Repeat forever, reshuffling each pass. Defaults to False.
+        start_step: int. The first batch (a resumed epoch's step); earlier batches are
+            never built nor their windows read. Defaults to 0.
     """
 
     batch_size: int
@@ -53,6 +52,5 @@ class BatchPlan:
 
     @property
     def float_images(self):
-        """Whether decoded images travel as float32 (per caption) rather than uint8 (per image,
-        a quarter of the bytes, cast on the device)."""
+        """Whether decoded images travel as float32 (per caption), not uint8 (per image)."""
         return self.per_image is None

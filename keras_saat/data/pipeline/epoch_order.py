@@ -89,27 +89,27 @@ def epoch_plan(
     """The batches of one epoch, in order.
 
     Args:
-        shard_positions: list of int arrays. Each shard's image positions, in the order
-            the shard holds them (one "shard" of every position for image files).
+        shard_positions: list of int arrays. Each shard's image positions in its order
+            (image files: one "shard" of every position).
         row_splits: int array (N + 1,). The token table's row splits: image p's captions
             are flat rows row_splits[p] .. row_splits[p + 1] - 1.
         batch_size: int. Units a batch.
         seed: int or None. The epoch's seed (None: a fresh order).
         window: int. Units shuffled together (at least; whole shards).
-        per_image: int or None. Units are groups of this many caption rows of one image
-            (per-image batches), or single captions when None. Defaults to None.
-        lengths: int array or None. Each flat row's token count; batches then hold one
-            length bucket each (`bucket_limits(width)`). Defaults to None.
+        per_image: int or None. Units are groups of this many caption rows of one image,
+            or single captions when None. Defaults to None.
+        lengths: int array or None. Each flat row's token count; each batch then holds
+            one length bucket (`bucket_limits(width)`). Defaults to None.
         width: int or None. The token table's width (with `lengths`). Defaults to None.
-        drop_remainder: bool. Drop each window's (bucket's) last partial batch, or keep
-            it, padded with -1. Defaults to True.
+        drop_remainder: bool. Drop each window's (bucket's) last partial batch, else pad
+            it with -1. Defaults to True.
         shuffle: bool. Seeded shard and unit orders, or the cache's order. Defaults to True.
 
     Returns:
-        dict of arrays, one row a batch: "positions" (S, B) image positions (-1: padding),
-        "rows" (S, B) or (S, B, per_image) flat token rows (-1: none), "sizes" (S,)
-        units a batch, "widths" (S,) token width a batch, "windows" (S,) the window of
-        each batch, and "window_shards" (list of shard-number arrays a window).
+        dict of int32 arrays, one row a batch: "positions" (S, B) (-1: padding), "rows"
+        (S, B) or (S, B, per_image) flat token rows (-1: none), "sizes" (S,) units,
+        "widths" (S,) token widths, "windows" (S,); and "window_shards", a list of each
+        window's shard numbers.
     """
     row_splits = np.asarray(row_splits, np.int64)
     rng = np.random.default_rng(seed)
@@ -130,9 +130,8 @@ def epoch_plan(
         valid = batches >= 0
         safe = np.maximum(batches, 0)
         out["positions"].append(np.where(valid, positions[safe], -1))
-        picked = rows[safe]
         mask = valid if per_image is None else valid[..., None]
-        out["rows"].append(np.where(mask, picked, -1))
+        out["rows"].append(np.where(mask, rows[safe], -1))
         out["sizes"].append(valid.sum(axis=1))
         out["widths"].append(np.full(len(batches), width or 0) if limits is None else limits[kinds])
         out["windows"].append(np.full(len(batches), number))
@@ -141,8 +140,8 @@ def epoch_plan(
         "rows": np.zeros((0, batch_size) if per_image is None else (0, batch_size, per_image)),
     }
     plan = {k: np.concatenate([empty.get(k, np.zeros(0)), *v]) for k, v in out.items()}
-    plan["window_shards"] = [np.asarray(w, np.int32) for w in windows]
-    return {k: v.astype(np.int32) if k != "window_shards" else v for k, v in plan.items()}
+    plan = {k: v.astype(np.int32) for k, v in plan.items()}
+    return {**plan, "window_shards": [np.asarray(w, np.int32) for w in windows]}
 
 
 def from_step(plan, step):

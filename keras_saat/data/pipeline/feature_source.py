@@ -8,11 +8,10 @@ class FeatureSource(Protocol):
     """The few methods every feature source answers.
 
     Attributes:
-        streams: bool. Whether an epoch reads the features from disk (then per-image
-            batches read each image once: `data.batching` auto).
-        pads_partial_batches: bool. Whether a plan's `pad_remainder` pads a partial batch
-            (features) or drops it (decoded images, which would reach a training
-            backbone's batch statistics).
+        streams: bool. Whether an epoch reads the features from disk (`data.batching`
+            auto then batches per image).
+        pads_partial_batches: bool. Whether `pad_remainder` pads a partial batch or, for
+            decoded images, drops it.
         cache: FeatureCache or None. The cache whose rows the source holds.
     """
 
@@ -29,16 +28,14 @@ class FeatureSource(Protocol):
         Args:
             split: str.
             records: list of ImageRecord. The split's records.
-            batches: dict of tensors, one row a batch: "positions", "rows", "sizes",
-                "widths", "local" (`planned_batches.plan_arrays`).
+            batches: dict of tensors, one row a batch (`planned_batches.plan_arrays`).
             windows: dict of tensors: the plan's windows of shards ("window_*").
             tokens: callable (rows, size, width) -> the batch's token rows.
             plan: BatchPlan.
         """
 
     def evaluation_batches(self, split, records, batch_size, positions=None):
-        """Per-image batches for decoding: {"position", "features" | "images"}; only the
-        images at `positions` when given."""
+        """Per-image batches {"position", "features" | "images"}, only `positions` if given."""
 
     def skipped(self, split):
         """[(position, reason), ...] of the split's images known to be unreadable."""

@@ -41,12 +41,8 @@ class ImageFiles:
         units = tf.data.Dataset.from_tensor_slices(batches)
 
         def spread(b):  # one batch's units, each with its batch's width
-            count = tf.shape(b["positions"])[0]
-            return {
-                "positions": b["positions"],
-                "rows": b["rows"],
-                "widths": tf.fill([count], b["widths"]),
-            }
+            widths = tf.fill(tf.shape(b["positions"])[:1], b["widths"])
+            return {"positions": b["positions"], "rows": b["rows"], "widths": widths}
 
         # Per caption, the pixels stay float32, as `generate` decodes them; per image they
         # travel as uint8 (a quarter of the bytes), rounded.

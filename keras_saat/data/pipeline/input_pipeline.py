@@ -30,10 +30,8 @@ def encode_captions(captions, table, max_length):
     """(k,) caption strings -> (k, None) ragged ids `<start> .. <end>`, at most max_length words."""
     tokens = tokenize_graph(captions)[:, :max_length]  # (k, None)
     ids = tf.ragged.map_flat_values(table.lookup, tokens)
-    k = tf.shape(captions, out_type=tf.int64)[:1]
-    start = tf.fill(tf.concat([k, [1]], 0), START_ID)
-    end = tf.fill(tf.concat([k, [1]], 0), END_ID)
-    return tf.concat([start, ids, end], axis=1)
+    column = tf.ones(tf.concat([tf.shape(captions, out_type=tf.int64)[:1], [1]], 0), tf.int32)
+    return tf.concat([column * START_ID, ids, column * END_ID], axis=1)
 
 
 def token_table(records, vocabulary, max_length):
@@ -52,18 +50,6 @@ def token_table(records, vocabulary, max_length):
     return tf.RaggedTensor.from_row_lengths(rows[: sum(lengths)], lengths)
 
 
-def token_width(tokens_of):
-    """W of a `token_table`: the token width of its batches."""
-    return int(tokens_of.flat_values.shape[-1])
-
-
-def _pass_seed(seed, number):
-    """The seed of pass `number` of a repeated dataset (pass 0: `seed` itself)."""
-    if number == 0 or seed is None:
-        return seed
-    return [seed, number]
-
-
 def caption_batches(source, split, records, tokens_of, plan):
     """An epoch's batches of every caption of a split, cut as `plan` says.
 
@@ -74,28 +60,28 @@ def caption_batches(source, split, records, tokens_of, plan):
     trained on once per epoch.
 
     Args:
-        source: FeatureSource. `FeatureCache` (batches hold "features"),
-            `ResidentFeatures` ("image_index", rows of its table) or `ImageFiles`
-            (decoded "images").
+        source: FeatureSource. `FeatureCache` (batches hold "features"), `ResidentFeatures`
+            ("image_index") or `ImageFiles` (decoded "images").
         split: str. The split to read.
         records: list of ImageRecord. The split's records (`dataset.split(split)`).
         tokens_of: the `token_table` of `records`, built once for a run's epochs.
         plan: BatchPlan. Batch size, per-image groups, shuffling, seed, bucketing,
             repeat and the first step.
     """
-    width = token_width(tokens_of)
+    width = int(tokens_of.flat_values.shape[-1])  # W
     row_splits = tokens_of.row_splits.numpy()
     lengths = None
     if plan.bucket_by_length:  # each caption's tokens up to its <end>
         lengths = tf.reduce_sum(tf.cast(tokens_of.flat_values != PAD_ID, tf.int32), -1).numpy()
     shard_positions = source.shard_positions(split, records)
 
-    def plan_of(number):
+    def plan_of(number):  # pass `number` of a repeated dataset; pass 0 has `plan.seed` itself
+        seed = plan.seed if number == 0 or plan.seed is None else [plan.seed, number]
         return epoch_plan(
             shard_positions,
             row_splits,
             plan.batch_size,
-            _pass_seed(plan.seed, number),
+            seed,
             plan.shuffle_buffer,
             lengths=lengths,
             per_image=plan.per_image,

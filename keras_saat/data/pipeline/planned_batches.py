@@ -39,10 +39,7 @@ def plan_arrays(plan, shard_positions, count):
     shards, shard_splits = flat(shard_lists, np.int32)
     positions, position_splits = flat(position_lists, np.int32)
     return {
-        "positions": plan["positions"],
-        "rows": plan["rows"],
-        "sizes": plan["sizes"],
-        "widths": plan["widths"],
+        **{key: plan[key] for key in ("positions", "rows", "sizes", "widths")},
         "local": np.maximum(slot[plan["positions"]], 0).astype(np.int32),
         "window_batches": batch_splits.astype(np.int64),
         "window_shards": shards,
