@@ -20,18 +20,15 @@ def write_shapes_dataset(
 ):
     """Generates a Shapes dataset in the Karpathy split format.
 
-    Writes `out_dir/dataset_shapes.json` and `out_dir/images/NNNNNN.png`. The
-    same seed and counts give byte-identical files.
+    Writes `out_dir/dataset_shapes.json` and `out_dir/images/NNNNNN.png`; the same seed
+    and counts give byte-identical files.
 
     With `varied` > 0, that share of the training scenes is drawn as a varied view
     (`varied_view`: a page under uneven light, or a sheet drawn by hand or photographed)
-    and through `keras_saat.images.photometry.photometric_augmentation` (exposure,
-    contrast, hue, saturation), marked `"photometry": "varied"` in the JSON, the objects'
-    boxes where the view puts them. The
-    scenes, their captions, and the val and test images are the same as at
-    `varied` 0; the varied draws use a stream of their own. With `varied_copies`, a varied
-    scene is a second view beside the world's: the world's image keeps its place and the
-    varied one is a training image of its own after the test split, with the same captions.
+    through `keras_saat.images.photometry.photometric_augmentation` (exposure, contrast,
+    hue, saturation), marked `"photometry": "varied"` in the JSON with the objects' boxes
+    where the view puts them. The scenes, captions, val and test images are those of
+    `varied` 0 (the varied draws use a stream of their own).
 
     Args:
         out_dir: str or Path. Output folder (created).
@@ -42,8 +39,9 @@ def write_shapes_dataset(
         log: callable or None. Receives progress lines. Defaults to None.
         varied: float. Share of the training scenes drawn under varied photometry, in
             [0, 1]. Defaults to 0 (the world's own photometry).
-        varied_copies: bool. Add the varied views beside the world's scenes rather than
-            drawing those scenes varied in their place. Defaults to False.
+        varied_copies: bool. Keep each varied scene's own image in its place and add the
+            varied view after the test split, a training image with the same captions,
+            rather than drawing the scene varied in its place. Defaults to False.
 
     Returns:
         Path of the dataset JSON file.
@@ -55,10 +53,9 @@ def write_shapes_dataset(
     image_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     varied_rng = np.random.default_rng([seed, 3])  # the world's own stream stays as it was
-    pending = []  # (position in images, pixels) of the varied scenes
+    pending = []  # (position in images, pixels, objects as the view shows them) of varied scenes
     splits = ["train"] * train + ["val"] * val + ["test"] * test
     images = []
-    views = {}  # position -> the objects as a varied view shows them
     sentid = 0
     for imgid, split in enumerate(splits):
         objects = sample_objects(rng)
@@ -67,33 +64,29 @@ def write_shapes_dataset(
         seen = None
         if split == "train" and varied and varied_rng.random() < varied:
             view, seen = varied_view(objects, varied_rng)
-            pending.append((imgid, view))
-            if varied_copies:
-                _write_png(image_dir / filename, pixels)
-        else:
+            pending.append((imgid, view, seen))
+        if seen is None or varied_copies:
             _write_png(image_dir / filename, pixels)
         in_file = objects if varied_copies or seen is None else seen
         images.append(_image_record(imgid, filename, split, in_file, sentid))
-        if seen is not None:
-            views[imgid] = seen
         sentid += len(images[-1]["sentences"])
         if log and (imgid + 1) % 500 == 0:
             log(f"  rendered {imgid + 1}/{len(splits)} images")
     if varied_copies:  # each varied view becomes a training image of its own, at the end
         copies = []
-        for imgid, view in pending:
+        for _, view, seen in pending:
             copy = len(splits) + len(copies)
-            record = _image_record(copy, f"{copy:06d}.png", "train", views[imgid], sentid)
+            record = _image_record(copy, f"{copy:06d}.png", "train", seen, sentid)
             sentid += len(record["sentences"])
             images.append(record)
-            copies.append((copy, view))
+            copies.append((copy, view, seen))
         pending = copies
     if pending:
         from keras_saat.images.photometry import augmented_uint8
 
         if log:
             log(f"  {len(pending)} training scenes drawn as varied views (pages, sheets, photos)")
-        positions, pixels = zip(*pending, strict=True)
+        positions, pixels, _ = zip(*pending, strict=True)
         for imgid, view in zip(positions, augmented_uint8(np.stack(pixels), seed), strict=True):
             images[imgid]["photometry"] = "varied"
             _write_png(image_dir / images[imgid]["filename"], view)
@@ -122,8 +115,7 @@ def generator_settings(train, val, test, seed, varied=0.0, varied_copies=False):
 
 
 def _image_record(imgid, filename, split, objects, first_sentid):
-    """One image's entry in the Karpathy-format JSON: its reference captions numbered from
-    `first_sentid`."""
+    """One image's entry in the Karpathy-format JSON, its sentences numbered from `first_sentid`."""
     sentences = [
         {"tokens": raw.split(), "raw": raw, "imgid": imgid, "sentid": first_sentid + k}
         for k, raw in enumerate(reference_captions(objects))
@@ -140,8 +132,7 @@ def _image_record(imgid, filename, split, objects, first_sentid):
 
 
 def _write_png(path, pixels):
-    # zlib's fastest level: a noisy scene compresses little at any level (36 KB against
-    # 33 KB at level 6), and level 6 took about 2x as long to write and read back.
+    # zlib's fastest level: a noisy scene compresses little at any level.
     Image.fromarray(pixels).save(path, format="PNG", compress_level=1)
 
 

@@ -44,17 +44,15 @@ from keras_saat.runtime.pipeline_options import without_autotune
 
 
 def _image_batches(dataset, split, records, start, stop, size, resize, skips, batch_size):
-    """(positions (n,) int32 array, pixels (n, S, S, 3) float32 tensor) batches of
-    records[start:stop]'s readable images, decoded by `decoded_batches` (streamed
-    sources through their tf.data pipeline); unreadable images drop out."""
+    """(positions (n,) int32, pixels (n, S, S, 3) float32) batches of the readable images
+    of records[start:stop] (`decoded_batches`, or a streamed source's tf.data)."""
     if dataset.image_source is not None:
         yield from _streamed_batches(dataset, split, records, start, stop, size, resize, batch_size)
         return
     positions, paths = [], []
     for position in range(start, stop):
         path = records[position].path
-        reason = file_skip_reason(path)
-        if reason:
+        if reason := file_skip_reason(path):
             skips.add(reason, image_place(records[position]))
             continue
         positions.append(position)
@@ -79,8 +77,7 @@ def _image_batches(dataset, split, records, start, stop, size, resize, skips, ba
 
 
 def _streamed_batches(dataset, split, records, start, stop, size, resize, batch_size):
-    """`_image_batches` of a streamed source: its stream positions mapped to this split's
-    record positions, each image decoded by a tf.data map."""
+    """`_image_batches` of a streamed source, its stream positions mapped to the split's."""
     keys = tf.constant([r.stream_position for r in records[start:stop]], tf.int32)
     values = tf.range(start, stop, dtype=tf.int32)
     table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, values), -1)

@@ -1,11 +1,10 @@
 """A split's cached features held in the device's memory, gathered by the train step.
 
-The tf.data path copies every caption's (L, C) features from the cache to the device on
-every step, which a GPU outpaces. `ResidentFeatures` reads the cache once into one
-(N, L, C) variable per replica; batches carry an int32 "image_index" and the trainer
-gathers the rows (`Trainer(resident=...)`). An int8 cache stays int8 beside its channel
-scales. Batches follow the same epoch plan as the tf.data path, so a run trains to the
-same weights either way and resumes exactly.
+Streaming copies every caption's (L, C) features to the device each step, which a GPU
+outpaces. `ResidentFeatures` reads the cache once into an (N, L, C) variable per replica
+(an int8 cache stays int8 beside its scales); batches carry an int32 "image_index" that
+the trainer gathers (`Trainer(resident=...)`). Batches follow the streamed path's epoch
+plan, so a run trains to the same weights either way and resumes exactly.
 """
 
 import numpy as np
@@ -69,15 +68,12 @@ class ResidentFeatures:
                 trainable=False,
                 name="resident_features",
             )
-            self.scales = (
-                tf.Variable(
-                    lambda: tf.zeros((self.count, cache.channels), tf.float16),
-                    trainable=False,
-                    name="resident_scales",
+            scales = (self.count, cache.channels)
+            self.scales = None
+            if quantized:
+                self.scales = tf.Variable(
+                    lambda: tf.zeros(scales, tf.float16), trainable=False, name="resident_scales"
                 )
-                if quantized
-                else None
-            )
         self._shard_positions = []
         for name in cache.files(split):
             positions = [np.zeros(0, np.int32)]

@@ -113,33 +113,29 @@ def _header(path, lines, delimiter):
     return columns
 
 
-def _rows(path, handle):
+def _rows(path):
     """(line number, dict or the ValueError that makes it a bad row) per row of a CSV/TSV
     (with a header) or JSON lines file, read a line at a time; blank lines are skipped."""
-    delimiter = FORMATS[path.suffix.lower()]
-    lines = _lines(handle)
-    if delimiter is None:
-        parse = _json_row
-    else:
-        if path.suffix.lower() == ".txt":  # tab-separated, or a CSV saved as .txt
-            first = next(lines, (1, ""))
-            header = first[1] if isinstance(first[1], str) else ""
-            delimiter = "\t" if "\t" in header or "," not in header else ","
-            lines = itertools.chain([first], lines)
-        parse = _table_row(_header(path, lines, delimiter), delimiter)
-    for number, line in lines:
-        if isinstance(line, Exception):
-            yield number, line
-        elif line.strip():
-            try:
-                yield number, parse(line)
-            except ValueError as err:
-                yield number, err
-
-
-def _file_rows(path):
     with path.open("rb") as handle:
-        yield from _rows(path, handle)
+        delimiter = FORMATS[path.suffix.lower()]
+        lines = _lines(handle)
+        if delimiter is None:
+            parse = _json_row
+        else:
+            if path.suffix.lower() == ".txt":  # tab-separated, or a CSV saved as .txt
+                first = next(lines, (1, ""))
+                header = first[1] if isinstance(first[1], str) else ""
+                delimiter = "\t" if "\t" in header or "," not in header else ","
+                lines = itertools.chain([first], lines)
+            parse = _table_row(_header(path, lines, delimiter), delimiter)
+        for number, line in lines:
+            if isinstance(line, Exception):
+                yield number, line
+            elif line.strip():
+                try:
+                    yield number, parse(line)
+                except ValueError as err:
+                    yield number, err
 
 
 def _stat_file(path):
@@ -181,7 +177,7 @@ def read_caption_table(path, images_dir=None, strict=False):
     root = Path(images_dir) if images_dir else path.parent
     problems, records, split_of, has_split, first = [], {}, {}, None, None
     skips, missing = Skips(), set()
-    for number, row in _file_rows(path):
+    for number, row in _rows(path):
         where = f"{path}:{number}"
         if isinstance(row, Exception):
             problems.append(f"{where}: {row}")

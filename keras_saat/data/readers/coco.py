@@ -33,11 +33,7 @@ def _read_annotations(path, skips):
         images[image["id"]] = (image["file_name"], [])
     for i, annotation in enumerate(content["annotations"]):
         where = f"{path}: annotations[{i}]"
-        if (
-            not isinstance(annotation, dict)
-            or "image_id" not in annotation
-            or "caption" not in annotation
-        ):
+        if not isinstance(annotation, dict) or not {"image_id", "caption"} <= annotation.keys():
             raise KerasSaatError(f"{where} needs 'image_id' and 'caption'")
         if not is_int(annotation["image_id"]):
             raise KerasSaatError(
@@ -57,9 +53,9 @@ def read_coco(
 ):
     """Reads COCO caption annotations into train/val/test.
 
-    The train file's images are training images. The val file's images, by
-    increasing id, give `val_images` validation and `test_images` test
-    images; the rest train (as Karpathy's "restval").
+    The train file's images train. The val file's images, by increasing id, give
+    `val_images` validation and `test_images` test images; the rest train (Karpathy's
+    "restval").
 
     Args:
         train_file: str or Path. captions_train2014.json (or 2017).

@@ -68,8 +68,7 @@ def read_flickr8k(token_file, images_dir=None, split_files=None, strict=False):
                 imgid=len(records), path=images_dir / name, split=split_of[name], captions=[]
             )
         add_caption(records[name].captions, caption, where, skips)
-    missing = sorted(set(split_of) - set(records))
-    for name in missing:
+    for name in sorted(set(split_of) - set(records)):
         skips.add(
             "listed image without captions", f"{name} (in a split list, not in {token_file.name})"
         )

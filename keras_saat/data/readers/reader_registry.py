@@ -61,12 +61,8 @@ def _shapes(data, workdir, log, redraw=False):
     )  # fmt: skip
     stored = stored_generator_settings(path) if path.is_file() else None
     if stored is not None and stored != wanted:
-        described = describe_generator_settings(stored)
-        drawn = {
-            "varied_pages",
-            "varied_light",
-            "varied_camera",
-        }  # how, not what: no setting changes it
+        described, asked = describe_generator_settings(stored), describe_generator_settings(wanted)
+        drawn = ("varied_pages", "varied_light", "varied_camera")  # how: no setting changes it
         only_drawn = {k: v for k, v in stored.items() if k not in drawn} == {
             k: v for k, v in wanted.items() if k not in drawn
         }
@@ -74,8 +70,8 @@ def _shapes(data, workdir, log, redraw=False):
         if trained is not None and only_drawn:
             log(
                 f"note: the Shapes world in {path.parent} is {described}, and this version "
-                f"draws {describe_generator_settings(wanted)}; it is read as it is, since "
-                f"{trained} was trained on it (a new --workdir trains on a world drawn anew)"
+                f"draws {asked}; it is read as it is, since {trained} was trained on it (a new "
+                "--workdir trains on a world drawn anew)"
             )
             return read_karpathy(path, data.images_dir or None, strict=data.strict)
         keys = "data.shapes_train/val/test/seed/varied/varied_copies"
@@ -89,29 +85,24 @@ def _shapes(data, workdir, log, redraw=False):
             else:
                 how = f"set {keys} to match it"
             raise KerasSaatError(
-                f"{path} holds a Shapes world of {described}, but the config asks for "
-                f"{describe_generator_settings(wanted)}; {how}, or point data.path at a new "
-                "file to generate one"
+                f"{path} holds a Shapes world of {described}, but the config asks for {asked}; "
+                f"{how}, or point data.path at a new file to generate one"
             )
         if trained is not None:
             raise KerasSaatError(
                 f"{path} holds the Shapes world of {described} that {trained} was trained "
-                f"on, and the config asks for {describe_generator_settings(wanted)}; set "
-                f"{keys} to match it. To score the model on another world, point data.path "
+                f"on, and the config asks for {asked}; set {keys} to match it. To score the model on another world, point data.path "
                 "at a new file (generated there) and --out at a folder for its scores; to "
                 "train on one, use a new --workdir, or move model.keras and checkpoints/ "
                 "away to draw it anew here"
             )
         if not redraw:
             raise KerasSaatError(
-                f"{path} holds a Shapes world of {described}, and the config asks for "
-                f"{describe_generator_settings(wanted)}; scoring never redraws a folder's "
-                "world: give --out a folder of its own (the world is drawn beside it) or set "
+                f"{path} holds a Shapes world of {described}, and the config asks for {asked}; "
+                "scoring never redraws a folder's world: give --out a folder of its own (the world is drawn beside it) or set "
                 f"{keys} to match it"
             )
-        log(
-            f"the Shapes world in {path.parent} is {described}; generating {describe_generator_settings(wanted)}"
-        )
+        log(f"the Shapes world in {path.parent} is {described}; generating {asked}")
         path.unlink()
         # The CNN pre-trained on the old world goes with it (the feature cache notices
         # the new images by itself).
