@@ -70,11 +70,16 @@ class CaptionMetrics(keras.callbacks.Callback):
 
     def evaluate(self, model):
         """The scores (0-1) of `model`'s captions: bleu_1 .. bleu_4, rouge_l, cider."""
+        from keras_saat.evaluation.coco_metrics import coco_scores
+
         captions = self.captions(model)
         if not captions:
             raise KerasSaatError("CaptionMetrics: none of the validation images could be read")
         order = sorted(captions)
-        return caption_scores([self.references[i] for i in order], [captions[i] for i in order])
+        references = [self.references[i] for i in order]
+        scores = coco_scores(references, [captions[i] for i in order], use_java=False)
+        scores.pop("tokenizer")
+        return scores
 
     def due(self, epoch):
         """Whether epoch `epoch` (from 0) is validated: every `every`-th, and the last."""
@@ -86,7 +91,8 @@ class CaptionMetrics(keras.callbacks.Callback):
             return
         self.scores = self.evaluate(self.model)
         if logs is not None:
-            logs.update({log_name(k): v for k, v in self.scores.items()})
+            # bleu_4 -> val_bleu4, cider -> val_cider
+            logs.update({"val_" + k.replace("bleu_", "bleu"): v for k, v in self.scores.items()})
         if self.log_dir is not None:
             self._summaries(epoch + 1)
 
@@ -123,20 +129,6 @@ class CaptionMetrics(keras.callbacks.Callback):
             (f"{d['image']}: {d['caption']}", attention_strip(p, d["attention"], 64))
             for (_, d), p in zip(good, pixels, strict=True)
         ]
-
-
-def log_name(score):
-    """The `logs` key of a score: bleu_4 -> val_bleu4, cider -> val_cider."""
-    return "val_" + score.replace("bleu_", "bleu")
-
-
-def caption_scores(references, captions):
-    """BLEU-1..4, ROUGE-L and CIDEr (0-1) of captions (str) against reference strings."""
-    from keras_saat.evaluation.coco_metrics import coco_scores
-
-    scores = coco_scores(references, captions, use_java=False)
-    scores.pop("tokenizer")
-    return scores
 
 
 def _split_val_data(val_data):

@@ -2,11 +2,10 @@
 
 The B x K alive hypotheses are one batch of B * K rows (row b * K + k is beam k of image
 b). As in flax's WMT example, finished hypotheses are kept apart: each step takes the 2K
-best extensions, those that end join a finished pool of the K best by
-log p / length ** `length_penalty`, and the K best open ones are the next alive set, so a
-finished caption is never evicted by open ones. One `tf.while_loop` with fixed shapes
-(XLA compiles it) stops when no alive hypothesis can beat its image's worst finished one,
-or after `max_length` steps.
+best extensions; those that end join a pool of the K best finished by log p / length **
+`length_penalty`, and the K best open ones live on, so open ones never evict a finished
+caption. One `tf.while_loop` with fixed shapes (XLA compiles it) stops when no alive
+hypothesis can beat its image's worst finished one, or after `max_length` steps.
 """
 
 import tensorflow as tf
@@ -48,9 +47,9 @@ def beam_search(
 
     Returns:
         dict: tokens (B, max_length) int32 (the end token included, pad_id after it),
-        lengths (B,) int32, log_prob (B,) float32 (summed log-probabilities of the chosen
-        tokens), score (B,) (the ranking score), and each recorded key as
-        (B, max_length, ...) with zeros after the end.
+        lengths (B,) int32, log_prob (B,) float32 (summed over the chosen tokens), score
+        (B,) (the ranking score), and each recorded key as (B, max_length, ...), zeros
+        after the end.
     """
     k = int(beam_size)
     if length_penalty < 0:

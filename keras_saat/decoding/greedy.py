@@ -6,14 +6,13 @@ import tensorflow as tf
 def greedy_search(next_fn, initial_state, start_ids, end_id, max_length, pad_id=0, record=()):
     """Decodes by taking the most probable token at every step.
 
-    A `tf.while_loop` with fixed-size TensorArrays, so it runs under
-    `tf.function(jit_compile=True)`; it stops when every caption has produced `end_id`,
-    or at `max_length` tokens.
+    One `tf.while_loop` with fixed-size TensorArrays (XLA compiles it); it stops when every
+    caption has produced `end_id`, or at `max_length` tokens.
 
     Args:
         next_fn: callable(tokens (B,) int32, state) -> (logits (B, K), state). `state` is a
             dict of tensors with a fixed shape.
-        initial_state: dict. The state before the first step; must hold every key in `record`.
+        initial_state: dict. The state before the first step, holding every key of `record`.
         start_ids: (B,) int32. The first input tokens.
         end_id: int. The end token; decoding a caption stops after it.
         max_length: int. Maximum number of generated tokens, `end_id` included.
@@ -22,9 +21,8 @@ def greedy_search(next_fn, initial_state, start_ids, end_id, max_length, pad_id=
 
     Returns:
         dict: tokens (B, max_length) int32 (the end token included, pad_id after it),
-        lengths (B,) int32 (tokens generated, end included), log_prob (B,) float32
-        (sum of the chosen tokens' log-probabilities), and each recorded key stacked
-        as (B, max_length, ...) with zeros after the caption's end.
+        lengths (B,) int32 (end included), log_prob (B,) float32 (summed over the chosen
+        tokens), and each recorded key as (B, max_length, ...), zeros after the end.
     """
     start_ids = tf.convert_to_tensor(start_ids, tf.int32)
     batch = tf.shape(start_ids)[0]

@@ -1,6 +1,7 @@
 """The caption vocabulary: special tokens, top-K / min-count selection, a text file."""
 
 import collections
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -56,11 +57,8 @@ class Vocabulary:
             min_count: int. Words seen fewer times are left out. Defaults to 1.
         """
         counts = collections.Counter(w for caption in captions for w in caption)
-        for token in SPECIAL_TOKENS:
-            counts.pop(token, None)
-        ranked = sorted(
-            (w for w, n in counts.items() if n >= min_count), key=lambda w: (-counts[w], w)
-        )
+        kept = (w for w, n in counts.items() if n >= min_count and w not in SPECIAL_TOKENS)
+        ranked = sorted(kept, key=lambda w: (-counts[w], w))
         if max_size is not None:
             if max_size <= len(SPECIAL_TOKENS):
                 raise KerasSaatError(
@@ -100,16 +98,15 @@ class Vocabulary:
                 f"vocabulary file {path} is {size} bytes, over the {max_bytes} allowed here"
             )
         try:
-            with path.open(encoding="utf-8") as file:
-                lines = []
-                for line in file:
-                    lines.append(line.rstrip("\r\n"))
-                    if max_words is not None and len(lines) > max_words:
-                        raise KerasSaatError(
-                            f"vocabulary file {path} has over {max_words} lines, the most allowed here"
-                        )
+            with path.open(encoding="utf-8") as file:  # at most one line past max_words
+                read = itertools.islice(file, None if max_words is None else max_words + 1)
+                lines = [line.rstrip("\r\n") for line in read]
         except UnicodeDecodeError as err:
             raise KerasSaatError(f"vocabulary file {path} is not UTF-8 text: {err}") from None
+        if max_words is not None and len(lines) > max_words:
+            raise KerasSaatError(
+                f"vocabulary file {path} has over {max_words} lines, the most allowed here"
+            )
         try:
             return cls(lines)
         except KerasSaatError as err:
@@ -133,7 +130,7 @@ class Vocabulary:
 
     def encode(self, tokens, max_length=None):
         """`<start> w1 .. wn <end>` as ids; words past `max_length` are dropped."""
-        tokens = list(tokens)[:max_length] if max_length is not None else list(tokens)
+        tokens = list(tokens)[:max_length]  # [:None] keeps them all
         return [START_ID, *(self.word_id(w) for w in tokens), END_ID]
 
     def encode_batch(self, captions, max_length):
@@ -146,12 +143,9 @@ class Vocabulary:
 
     def decode(self, ids):
         """Words of an id sequence, stopping at <end>, skipping <start> and <pad>."""
-        words = []
-        for i in ids:
-            i = int(i)
-            if i == END_ID:
-                break
-            if i in (PAD_ID, START_ID):
-                continue
-            words.append(self.words[i] if 0 <= i < len(self.words) else UNK_TOKEN)
-        return words
+        ended = itertools.takewhile(lambda i: i != END_ID, (int(i) for i in ids))
+        return [
+            self.words[i] if 0 <= i < len(self.words) else UNK_TOKEN
+            for i in ended
+            if i not in (PAD_ID, START_ID)
+        ]

@@ -22,13 +22,9 @@ from keras_saat.workdir import BACKBONE_WEIGHTS_FILE, FEATURES_DIR, cache_owner
 
 
 def open_finished(directory, encoder, dataset, resize, dtype, compression, log=print):
-    """The index of a finished cache this run reads and never writes: every split whole, no
-    image changed since, and made as this run's extraction would make it.
-
-    Raises:
-        KerasSaatError: no cache there, one this run's extraction would not make, or one
-            with a split missing, unfinished or whose images changed since.
-    """
+    """The index of a finished cache this run reads and never writes, or a KerasSaatError
+    unless every split is whole, no image changed since, and it was made as this run's
+    extraction would make it."""
     directory = Path(directory)
     where = f"data.feature_cache {directory}"
     index = _finished_index(directory)
@@ -56,13 +52,9 @@ def open_finished(directory, encoder, dataset, resize, dtype, compression, log=p
 
 
 def check_borrowable(directory, pretrains):
-    """What can be checked of a borrowed cache before the run renders data or pre-trains:
-    a finished cache at `directory`, and no Shapes CNN this run would pre-train anew
-    (`pretrains`), whose features would not be the cache's.
-
-    Raises:
-        KerasSaatError: the cache is missing or unfinished, or the run would pre-train.
-    """
+    """Raises KerasSaatError, before the run renders data or pre-trains, unless a finished
+    cache is at `directory` and the run `pretrains` no Shapes CNN (whose features would not
+    be the cache's)."""
     directory = Path(directory)
     _finished_index(directory)
     if pretrains:

@@ -31,8 +31,7 @@ VERSION = 2  # 2: each shard records its inputs (`shard_inputs`)
 
 
 def new_index(header, fingerprint=None):
-    """A cache's index with no splits: the layout's version, `header` (backbone, grid,
-    channels, dtype, compression, ...) and what made it (`fingerprint`)."""
+    """A cache's index with no splits: the layout's version, `header` and `fingerprint`."""
     return {"version": VERSION, **header, "fingerprint": fingerprint, "splits": {}}
 
 
@@ -52,12 +51,8 @@ def shard_entry(index, split, number):
 
 
 def write_index(directory, index, needed=True):
-    """Writes a cache's index.json atomically.
-
-    Args:
-        needed: bool. False for a rewrite that only tidies, so a read-only cache is read
-            as it is. Defaults to True.
-    """
+    """Writes a cache's index.json atomically; returns whether it did. A write not `needed`
+    (one that only tidies) fails quietly, so a read-only cache is read as it is."""
     try:
         write_json_atomic(Path(directory) / INDEX, index)
     except FileWriteError:
@@ -121,21 +116,15 @@ def check_layout(directory, index):
         for number, shard in enumerate(shards):
             if not whole_entry(shard, entry["shard_size"], entry["count"]):
                 raise _damaged(directory, f"has a malformed entry for {split}'s shard {number}")
-            if shard.get("file") != shard_file(split, number, len(shards)):
-                raise _damaged(
-                    directory,
-                    f"names {str(shard.get('file'))[:80]!r} for {split}'s shard {number}, not "
-                    f"{shard_file(split, number, len(shards))!r}",
-                )
+            if shard.get("file") != (expected := shard_file(split, number, len(shards))):
+                found = f"{str(shard.get('file'))[:80]!r} for {split}'s shard {number}"
+                raise _damaged(directory, f"names {found}, not {expected!r}")
     return index
 
 
 def read_index(directory):
-    """index.json of a cache folder, its layout checked, with the finished shards of
-    progress.jsonl applied (a torn line is ignored: its shard is written again).
-
-    Raises:
-        KerasSaatError: index.json is not JSON or not a cache index's shape.
+    """index.json of a cache folder, its layout checked (else a KerasSaatError), with the
+    finished shards of progress.jsonl applied (a torn line is ignored: the shard is redone).
     """
     directory = Path(directory)
     try:
@@ -161,12 +150,9 @@ def read_index(directory):
 
 
 def finish_shard(directory, split, number, shard, written, skipped, inputs, content=None):
-    """Records a shard whose file is in place: updates its index entry `shard` and appends
-    a line to progress.jsonl, synced before the next.
-
-    `inputs` and `content` are the shard's `shard_inputs` and `shard_content`, taken before
-    its images were read; `skipped` is a list of [position, reason].
-    """
+    """Records a shard whose file is in place in its index entry `shard` and in a line of
+    progress.jsonl, synced before the next. `inputs` and `content` are its `shard_inputs`
+    and `shard_content`, taken before its images were read; `skipped`: [position, reason]."""
     size = os.path.getsize(Path(directory) / shard["file"])  # checked when the cache opens
     fields = dict(written=written, skipped=skipped, inputs=inputs, content=content, bytes=size)
     shard.update(done=True, **fields)
@@ -219,12 +205,9 @@ def open_extraction(directory, encoder, dataset, resize, dtype, compression):
 
 
 def split_entry(directory, index, split, records, shard_size, log=print):
-    """The index's entry of `split`, ready to extract.
-
-    A new split's shard list is written before any shard is recorded; an existing split
-    keeps its shard size, and its finished shards whose images changed are marked not done
-    on disk before any shard file is replaced.
-    """
+    """The index's entry of `split`, ready to extract. A new split's shard list is written
+    before any shard is recorded; an existing split keeps its shard size, and its shards
+    whose images changed are marked not done on disk before any shard file is replaced."""
     count = len(records)
     if split in index["splits"]:
         entry = index["splits"][split]
@@ -262,10 +245,9 @@ def shard_records(records, number, shard_size):
 
 
 def reopen_changed(entry, records, shard_size):
-    """Marks not done each finished shard whose images changed since it was written, so only
-    those are extracted again; a shard with new file times but the same bytes (a copied
-    dataset) is kept. Returns (changed, retimed) shard numbers.
-    """
+    """Marks not done each finished shard whose images changed since it was written; one
+    with new file times but the same bytes (a copied dataset) is kept. Returns (changed,
+    retimed) shard numbers."""
     changed, retimed = [], []
     for number, shard in enumerate(entry["shards"]):
         images = shard_records(records, number, shard_size)

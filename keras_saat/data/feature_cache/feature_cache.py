@@ -48,23 +48,16 @@ class FeatureCache:
                 f"no feature cache in {self.directory}; run `keras-saat extract-features` first"
             )
         self.index = read_index(self.directory)
+        self.grid_shape = tuple(self.index["grid"])
+        self.num_locations = self.grid_shape[0] * self.grid_shape[1]
+        self.channels = self.index["channels"]
+        self.dtype = self.index["dtype"]
+        self.compression = self.index.get("compression", "none")
         self._opened = {}  # shard path -> (mtime, size) when this reader first used it
 
     @property
     def cache(self):
         return self
-
-    @property
-    def grid_shape(self):
-        return tuple(self.index["grid"])
-
-    @property
-    def num_locations(self):
-        return self.index["grid"][0] * self.index["grid"][1]
-
-    @property
-    def channels(self):
-        return self.index["channels"]
 
     @property
     def splits(self):
@@ -131,14 +124,6 @@ class FeatureCache:
     def skipped(self, split):
         """[(position, reason), ...] of images that could not be read."""
         return [tuple(x) for s in self.index["splits"][split]["shards"] for x in s["skipped"]]
-
-    @property
-    def dtype(self):
-        return self.index["dtype"]
-
-    @property
-    def compression(self):
-        return self.index.get("compression", "none")
 
     def parse_fn(self, keep_dtype=False, count=None):
         """serialized tf.train.Example -> {"position": int32, "features": (L, C)}, float32 unless
@@ -234,7 +219,6 @@ class FeatureCache:
         go), each batch gathered from them."""
         files = tf.constant(self.files(split))
         parse = self.parse_fn(keep_dtype=True)
-        partial = plan.sliced
         batch_splits = windows["window_batches"]
         shards = tf.RaggedTensor.from_row_splits(
             windows["window_shards"], windows["window_shard_splits"]
@@ -266,7 +250,7 @@ class FeatureCache:
             start, stop = batch_splits[window], batch_splits[window + 1]
 
             def batch(b):
-                local = b["local"][: b["sizes"]] if partial else b["local"]
+                local = b["local"][: b["sizes"]] if plan.sliced else b["local"]
                 return {
                     "features": tf.gather(rows, local),
                     "tokens": tokens(b["rows"], b["sizes"], b["widths"]),

@@ -84,11 +84,7 @@ def _streamed_batches(dataset, split, records, start, stop, size, resize, batch_
     stream = dataset.image_source(split).map(lambda p, image: (table.lookup(p), image))
     stream = stream.filter(lambda p, image: p >= 0)
     decoder = image_decoder(size, resize)  # traced once a process, not once a shard
-
-    def decode(position, encoded):
-        return position, decoder(encoded)
-
-    stream = stream.map(decode, num_parallel_calls=decode_calls())
+    stream = stream.map(lambda p, image: (p, decoder(image)), num_parallel_calls=decode_calls())
     # Undecodable images vanish; the gaps in positions count them. Fixed parallelism (one
     # call a core, not the autotuner: with it, the end of a shard's stream could stall).
     stream = without_autotune(stream.ignore_errors())

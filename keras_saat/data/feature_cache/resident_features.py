@@ -33,10 +33,8 @@ def resident_bytes(cache, split, dtype):
 
 class ResidentFeatures:
     """One split of a FeatureCache in device memory, as a (N, L, C) variable; a feature
-    source whose batches hold "image_index".
-
-    Row i is the image at position i of the split; skipped images keep a zero row and never
-    appear in a batch.
+    source whose batches hold "image_index". Row i is the image at position i of the split;
+    skipped images keep a zero row and never appear in a batch.
 
     Args:
         cache: FeatureCache.
@@ -125,12 +123,11 @@ class ResidentFeatures:
 
     def planned_batches(self, split, records, batches, windows, tokens, plan):
         """Each batch's image positions ("image_index") beside its tokens; nothing is read."""
-        partial = plan.sliced
 
         def indexed(b):
             size = b["sizes"]
             # A padded batch's empty places (-1) read row 0: their captions weigh nothing.
-            index = b["positions"][:size] if partial else tf.maximum(b["positions"], 0)
+            index = b["positions"][:size] if plan.sliced else tf.maximum(b["positions"], 0)
             return {"image_index": index, "tokens": tokens(b["rows"], size, b["widths"])}
 
         out = tf.data.Dataset.from_tensor_slices(batches)

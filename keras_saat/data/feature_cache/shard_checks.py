@@ -82,18 +82,6 @@ def check_shard(path, size=None):
         raise damaged_shard_error(path, f"{found} bytes, where {size} were written")
 
 
-def first_damaged(paths):
-    """The first of `paths` whose records cannot all be read, and TensorFlow's reason, or
-    (None, None); it reads every record, so it runs only after a failure."""
-    for path in paths:
-        try:
-            for _ in tf.data.TFRecordDataset(path).batch(1024):
-                pass
-        except (tf.errors.DataLossError, tf.errors.NotFoundError) as err:
-            return path, read_error_reason(err)
-    return None, None
-
-
 @contextlib.contextmanager
 def naming_damaged_shards(paths):
     """Turns a DataLossError inside the block into a `damaged_shard_error` naming the first
@@ -103,14 +91,17 @@ def naming_damaged_shards(paths):
     try:
         yield
     except tf.errors.DataLossError as err:
-        path, reason = first_damaged(paths)
-        if path is None:
-            owner = _for_owner(os.path.dirname(paths[0])) if paths else ""
-            raise KerasSaatError(
-                f"a feature cache shard could not be read ({read_error_reason(err)}); "
-                f"delete the cache folder and run `keras-saat extract-features` again{owner}"
-            ) from None
-        raise damaged_shard_error(path, reason) from None
+        for path in paths:  # every record read, so only after a failure
+            try:
+                for _ in tf.data.TFRecordDataset(path).batch(1024):
+                    pass
+            except (tf.errors.DataLossError, tf.errors.NotFoundError) as found:
+                raise damaged_shard_error(path, read_error_reason(found)) from None
+        owner = _for_owner(os.path.dirname(paths[0])) if paths else ""
+        raise KerasSaatError(
+            f"a feature cache shard could not be read ({read_error_reason(err)}); "
+            f"delete the cache folder and run `keras-saat extract-features` again{owner}"
+        ) from None
     except tf.errors.InvalidArgumentError as err:
         says = rf"in [^\]]*{re.escape(INDEX)} says"
         found = re.search(rf"\[(the feature cache (?:{says}|holds a record)[^\]]*)\]", err.message)

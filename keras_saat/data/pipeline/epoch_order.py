@@ -48,8 +48,7 @@ def _cut(order, batch_size, drop_remainder, buckets=None):
         kinds.append(np.full(full, label))
         rest = ranks[full * batch_size :]
         if len(rest) and not drop_remainder:
-            padded = np.full(batch_size, -1, np.int64)
-            padded[: len(rest)] = order[rest]
+            padded = np.pad(order[rest], (0, batch_size - len(rest)), constant_values=-1)
             batches.append(padded[None])
             keys.append(np.asarray([len(order) + label + 1]))
             kinds.append(np.asarray([label]))

@@ -53,11 +53,9 @@ def token_table(records, vocabulary, max_length):
 def caption_batches(source, split, records, tokens_of, plan):
     """An epoch's batches of every caption of a split, cut as `plan` says.
 
-    Per caption, each batch holds `plan.batch_size` (image, caption) pairs. Per image
-    (`plan.per_image` k), batches are {"features" (n, L, C) or "images" (n, S, S, 3),
-    "tokens" (n, k, W)}: each image's features once beside its k captions, repeated on the
-    device; an image with more than k captions makes several groups, so every caption is
-    trained on once per epoch.
+    Per caption, a batch holds `plan.batch_size` (image, caption) pairs; per image
+    (`plan.per_image` k), {"features" (n, L, C) or "images" (n, S, S, 3), "tokens" (n, k,
+    W)}: each image once beside k captions (one with more makes several groups).
 
     Args:
         source: FeatureSource. `FeatureCache` (batches hold "features"), `ResidentFeatures`

@@ -50,30 +50,21 @@ def plan_arrays(plan, shard_positions, count):
 
 
 def planned_batches(source, split, records, arrays, tokens_of, plan):
-    """The plan's batches from `source`: {"features" | "image_index" | "images", "tokens"}.
-
-    Args:
-        source: FeatureSource (`feature_source`). Where each batch's image side comes from.
-        split: str. The split the plan covers.
-        records: list of ImageRecord. The split's records.
-        arrays: dict of arrays. `plan_arrays` of the plan.
-        tokens_of: the split's `token_table`.
-        plan: BatchPlan. Its bucket_by_length (each batch's tokens sliced to its width),
-            partial batches (`sliced`: kept at their own size) and batch_size.
-    """
+    """The batches of a plan (`plan_arrays`) of `split`: {"features" | "image_index" |
+    "images", "tokens"}, the image side asked of `source` (a FeatureSource), the tokens
+    gathered from `tokens_of` (the split's `token_table`) and cut as `plan` says."""
     flat = tokens_of.flat_values  # (R, W)
     width = int(flat.shape[-1])
     # Row -1 (no caption: a group's padding) reads the all-<pad> row appended at R.
     table = tf.concat([flat, tf.fill([1, width], tf.constant(PAD_ID, flat.dtype))], 0)
     pad_row = tf.shape(flat, out_type=tf.int32)[0]
-    partial = plan.sliced
 
     def tokens(rows, size, row_width):
         rows = tf.where(rows < 0, pad_row, rows)
         out = tf.gather(table, rows)  # (B, W) or (B, k, W); one unit's: (W,) or (k, W)
         if plan.bucket_by_length:
             out = out[..., :row_width]
-        return out[:size] if partial and size is not None else out
+        return out[:size] if plan.sliced and size is not None else out
 
     arrays = {k: tf.convert_to_tensor(v) for k, v in arrays.items()}
     batches = {k: arrays[k] for k in _BATCH_KEYS}

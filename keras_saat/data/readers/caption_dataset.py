@@ -12,10 +12,8 @@ SPLITS = ("train", "val", "test")
 
 
 class Skips:
-    """Counts bad data that was skipped, by reason, remembering where.
-
-    With `strict=True` the first skip raises a KerasSaatError naming the offender.
-    """
+    """Counts skipped bad data by reason, remembering where; with `strict=True` the first
+    skip raises a KerasSaatError naming the offender."""
 
     def __init__(self, strict=False):
         self.strict = strict
@@ -56,9 +54,8 @@ class ImageRecord:
         captions: list of str. Reference captions as written (punctuation and case kept).
         objects: list of dict or None. Shapes world ground truth (shape, colour, size, cell, box).
         stream_position: int or None. Position in a streamed split (TFDS). Defaults to None.
-        stamp: str or None. The image file's "size|mtime_ns" as its reader found it, which
-            the feature cache fingerprints instead of a second stat; None: not looked up.
-            Defaults to None.
+        stamp: str or None. The file's "size|mtime_ns" as its reader found it, which the
+            feature cache fingerprints without a second stat. Defaults to None (not looked up).
     """
 
     imgid: int
@@ -132,12 +129,10 @@ def add_caption(captions, text, where, skips):
 
 def finish(name, records, skips, source, image_source=None):
     """Drops images left with no caption (counted) and checks that something is left."""
-    kept = []
     for record in records:
-        if record.captions:
-            kept.append(record)
-        else:
+        if not record.captions:
             skips.add("image without captions", f"{source}: image {record.imgid}")
+    kept = [record for record in records if record.captions]
     if not kept:
         raise KerasSaatError(f"{source} lists no images with captions")
     return CaptionDataset(name=name, records=kept, skips=skips, image_source=image_source)

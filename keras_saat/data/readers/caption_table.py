@@ -9,9 +9,8 @@
 `image` is relative to the captions file (or `data.images_dir`). Without a split column,
 images go to train, val and test (80/10/10) by a hash of their path, so adding rows never
 moves an image. Every row is checked first and all problems reported at once, with file
-and line. An image file is only stat-ed, never opened, so millions of rows read in
-seconds; the feature cache reuses that stat. A missing image is skipped and counted (an
-error with `data.strict`).
+and line. An image file is only stat-ed, never opened (the feature cache reuses that
+stat); a missing image is skipped and counted (an error with `data.strict`).
 """
 
 import csv
@@ -40,12 +39,7 @@ STRICT_TEXT = {MISSING: "image file not found"}  # a skip's reason as a strict e
 def _lines(handle):
     """(line number, text) of each line of a binary file, split at "\n" only (JSON and CSV
     values may hold U+2028 or U+0085); a line over MAX_LINE_BYTES gives a ValueError."""
-    number = 0
-    while True:
-        line = handle.readline(MAX_LINE_BYTES + 1)
-        if not line:
-            return
-        number += 1
+    for number, line in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
         if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
             while line and not line.endswith(b"\n"):
                 line = handle.readline(MAX_LINE_BYTES)

@@ -23,19 +23,16 @@ def read_json(path, what):
     try:
         return json.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark read past
     except json.JSONDecodeError as err:
-        raise KerasSaatError(
-            f"{what} {path} is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
-        ) from None
+        why = f"is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
     except UnicodeDecodeError as err:
-        raise KerasSaatError(
-            f"{what} {path} is not UTF-8 text (byte {err.start}): {err.reason}"
-        ) from None
+        why = f"is not UTF-8 text (byte {err.start}): {err.reason}"
     except ValueError as err:  # an integer of over 4300 digits, which int() refuses
         raise KerasSaatError(
             f"{what} {path} holds a value that cannot be read: {err}"[:300]
         ) from None
     except RecursionError:
-        raise KerasSaatError(f"{what} {path} is nested too deeply to be a dataset file") from None
+        why = "is nested too deeply to be a dataset file"
+    raise KerasSaatError(f"{what} {path} {why}")
 
 
 def is_int(value):

@@ -23,12 +23,12 @@ available_readers = READERS.names
 get_reader = READERS.get
 
 
-def _required_path(data):
-    if not data.path:
+def _required_path(data, key="path"):
+    if not (value := getattr(data, key)):
         raise KerasSaatError(
-            f"data.path must name the dataset file when data.dataset is {data.dataset}"
+            f"data.{key} must name the dataset file when data.dataset is {data.dataset}"
         )
-    return data.path
+    return value
 
 
 def _trained_in(workdir):
@@ -39,12 +39,9 @@ def _trained_in(workdir):
 
 def _shapes(data, workdir, log, redraw=False):
     """The Shapes world, generated into <workdir>/data when data.path is empty and missing.
-
-    A world generated with the config's settings is reused. A differing file named by
-    data.path is refused, as is the workdir's own world once a model learned from it (one
-    differing only in how its varied scenes were drawn is read with a note); a workdir
-    with nothing trained gets a new world, with `redraw` only (scoring never redraws).
-    """
+    A world of other settings is refused when data.path names it or a model learned from it
+    (one drawn otherwise only in its varied scenes is then read with a note), else drawn
+    anew with `redraw` only (scoring never redraws)."""
     from keras_saat.data.readers.karpathy import read_karpathy
     from keras_saat.data.shapes_dataset import (
         DATASET_FILE,
@@ -91,16 +88,16 @@ def _shapes(data, workdir, log, redraw=False):
         if trained is not None:
             raise KerasSaatError(
                 f"{path} holds the Shapes world of {described} that {trained} was trained "
-                f"on, and the config asks for {asked}; set {keys} to match it. To score the model on another world, point data.path "
-                "at a new file (generated there) and --out at a folder for its scores; to "
-                "train on one, use a new --workdir, or move model.keras and checkpoints/ "
-                "away to draw it anew here"
+                f"on, and the config asks for {asked}; set {keys} to match it. To score the "
+                "model on another world, point data.path at a new file (generated there) and "
+                "--out at a folder for its scores; to train on one, use a new --workdir, or "
+                "move model.keras and checkpoints/ away to draw it anew here"
             )
         if not redraw:
             raise KerasSaatError(
                 f"{path} holds a Shapes world of {described}, and the config asks for {asked}; "
-                "scoring never redraws a folder's world: give --out a folder of its own (the world is drawn beside it) or set "
-                f"{keys} to match it"
+                "scoring never redraws a folder's world: give --out a folder of its own (the "
+                f"world is drawn beside it) or set {keys} to match it"
             )
         log(f"the Shapes world in {path.parent} is {described}; generating {asked}")
         path.unlink()
@@ -170,22 +167,11 @@ _captions.input_files = ("path",)
 
 
 def check_inputs(data):
-    """Checks that the files `data`'s reader opens exist, and `data.images_dir` if given.
-
-    Args:
-        data: DataConfig. Its `dataset` names the reader; the reader's `input_files` (the
-            `data` keys it opens) must name files.
-
-    Raises:
-        KerasSaatError: the reader is unknown, or a file or the image folder is missing.
-    """
+    """Raises KerasSaatError unless the reader `data.dataset` names is known, the files its
+    `input_files` (keys of `data`) name exist, and so does `data.images_dir` if given."""
     reader = get_reader(data.dataset)
     for key in getattr(reader, "input_files", ()):
-        value = getattr(data, key)
-        if not value:
-            raise KerasSaatError(
-                f"data.{key} must name the dataset file when data.dataset is {data.dataset}"
-            )
+        value = _required_path(data, key)
         if not Path(value).is_file():
             raise KerasSaatError(f"dataset file not found: {value} (data.{key})")
     if data.images_dir and not Path(data.images_dir).is_dir():
