@@ -99,25 +99,22 @@ class DataConfig:
     cache_compression: str = "none"
     # Images per feature cache shard (a killed extraction redoes at most one shard).
     cache_shard_size: int = 1000
-    # Another workdir's feature cache to read, never write, instead of extracting into
-    # <workdir>/features (""): a second decoder on the same frozen backbone and images.
-    # This run checks that its own extraction would have made it, every split finished
-    # and no image changed since.
+    # Another workdir's feature cache to read, never write ("" = extract into
+    # <workdir>/features): a second decoder on the same frozen backbone and images, checked
+    # to be what this run would extract, every split finished and no image changed since.
     feature_cache: str = ""
     # Captions shuffled together: an epoch reads the shards in a seeded order, in windows
     # of whole shards holding at least this many, and permutes each window; 0 keeps order.
     shuffle_buffer: int = 5000
-    # Validation images captioned after each validated epoch: a fixed subset of the val
-    # split, drawn once with train.seed (null = the whole split). The final test scoring
-    # always captions the whole test split.
+    # Validation images captioned after each validated epoch: a subset of the val split
+    # drawn once with train.seed (null = the whole split); the test split is always scored whole.
     val_images: int | None = 5000
     # Batch captions of similar length together (several static shapes, fewer pads).
     bucket_by_length: bool = False
-    # How training batches are formed. "per_caption": every (image, caption) pair is an
-    # example, shuffled across images. "per_image": images batched with all their
-    # captions, each image's features sent to the device once (keeps a GPU fed).
-    # "auto": per_image where the features stream from the cache and captions are not
-    # bucketed, else per_caption.
+    # How training batches are formed: "per_caption", every (image, caption) pair an
+    # example, shuffled across images; "per_image", images with all their captions, each
+    # image's features sent to the device once (keeps a GPU fed); "auto", per_image where
+    # the features stream from the cache and captions are not bucketed, else per_caption.
     batching: str = "auto"
     # What becomes of a batch a shuffle window (or length bucket) cannot fill. "pad":
     # padded with rows that weigh nothing in the loss, so every caption trains once an

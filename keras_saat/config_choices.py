@@ -3,6 +3,7 @@
 Nothing here imports TensorFlow, so a config is checked before TensorFlow loads.
 """
 
+import importlib
 import typing
 
 from keras_saat.config_ranges import RANGES, check_range, shown
@@ -10,31 +11,19 @@ from keras_saat.errors import KerasSaatError, did_you_mean
 from keras_saat.runtime.precision import PRECISIONS
 
 
-def _attentions():
-    from keras_saat.layers.attention_registry import available_attentions
-
-    return tuple(available_attentions())
-
-
-def _readers():
-    from keras_saat.data.readers.reader_registry import available_readers
-
-    return tuple(available_readers())
-
-
-def _export_formats():
-    from keras_saat.export_formats import available_formats
-
-    return tuple(available_formats())
+def _deferred(entry):
+    """The function "module:function" names, its module imported when it is first called."""
+    module, function = entry.split(":")
+    return lambda *args: getattr(importlib.import_module(module), function)(*args)
 
 
 # A tuple, or a function returning a registry's names (asked only when the key is set).
 # Some repeat constants whose owners import TensorFlow; tests/test_config.py checks them.
 CHOICES = {
-    ("model", "attention"): _attentions,
+    ("model", "attention"): _deferred("keras_saat.layers.attention_registry:available_attentions"),
     ("model", "reinforce_baseline"): ("moving_average", "expected_context"),
-    ("data", "dataset"): _readers,
-    ("export", "format"): _export_formats,
+    ("data", "dataset"): _deferred("keras_saat.data.readers.reader_registry:available_readers"),
+    ("export", "format"): _deferred("keras_saat.export_formats:available_formats"),
     ("export", "precision"): ("float32", "bfloat16", "auto"),
     ("data", "resize"): ("crop", "pad", "stretch"),
     ("export", "resize"): ("", "crop", "pad", "stretch"),
@@ -53,28 +42,18 @@ CHOICES = {
 }
 
 
-def _known_backbone(name):
-    from keras_saat.encoders.registry import get_backbone_spec
-
-    get_backbone_spec(name)  # names the nearest registered backbone, and the qubvel extra
-
-
-# Keys checked by asking a registry for the entry (its error names the nearest one).
-VALIDATORS = {("model", "backbone"): _known_backbone}
-
-
-def _choice_text(choice):
-    """A choice as it is written in YAML: true and false for booleans."""
-    return str(choice).lower() if isinstance(choice, bool) else str(choice)
+# Keys checked by asking a registry for the entry (its error names the nearest one, and
+# for backbones the qubvel extra).
+VALIDATORS = {("model", "backbone"): _deferred("keras_saat.encoders.registry:get_backbone_spec")}
 
 
 def coerce(where, value, annotation):
     """Checks `value` against a field's type annotation; returns the typed value."""
     allowed = typing.get_args(annotation) or (annotation,)
+    names = " or ".join(k.__name__ for k in allowed)
     if value is None:
         if type(None) in allowed:
             return None
-        names = " or ".join(k.__name__ for k in allowed)
         raise KerasSaatError(f"config {where}: null is not allowed; expected {names}")
     for kind in allowed:
         if kind is bool and isinstance(value, bool):
@@ -85,7 +64,6 @@ def coerce(where, value, annotation):
             return float(value)
         if kind is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
-    names = " or ".join(k.__name__ for k in allowed)
     raise KerasSaatError(f"config {where}: {shown(value)} is not a valid {names}")
 
 
@@ -99,7 +77,7 @@ def check_value(name, key, given, annotation):
     if callable(choices):
         choices = choices()
     if choices and not any(value == c and type(value) is type(c) for c in choices):
-        texts = [_choice_text(c) for c in choices]
+        texts = [str(c).lower() if isinstance(c, bool) else str(c) for c in choices]  # as YAML
         raise KerasSaatError(
             f"config {name}.{key}: {shown(given)} is not one of {', '.join(texts)}"
             f"{did_you_mean(str(value)[:100], texts)}"

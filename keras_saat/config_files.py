@@ -11,15 +11,11 @@ from keras_saat.io_utils import YAML_MAX_BYTES, load_yaml
 
 def parse_override(text):
     """Parses 'section.key=value' into a nested dict; the value is read as YAML."""
-    if "=" not in text:
+    path, equals, raw = text.partition("=")
+    parts = path.strip().split(".")
+    if not equals or not all(parts) or len(parts) > 2:
         raise KerasSaatError(
             f"--set {shown(text)}: expected section.key=value, e.g. train.epochs=5"
-        )
-    path, raw = text.split("=", 1)
-    parts = path.strip().split(".")
-    if not all(parts) or len(parts) > 2:
-        raise KerasSaatError(
-            f"--set {shown(text)}: expected section.key=value, e.g. model.attention=hard"
         )
     try:
         value = load_yaml(raw) if raw.strip() else ""

@@ -50,9 +50,7 @@ def out_of_memory(err):
     """The one-line message for `err` when it is Python's or TensorFlow's out-of-memory
     error (not a full disk, which TensorFlow reports alike), else ""."""
     name = type(err).__name__
-    if not isinstance(err, MemoryError) and name != "ResourceExhaustedError":
-        return ""
-    if write_failure(err):
+    if not (isinstance(err, MemoryError) or name == "ResourceExhaustedError") or write_failure(err):
         return ""
     return (
         f"out of memory ({name}): the settings ask for more memory than this machine has; "

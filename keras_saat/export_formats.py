@@ -1,16 +1,14 @@
 """Export format registry: `export.format` name -> the function that writes it.
 
-An export function is `write(model, out, decode, export, version, metadata, log) -> Path`:
-the Captioner, the output folder, the DecodeConfig and ExportConfig (its `resize`
-resolved), the version (None = the next free one), extra metadata (a dict) and a log
-function. A new format is one module with such a function and one
-`register_export_format("name", write)`; `keras-saat export --format name` and
-`export.format: name` then select it. `keras_saat.export` is the switch, and holds the
-built-in formats, one module each.
+A format is one module with a function `write(model, out, decode, export, version,
+metadata, log) -> Path` (the Captioner, the output folder, the DecodeConfig and the
+ExportConfig with `resize` resolved, the version or None for the next free one, extra
+metadata (a dict) and a log function) and one `register_export_format("name", write)`;
+`keras-saat export --format name` and `export.format: name` then select it.
 
-The built-in formats are registered by module path, so the config can check a format's
-name without importing TensorFlow or the export code; the registry sits below the config
-for that reason, not in `keras_saat.export`.
+The built-in formats are registered by module path, so the config checks a format's name
+without importing TensorFlow or the export code: the registry sits below the config for
+that reason, not in `keras_saat.export` (the switch, with a module per built-in format).
 """
 
 from keras_saat.registries import Registry

@@ -20,13 +20,9 @@ def atomic_path(path, suffix=""):
     """Yields a new temporary path beside `path`; when the block ends, it replaces `path`.
 
     The temporary is created exclusively (no planted link is followed) and named by
-    host, process and a random part, so `sweep_temporaries` can tell a killed writer's.
+    host, process and a random part, so `sweep_temporaries` can tell a killed writer's;
+    `suffix` ends its name, for writers that pick a format by it (".keras", ".npz").
     A block that raises leaves `path` as it was; a refused write raises `FileWriteError`.
-
-    Args:
-        path: str or Path. The file to write.
-        suffix: str. The temporary name's ending, for writers that pick a format by it
-            (".keras", ".npz"). Defaults to "".
     """
     path = Path(path)
     while True:
@@ -125,11 +121,10 @@ def file_sha256(path):
 def write_bytes_atomic(path, data):
     """Writes bytes through `atomic_path`: a killed process leaves either the old file or
     the new one, never half of one."""
-    with atomic_path(path) as tmp:
-        with tmp.open("wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
+    with atomic_path(path) as tmp, tmp.open("wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
 
 
 def write_text_atomic(path, text):
@@ -167,17 +162,9 @@ class _BoundedYamlLoader(yaml.SafeLoader):
 
 
 def load_yaml(text):
-    """Parses a YAML document with yaml.safe_load's types, refusing what could blow up.
-
-    Aliases ("billion laughs"), nesting deeper than YAML_MAX_DEPTH and text over
-    YAML_MAX_BYTES are refused.
-
-    Args:
-        text: str. The document.
-
-    Raises:
-        yaml.YAMLError: not valid YAML, or over a bound; its message says which.
-    """
+    """Parses a YAML document with yaml.safe_load's types, refusing with yaml.YAMLError
+    aliases ("billion laughs"), nesting deeper than YAML_MAX_DEPTH and text over
+    YAML_MAX_BYTES as it refuses invalid YAML."""
     if len(text) > YAML_MAX_BYTES:
         raise yaml.YAMLError(f"longer than {YAML_MAX_BYTES} characters")
     loader = _BoundedYamlLoader(text)

@@ -42,8 +42,7 @@ def reinforce_surrogate(
         mask: (B, T) float. 1 on the caption's steps.
         policy_rows: (B,) float. 1 where the caption used samples, 0 where it used expectations.
         baseline: scalar or (B,). The baseline b of each caption.
-        reinforce_weight: float. lambda_r.
-        entropy_weight: float. lambda_e.
+        reinforce_weight, entropy_weight: float. lambda_r and lambda_e.
     """
     reward = ops.stop_gradient(log_p_y - baseline)  # (B,)
     log_p_s = ops.sum(log_p_samples * mask, axis=1)  # log p(s | a): (B,)

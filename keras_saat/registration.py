@@ -30,16 +30,12 @@ SERIALIZABLE_MODULES = (
 _WATCHED = ("keras", "tensorflow", "keras_saat.")
 
 
-def register_serializables():
-    """Imports every module of SERIALIZABLE_MODULES (each registers its classes)."""
-    for name in SERIALIZABLE_MODULES:
-        importlib.import_module(name)
-
-
 def _register_quietly():
-    """Registers, warning instead of raising: the triggering import is the user's."""
+    """Imports SERIALIZABLE_MODULES (each registers its classes), warning instead of
+    raising: the triggering import is the user's."""
     try:
-        register_serializables()
+        for name in SERIALIZABLE_MODULES:
+            importlib.import_module(name)
     except Exception as err:  # any failure of ours: reported, never raised
         warnings.warn(
             f"keras_saat could not register its classes with Keras ({type(err).__name__}: "

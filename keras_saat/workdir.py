@@ -41,8 +41,7 @@ LOCK_FILE = "train.lock"
 
 
 def cache_owner(directory):
-    """The workdir whose feature cache `directory` is (a folder named FEATURES_DIR),
-    else None."""
+    """The workdir whose feature cache `directory` is (a folder named FEATURES_DIR), else None."""
     directory = Path(os.path.abspath(directory))
     return directory.parent if directory.name == FEATURES_DIR else None
 
@@ -50,12 +49,8 @@ def cache_owner(directory):
 @contextlib.contextmanager
 def workdir_lock(workdir, command):
     """Holds WORKDIR/train.lock (an OS lock, gone with the process) while `command` writes
-    the workdir; a second run fails.
-
-    Raises:
-        KerasSaatError: another process holds the lock, or the lock's name is taken by a
-            link or something other than a plain file.
-    """
+    the workdir; a KerasSaatError when another process holds it, or the lock's name is
+    taken by a link or something other than a plain file."""
     from filelock import FileLock, Timeout
 
     path = Path(workdir) / LOCK_FILE
@@ -83,12 +78,10 @@ def workdir_lock(workdir, command):
                 raise KerasSaatError(
                     f"{path} is not a plain file of its own; remove it and run again"
                 )
+            holder = f"`keras-saat {command}`, process {os.getpid()} on {socket.gethostname()}\n"
             with contextlib.suppress(OSError):  # Windows locks the bytes: no owner is named
                 os.ftruncate(fd, 0)
-                os.write(
-                    fd,
-                    f"`keras-saat {command}`, process {os.getpid()} on {socket.gethostname()}\n".encode(),
-                )
+                os.write(fd, holder.encode())
         finally:
             os.close(fd)
         yield

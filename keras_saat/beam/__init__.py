@@ -21,11 +21,7 @@ INSTALL_HINT = 'apache-beam is not installed; pip install "keras-saat[beam]"'
 
 
 def require_beam():
-    """Imports apache_beam, or raises one line naming the extra to install.
-
-    Raises:
-        KerasSaatError: apache_beam cannot be imported.
-    """
+    """Imports apache_beam, or raises a KerasSaatError naming the extra to install."""
     try:
         import apache_beam
     except ImportError:

@@ -11,16 +11,9 @@ from keras_saat.images.image_files import find_images
 
 
 def caption_row(image, caption=None, log_prob=None, error="", novelty=None, familiar=None):
-    """One output row, as `CaptionFile.write` writes it.
-
-    Args:
-        image: str. The image's path.
-        caption: str or None.
-        log_prob: float or None. Rounded to 5 decimals.
-        error: str. "" when captioned.
-        novelty: float or None. Rounded to 4 decimals; None when not measured (NaN).
-        familiar: bool or None.
-    """
+    """One output row for the image at path `image`, as `CaptionFile.write` writes it:
+    log_prob rounded to 5 decimals, novelty to 4 (None when not measured, NaN), error ""
+    when captioned."""
     measured = novelty is not None and novelty == novelty
     return {
         "image": str(image),
@@ -33,12 +26,8 @@ def caption_row(image, caption=None, log_prob=None, error="", novelty=None, fami
 
 
 def expand_patterns(patterns):
-    """Image paths (str) from paths, folders and patterns, in a stable order, expanded as
-    `keras-saat caption` does (remote ones by Beam); an unmatched one is kept.
-
-    Args:
-        patterns: iterable of str.
-    """
+    """Image paths (str) from paths, folders and patterns (str), in a stable order,
+    expanded as `keras-saat caption` does (remote ones by Beam); an unmatched one is kept."""
     paths = []
     for pattern in patterns:
         pattern = str(pattern)
@@ -51,12 +40,8 @@ def expand_patterns(patterns):
 
 
 def remote_call(path, function, *args):
-    """`function(*args)` of Beam's FileSystems on `path`, a refusal as one line.
-
-    Raises:
-        KerasSaatError: no file system for the path's scheme (gs:// needs
-            apache-beam[gcp]), or the file system refused (credentials, bucket).
-    """
+    """`function(*args)` of Beam's FileSystems on `path`; a KerasSaatError of one line when
+    no file system serves the path's scheme (gs:// needs apache-beam[gcp]) or it refuses."""
     try:
         return function(*args)
     except ValueError:  # the scheme's file system is not installed
@@ -108,9 +93,7 @@ def _failed_rows(failure):
     per image of the batch."""
     batch, exception = failure
     error = f"the model raised {_exception_line(exception)}"
-    items = batch if isinstance(batch, list) else [batch]
-    for item in items:
-        (key, path), _ = item
+    for (key, path), _ in batch if isinstance(batch, list) else [batch]:
         yield key, caption_row(path, error=error)
 
 
@@ -143,12 +126,7 @@ class CaptionKeyedImages(beam.PTransform):
 
 class CaptionImages(beam.PTransform):
     """File patterns (str) -> caption rows (dict), one per image, spread over the workers.
-
-    Args:
-        handler: SavedModelHandler, or the SavedModel folder (str) to build one.
-        batch_size: int. With a folder: images per model call. Defaults to BATCH_SIZE.
-        large_model: bool. With a folder: one model copy per machine. Defaults to False.
-    """
+    Takes `CaptionKeyedImages`' arguments."""
 
     def __init__(self, handler, batch_size=BATCH_SIZE, large_model=False):
         super().__init__()

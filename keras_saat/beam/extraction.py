@@ -46,17 +46,13 @@ class EncoderHandler(ModelHandler):
     each worker from the weights the driver saved (the handler itself pickles).
 
     Args:
-        backbone: str. Registry name.
-        image_size: int.
+        backbone, image_size: the encoder's registry name and input side.
         weights: str. The .npz of the encoder's weights (`save_encoder_weights`).
-        dtype: str. The cache dtype (int8: the encoder computes float32, each row is
-            quantised as it is written).
-        resize: str. The resize mode (part of the fingerprint).
+        dtype, resize, compression: the cache's settings, part of `fingerprint` (int8: the
+            encoder computes float32, each row is quantised as it is written).
         fingerprint: str. The cache's encoder fingerprint.
         policy: str. Keras dtype policy the encoder was built under. Defaults to "float32".
-        batch_size: int. Images per encoder call; every batch but the last. Defaults to 32.
-        large_model: bool. One encoder per machine, shared by its processes. Defaults to False.
-        compression: str. The cache compression (part of the fingerprint). Defaults to "none".
+        batch_size, large_model: as `fixed_batches`. Defaults to 32 and False.
     """
 
     def __init__(self, backbone, image_size, weights, dtype, resize, fingerprint,
@@ -95,8 +91,7 @@ class EncoderHandler(ModelHandler):
         return EncodeBatch(encoder.compiled("float32" if dtype == "int8" else dtype))
 
     def run_inference(self, batch, model, inference_args=None):
-        features = model(np.stack(batch))
-        return [PredictionResult(None, row) for row in features]
+        return [PredictionResult(None, row) for row in model(np.stack(batch))]
 
     def get_num_bytes(self, batch):
         return sum(x.nbytes for x in batch)
@@ -106,8 +101,7 @@ class EncoderHandler(ModelHandler):
 
 
 def save_encoder_weights(encoder, directory, fingerprint):
-    """Writes the encoder's weights to CACHE/.beam for the workers, anew each run; returns
-    the path."""
+    """Writes the encoder's weights to CACHE/.beam, anew each run; returns the path."""
     path = Path(directory) / BEAM_DIR / ENCODER_WEIGHTS.format(fingerprint)
     path.parent.mkdir(parents=True, exist_ok=True)
     weights = encoder.feature_model.get_weights()
@@ -130,10 +124,7 @@ def read_shard_list(directory, file):
     """(header dict, {position: Image}) of a shard's list."""
     path = Path(directory) / BEAM_DIR / (file + LIST_SUFFIX)
     header, *rows = path.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
-    images = {}
-    for row in rows:
-        position, imgid, image_path = json.loads(row)
-        images[position] = Image(image_path, imgid)
+    images = {position: Image(image, imgid) for position, imgid, image in map(json.loads, rows)}
     return json.loads(header), images
 
 
@@ -153,7 +144,6 @@ class _DecodeImage(beam.DoFn):
 
     def process(self, element):
         from keras_saat.data.feature_cache.cache_index import file_skip_reason
-        from keras_saat.errors import KerasSaatError
         from keras_saat.images.decoding import load_image
 
         (file, position), path = element
@@ -181,21 +171,6 @@ def _failed(failure):
         yield file, ("skip", position, reason)
 
 
-def _content(header, images):
-    """The shard's `shard_content`, or None where a file changed since the launch."""
-    from keras_saat.data.feature_cache.cache_format import shard_content, shard_inputs
-    from keras_saat.data.readers.caption_dataset import ImageRecord
-
-    records = [
-        ImageRecord(image.imgid, Path(image.path), header["split"], [])
-        for _, image in sorted(images.items())
-    ]
-    content = shard_content(records)  # stats each file now, before and after its read
-    if shard_inputs(records, fresh=True) != header["inputs"]:  # changed since the launch
-        return None
-    return content
-
-
 class _WriteShard(beam.DoFn):
     """(file, items) -> the shard file, written whole, then its record in CACHE/.beam."""
 
@@ -206,9 +181,13 @@ class _WriteShard(beam.DoFn):
     def process(self, element):
         import tensorflow as tf
 
-        from keras_saat.data.feature_cache.cache_format import feature_example
+        from keras_saat.data.feature_cache.cache_format import (
+            feature_example,
+            shard_content,
+            shard_inputs,
+        )
         from keras_saat.data.feature_cache.cache_index import image_place, skipped_entries
-        from keras_saat.data.readers.caption_dataset import Skips
+        from keras_saat.data.readers.caption_dataset import ImageRecord, Skips
 
         file, items = element
         items = list(items)  # read twice; a runner's grouped values may be a one-pass iterable
@@ -224,11 +203,16 @@ class _WriteShard(beam.DoFn):
                 for position, row in rows:
                     writer.write(feature_example(position, row, *self._format))
         written = [position for position, _ in rows]
+        split = header["split"]
+        records = [ImageRecord(i.imgid, Path(i.path), split, []) for _, i in sorted(images.items())]
+        content = shard_content(records)  # stats each file now, before and after its read
+        if shard_inputs(records, fresh=True) != header["inputs"]:  # changed since the launch
+            content = None
         entry = {
             "split": header["split"],
             "shard": header["shard"],
             "inputs": header["inputs"],
-            "content": _content(header, images),
+            "content": content,
             "written": len(written),
             "skipped": skipped_entries(images, images, written, skips),
             "skips": dict(skips.where),
@@ -246,10 +230,8 @@ class ExtractFeatures(beam.PTransform):
     Args:
         directory: str. The cache folder, as the workers see it.
         handler: EncoderHandler.
-        image_size: int. The encoder's input side.
-        resize: str. "crop", "pad" or "stretch".
-        dtype: str. The cache dtype. Defaults to "float16".
-        compression: str. The cache compression. Defaults to "none".
+        image_size, resize, dtype, compression: the encoder's input side and the cache's
+            settings.
     """
 
     def __init__(self, directory, handler, image_size, resize="crop", dtype="float16",
@@ -265,9 +247,8 @@ class ExtractFeatures(beam.PTransform):
             | "Images" >> beam.FlatMap(_shard_images, self._directory)
             | "SpreadImages" >> beam.Reshuffle()
         )
-        decoded = images | "Decode" >> beam.ParDo(
-            _DecodeImage(self._size, self._resize)
-        ).with_outputs("skipped", main="pixels")
+        decode = beam.ParDo(_DecodeImage(self._size, self._resize))
+        decoded = images | "Decode" >> decode.with_outputs("skipped", main="pixels")
         results, dead = (
             decoded.pixels
             | "Encode" >> RunInference(KeyedModelHandler(self._handler)).with_exception_handling()

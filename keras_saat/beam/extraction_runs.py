@@ -48,8 +48,7 @@ def _finished_record(directory, file):
         record = json.loads(done.read_text(encoding="utf-8"))
         skips = Skips()
         for reason, places in record["skips"].items():
-            for place in places:
-                skips.add(reason, place)
+            skips.where[reason] += map(str, places)
         content = record.get("content")
         if not (content is None or (isinstance(content, str) and _HASH.fullmatch(content))):
             return None
@@ -84,20 +83,14 @@ def extract_features_beam(encoder, dataset, directory, splits=SPLITS, shard_size
                           runner="local", beam_args=(), large_model=False,
                           log=print):  # fmt: skip
     """`extract_features` as a Beam pipeline: the same cache, its shards written by workers.
+    Returns (FeatureCache, Skips of the images skipped in this run).
 
     Args:
-        encoder: ImageEncoder. The frozen backbone.
-        dataset: CaptionDataset. Its images must be files the workers can read.
-        directory: str or Path. The cache folder, on storage the workers share.
-        splits, shard_size, dtype, batch_size, resize, strict, compression: as
-            `extract_features`.
-        runner: str. A `runner_name`. Defaults to "local".
-        beam_args: list of str. Beam's pipeline options.
+        encoder, dataset, directory, splits, shard_size, dtype, batch_size, resize, strict,
+            compression: as `extract_features`; the dataset's images must be files the
+            workers can read, and `directory` on storage they share.
+        runner, beam_args: as `caption_run`.
         large_model: bool. One encoder per machine. Defaults to False.
-        log: callable.
-
-    Returns:
-        (FeatureCache, Skips) — the images skipped in this run.
     """
     check_format(dtype, compression)
     if dataset.image_source is not None:

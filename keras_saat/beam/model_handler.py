@@ -15,15 +15,9 @@ BATCH_SIZE = DecodeConfig.batch_size  # images per model call: the decode batch 
 
 
 class SignatureCall:
-    """A loaded signature as a plain callable (Beam's large_model proxy forwards only
-    calls): list of inputs -> dict of NumPy arrays.
-
-    Args:
-        path: str. The SavedModel folder (holds saved_model.pb).
-        signature: str. The signature's name.
-        input_key: str. The signature's input name.
-        output_keys: tuple of str. The outputs returned.
-    """
+    """`signature` of the SavedModel folder `path` as a plain callable (Beam's large_model
+    proxy forwards only calls): list of inputs (its `input_key`) -> dict of NumPy arrays
+    (its `output_keys`)."""
 
     def __init__(self, path, signature, input_key, output_keys):
         import tensorflow as tf
@@ -49,11 +43,7 @@ def is_remote(path):
 
 
 def read_remote(path, limit=MAX_FILE_BYTES):
-    """The bytes of a file on a Beam file system, at most `limit` of them.
-
-    Raises:
-        ValueError: the file is longer than `limit`.
-    """
+    """The bytes of a file on a Beam file system; ValueError when it is over `limit`."""
     with FileSystems.open(path, compression_type="uncompressed") as stream:
         data = stream.read(limit + 1)
     if len(data) > limit:
@@ -65,11 +55,8 @@ def read_remote(path, limit=MAX_FILE_BYTES):
 
 
 class ImageFile:
-    """An image file a handler reads when its batch is run (local, or a Beam file system).
-
-    Args:
-        path: str.
-    """
+    """An image file `path` a handler reads when its batch is run (local, or a Beam file
+    system)."""
 
     def __init__(self, path):
         self.path = str(path)
@@ -88,14 +75,10 @@ class ImageFile:
 
 def fixed_batches(batch_size, large_model):
     """A ModelHandler's batching arguments: batches of exactly `batch_size` (but the last;
-    Beam's adaptive batching would start at 1) and `large_model` (one model a machine).
-
-    Raises:
-        KerasSaatError: batch_size under 1.
-    """
-    if int(batch_size) < 1:
-        raise KerasSaatError(f"batch_size must be at least 1; got {batch_size}")
+    Beam's adaptive batching would start at 1) and `large_model` (one model a machine)."""
     size = int(batch_size)
+    if size < 1:
+        raise KerasSaatError(f"batch_size must be at least 1; got {batch_size}")
     return {"min_batch_size": size, "max_batch_size": size, "large_model": bool(large_model)}
 
 
@@ -108,8 +91,7 @@ class SavedModelHandler(ModelHandler):
         signature: str. Defaults to "serving_default" (encoded image bytes).
         input_key: str. The signature's input. Defaults to "image_bytes".
         output_keys: tuple of str. Defaults to `CAPTION_OUTPUTS`.
-        batch_size: int. Inputs per call; Beam's batches are exactly this size (but the
-            last), since its adaptive batching would start at 1. Defaults to BATCH_SIZE.
+        batch_size: int. Inputs per call (`fixed_batches`). Defaults to BATCH_SIZE.
         large_model: bool. One copy of the model per machine, shared by its worker
             processes, instead of one per process. Defaults to False.
     """
@@ -134,9 +116,8 @@ class SavedModelHandler(ModelHandler):
 
     def run_inference(self, batch, model, inference_args=None):
         results = [None] * len(batch)
-        for call in batches_by_bytes(
-            self._read(batch, results), None, size=lambda item: len(item[1])
-        ):
+        reads = self._read(batch, results)
+        for call in batches_by_bytes(reads, None, size=lambda item: len(item[1])):
             outputs = model([data for _, data in call])
             for row, (index, _) in enumerate(call):
                 results[index] = {key: values[row] for key, values in outputs.items()}

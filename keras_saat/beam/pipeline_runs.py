@@ -40,11 +40,7 @@ RUNNERS = {
 
 
 def runner_name(name):
-    """The Beam runner `--runner NAME` means (its alias, or Beam's own name).
-
-    Raises:
-        KerasSaatError: a name that is neither.
-    """
+    """The Beam runner `--runner NAME` means (its alias, or Beam's own name)."""
     key = name.lower().removesuffix("runner")
     if key in RUNNERS:
         return key
@@ -53,23 +49,18 @@ def runner_name(name):
     )
 
 
-def make_pipeline(runner, beam_args=()):
-    """A Pipeline on `runner` (a `runner_name`), with Beam's own options `beam_args`;
-    "local" is FnApiRunner, which needs no Prism download."""
-    options = PipelineOptions(list(beam_args))
+@contextlib.contextmanager
+def run_pipeline(runner, beam_args=()):
+    """A Pipeline on `runner` (a `runner_name`) with Beam's own options, run when the block
+    ends. "local" is FnApiRunner, which needs no Prism download; Prism fetches its binary
+    from GitHub on first use, and offline that is one line, not Beam's traceback."""
+    chosen = RUNNERS[runner]
     if runner == "local":
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-        return beam.Pipeline(runner=FnApiRunner(), options=options)
-    return beam.Pipeline(runner=RUNNERS[runner], options=options)
-
-
-@contextlib.contextmanager
-def run_pipeline(runner, beam_args=()):
-    """`make_pipeline`, run when the block ends. Beam's Prism runner fetches its binary
-    from GitHub on first use; offline that is one line, not Beam's traceback."""
+        chosen = FnApiRunner()
     try:
-        with make_pipeline(runner, beam_args) as pipeline:
+        with beam.Pipeline(runner=chosen, options=PipelineOptions(list(beam_args))) as pipeline:
             yield pipeline
     except RuntimeError as err:
         if runner != "prism" or "prism binary" not in str(err):
@@ -82,18 +73,13 @@ def run_pipeline(runner, beam_args=()):
 
 
 def saved_model_folder(path):
-    """The SavedModel folder `path` names: itself, or the highest numeric version below it.
-
-    Raises:
-        KerasSaatError: neither holds saved_model.pb.
-    """
+    """The SavedModel folder `path` names: itself, or the highest numeric version below it."""
     path = str(path).rstrip("/")
     if remote_call(path, FileSystems.exists, FileSystems.join(path, "saved_model.pb")):
         return path
     versions = []
-    for found in FileSystems.match([FileSystems.join(path, "*", "saved_model.pb")])[
-        0
-    ].metadata_list:
+    pattern = FileSystems.join(path, "*", "saved_model.pb")
+    for found in FileSystems.match([pattern])[0].metadata_list:
         version = found.path.rstrip("/").split("/")[-2]
         if version.isdigit():
             versions.append((int(version), found.path[: -len("/saved_model.pb")]))
@@ -121,24 +107,17 @@ def glob_escape(path):
 
 
 def written_shards(out):
-    """The names of the shards whose output file is in `out`.
-
-    Raises:
-        KerasSaatError: a local shard's name is taken by something other than a file.
-    """
-    if not is_remote(out):
-        if not os.path.isdir(out):
-            return set()
-        names = {n for n in os.listdir(out) if SHARD_NAME.fullmatch(n)}
-        for name in sorted(names):
-            if not os.path.isfile(os.path.join(out, name)):
-                raise KerasSaatError(
-                    f"{os.path.join(out, name)} is not a file; remove it and run again"
-                )
-        return {n.removesuffix(".jsonl") for n in names}
-    pattern = FileSystems.join(glob_escape(out), f"{PREFIX}-*.jsonl")
-    found = remote_call(out, FileSystems.match, [pattern])[0].metadata_list
-    names = {m.path.rstrip("/").split("/")[-1] for m in found}
+    """The names of the shards whose output file is in `out`; a local shard's name taken
+    by something other than a file raises."""
+    if is_remote(out):
+        pattern = FileSystems.join(glob_escape(out), f"{PREFIX}-*.jsonl")
+        found = remote_call(out, FileSystems.match, [pattern])[0].metadata_list
+        names = {m.path.rstrip("/").split("/")[-1] for m in found}
+    else:
+        names = set(os.listdir(out)) if os.path.isdir(out) else set()
+        for name in sorted(n for n in names if SHARD_NAME.fullmatch(n)):
+            if not os.path.isfile(path := os.path.join(out, name)):
+                raise KerasSaatError(f"{path} is not a file; remove it and run again")
     return {n.removesuffix(".jsonl") for n in names if SHARD_NAME.fullmatch(n)}
 
 
@@ -213,30 +192,22 @@ class _WriteShard(beam.DoFn):
 
     def process(self, element):
         name, rows = element
-        rows = sorted(rows, key=lambda row: row["image"])
-        _write_text(
-            FileSystems.join(self._out, name + ".jsonl"),
-            "".join(json.dumps(row) + "\n" for row in rows),
-        )
+        text = "".join(json.dumps(row) + "\n" for row in sorted(rows, key=lambda r: r["image"]))
+        _write_text(FileSystems.join(self._out, name + ".jsonl"), text)
 
 
 def caption_run(saved_model, paths, out, runner="local", beam_args=(), batch_size=BATCH_SIZE,
                 shard_size=500, large_model=False, log=print):  # fmt: skip
-    """Captions `paths` into shard files under `out` with Beam, skipping shards written before.
+    """Captions `paths` (`expand_patterns`, in order) into shard files under `out` (created
+    when local) with Beam, skipping shards written before. Returns a dict: shards (all),
+    skipped (written before), images and errors (this run's).
 
     Args:
         saved_model: str. A SavedModel folder, or a model base (its highest version).
-        paths: list of str. The images, in order (`expand_patterns`).
-        out: str. The output folder (created when local and missing).
         runner: str. A `runner_name`. Defaults to "local".
         beam_args: list of str. Beam's pipeline options (--project=..., --num_workers=...).
-        batch_size: int. Images per model call. Defaults to BATCH_SIZE.
+        batch_size, large_model: as `SavedModelHandler`.
         shard_size: int. Images per output file. Defaults to 500.
-        large_model: bool. One model copy per machine. Defaults to False.
-        log: callable.
-
-    Returns:
-        dict: shards (all), skipped (written before), images and errors (this run's).
     """
     model = saved_model_folder(saved_model)
     for folder in (out, os.path.join(out, LISTS)):  # a killed run's: local folders only
@@ -251,16 +222,10 @@ def caption_run(saved_model, paths, out, runner="local", beam_args=(), batch_siz
         _remove(FileSystems.join(out, LISTS, f"{name}.txt") for name in stale)
         done -= set(stale)
     todo = [(name, chunk) for name, chunk in everything if name not in done]
+    skipped = len(everything) - len(todo)
     if done:
-        log(
-            f"{out}: {len(everything) - len(todo)} of {len(everything)} shards already written, skipping them"
-        )
-    summary = {
-        "shards": len(everything),
-        "skipped": len(everything) - len(todo),
-        "images": 0,
-        "errors": 0,
-    }
+        log(f"{out}: {skipped} of {len(everything)} shards already written, skipping them")
+    summary = {"shards": len(everything), "skipped": skipped, "images": 0, "errors": 0}
     if not todo:
         return summary
     for name, chunk in todo:

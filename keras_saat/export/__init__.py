@@ -36,9 +36,7 @@ def export_model(model, out, decode=None, export=None, version=None, metadata=No
         Path of what was written (a SavedModel's version folder).
     """
     decode = decode or DecodeConfig(
-        max_length=model.max_length,
-        beam_size=model.beam_size,
-        length_penalty=model.length_penalty,
+        max_length=model.max_length, beam_size=model.beam_size, length_penalty=model.length_penalty
     )
     export = resolved_export(model, export)
     write = get_export_format(export.format)

@@ -37,8 +37,7 @@ QUANTIZE_MODES = ("none", "float16", "int8")
 
 
 def litert_function(model, decode, encoder=None):
-    """The LiteRT graph as a tf.function: pixels [1, S, S, 3] -> tokens, log_prob,
-    attention, novelty, familiar."""
+    """The LiteRT graph as a tf.function: pixels [1, S, S, 3] -> the outputs above."""
     encoder = encoder or model.encoder
     size, (grid_h, grid_w) = model.image_size, model.grid_shape
     steps = int(decode.max_length) + 1
@@ -110,16 +109,8 @@ def convert(function, quantize="none"):
 def export_litert(model, out, decode, export, version=None, metadata=None, log=print):
     """Writes OUT/<name>.tflite, OUT/vocab.txt and OUT/<name>.json; returns the .tflite path.
 
-    Args:
-        model: Captioner.
-        out: path. The output folder (created if missing).
-        decode: DecodeConfig. Beam size, length penalty and maximum length of the graph.
-        export: ExportConfig, its `resize` resolved. `model_name` names the files,
-            `quantize` picks none, float16 (weights) or int8 (dynamic range),
-            `fold_batch_norms` folds the backbone first.
-        version: ignored (a .tflite file has no versions).
-        metadata: dict or None. Extra entries for the .json. Defaults to None.
-        log: callable. Defaults to print.
+    The arguments are an export format's (`export_formats`); `export.model_name` names the
+    files and `export.quantize` picks the weights' precision; `version` is ignored.
     """
     from keras_saat.export.saved_model import serving_encoder
 

@@ -8,12 +8,8 @@ def export_preset(model, out, decode, export, version=None, metadata=None, log=p
     """A preset folder (`Captioner.save_to_preset`): the model with these decode settings."""
     if version is not None:
         log("a preset folder has no versions: --model-version is ignored")
-    settings = {
-        "max_length": decode.max_length,
-        "beam_size": decode.beam_size,
-        "length_penalty": decode.length_penalty,
-        "resize": export.resize,
-    }
+    settings = {k: getattr(decode, k) for k in ("max_length", "beam_size", "length_penalty")}
+    settings["resize"] = export.resize
     if any(getattr(model, key) != value for key, value in settings.items()):
         model = model.with_settings(**settings)
     path = save_preset(model, out, metadata)

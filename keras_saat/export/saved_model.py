@@ -34,14 +34,9 @@ from keras_saat.text.vocabulary import END_ID
 from keras_saat.workdir import VOCAB_FILE
 
 WARMUP_FILE = "tf_serving_warmup_requests"
-OUTPUT_KEYS = (
-    "caption", "tokens", "log_prob", "attention", "novelty", "familiar", "valid", "error",
-)  # fmt: skip
 # Images a signature runs at once: a larger request runs a slice at a time, so its
 # memory follows the slice, not the request.
 SLICE_IMAGES = MAX_BATCH
-
-
 # How far the folded backbone's features may stray from the unfolded ones, relative to
 # their largest magnitude, before export refuses to fold (float32 rounding is ~1e-6).
 FOLD_TOLERANCE = 1e-4
@@ -50,7 +45,7 @@ FOLD_TOLERANCE_16 = 5e-2
 
 
 def encoder_chunk(export):
-    """The export's images per backbone call: the ExportConfig's, or the default for this process."""
+    """Images per backbone call: the ExportConfig's, or this process's default."""
     if export.encoder_chunk is None:
         return default_inference_chunk()
     if int(export.encoder_chunk) < 0:
@@ -62,11 +57,8 @@ def encoder_chunk(export):
 
 
 def serving_encoder(model, export, log=print):
-    """The encoder the serving graph runs: the model's own, or a batch-norm-folded copy.
-
-    The folded copy is checked on two random images against the model's encoder; a
-    difference over FOLD_TOLERANCE (relative) raises, naming the setting to turn off.
-    """
+    """The model's encoder, or its batch-norm-folded copy checked on two random images:
+    a relative difference over the tolerance raises, naming the setting to turn off."""
     if not export.fold_batch_norms:
         return model.encoder
     encoder, count = model.encoder.folded()
@@ -91,16 +83,9 @@ def serving_encoder(model, export, log=print):
 
 
 def in_slices(function, inputs, pads, output_spec, size=SLICE_IMAGES):
-    """`function(inputs)` a slice of at most `size` images at a time (tf.map_fn), the
-    outputs joined back; a last partial slice is padded with `pads`, its extra rows dropped.
-
-    Args:
-        function: callable. A tuple of (B, ...) tensors -> dict of (B, ...) tensors.
-        inputs: tuple of (B, ...) tensors.
-        pads: tuple of scalars, one per input.
-        output_spec: dict of tf.TensorSpec, the outputs' shapes with a leading None.
-        size: int. Defaults to SLICE_IMAGES.
-    """
+    """`function` (a tuple of (B, ...) tensors -> dict of (B, ...) tensors) on `inputs`
+    a slice of at most `size` rows at a time (tf.map_fn), the outputs joined back; a last
+    partial slice is padded with `pads` (a scalar per input), its extra rows dropped."""
     count = tf.shape(inputs[0])[0]
     chunk = tf.maximum(tf.minimum(count, size), 1)
     slices = tf.maximum((count + chunk - 1) // chunk, 1)  # an empty request: one padded row
@@ -110,24 +95,33 @@ def in_slices(function, inputs, pads, output_spec, size=SLICE_IMAGES):
         padded = tf.concat([tensor, tf.fill(extra, tf.cast(pad, tensor.dtype))], 0)
         return tf.reshape(padded, tf.concat([[slices, chunk], tf.shape(tensor)[1:]], 0))
 
-    out = tf.map_fn(
-        function,
-        tuple(cut(t, p) for t, p in zip(inputs, pads, strict=True)),
-        fn_output_signature=output_spec,
-        parallel_iterations=1,
-    )  # each (slices, chunk, ...)
+    pieces = tuple(cut(t, p) for t, p in zip(inputs, pads, strict=True))  # (slices, chunk, ...)
+    out = tf.map_fn(function, pieces, fn_output_signature=output_spec, parallel_iterations=1)
     return {
         key: tf.reshape(value, tf.concat([[-1], tf.shape(value)[2:]], 0))[:count]
         for key, value in out.items()
     }
 
 
+def output_spec(steps, grid_shape):
+    """The signatures' outputs (dict of tf.TensorSpec, batch first)."""
+    return {
+        "caption": tf.TensorSpec([None], tf.string),
+        "tokens": tf.TensorSpec([None, steps], tf.string),
+        "log_prob": tf.TensorSpec([None], tf.float32),
+        "attention": tf.TensorSpec([None, steps, *grid_shape], tf.float32),
+        "novelty": tf.TensorSpec([None], tf.float32),
+        "familiar": tf.TensorSpec([None], tf.bool),
+        "valid": tf.TensorSpec([None], tf.bool),
+        "error": tf.TensorSpec([None], tf.string),
+    }
+
+
 def serving_functions(model, decode, export, encoder=None):
     """The two signature functions: encoded image bytes -> outputs, float pixels -> outputs.
 
-    `decode` and `export` are the DecodeConfig and ExportConfig (with `resize` resolved,
-    see `keras_saat.export.resolved_export`); `encoder` is the image encoder the
-    graph runs (`serving_encoder`); None = model.encoder.
+    `export` has its `resize` resolved (`keras_saat.export.resolved_export`); `encoder`
+    is the one the graph runs (`serving_encoder`), None = model.encoder.
     """
     encoder = encoder or model.encoder
     if export.resize not in RESIZE_MODES:
@@ -138,8 +132,8 @@ def serving_functions(model, decode, export, encoder=None):
     if int(decode.beam_size) < 1:
         raise KerasSaatError(f"beam_size must be at least 1; got {decode.beam_size}")
     max_length = int(decode.max_length)
+    steps = max_length + 1
     size = model.image_size
-    grid_h, grid_w = model.grid_shape
     words = tf.constant(list(model.vocabulary.words))
 
     def outputs(pixels, valid, error):
@@ -147,17 +141,16 @@ def serving_functions(model, decode, export, encoder=None):
         out = model.generate_step(
             features, max_length, int(decode.beam_size), float(decode.length_penalty)
         )
-        tokens = out["tokens"]  # (B, T), T = max_length + 1, <end> included
-        steps = tf.range(max_length + 1)[None, :]
-        generated = tf.logical_and(steps < out["lengths"][:, None], valid[:, None])  # (B, T)
+        tokens = out["tokens"]  # (B, T), T = steps, <end> included
+        generated = tf.range(steps)[None, :] < out["lengths"][:, None]
+        generated = tf.logical_and(generated, valid[:, None])  # (B, T)
         strings = tf.where(generated, tf.gather(words, tokens), "")
         is_word = tf.logical_and(generated, tf.not_equal(tokens, END_ID))
-        caption = tf.strings.reduce_join(
-            tf.ragged.boolean_mask(strings, is_word), axis=1, separator=" "
-        )
+        kept = tf.ragged.boolean_mask(strings, is_word)
+        caption = tf.strings.reduce_join(kept, axis=1, separator=" ")
         alpha = tf.cast(out["alpha"], tf.float32)  # float32 outputs in any precision
         attention = tf.where(generated[:, :, None], alpha, 0.0)  # (B, T, L)
-        attention = tf.reshape(attention, [-1, max_length + 1, grid_h, grid_w])
+        attention = tf.reshape(attention, [-1, steps, *model.grid_shape])
         return {
             "caption": caption,
             "tokens": strings,
@@ -168,17 +161,7 @@ def serving_functions(model, decode, export, encoder=None):
             "error": error,
         }
 
-    steps = max_length + 1
-    spec = {
-        "caption": tf.TensorSpec([None], tf.string),
-        "tokens": tf.TensorSpec([None, steps], tf.string),
-        "log_prob": tf.TensorSpec([None], tf.float32),
-        "attention": tf.TensorSpec([None, steps, grid_h, grid_w], tf.float32),
-        "novelty": tf.TensorSpec([None], tf.float32),
-        "familiar": tf.TensorSpec([None], tf.bool),
-        "valid": tf.TensorSpec([None], tf.bool),
-        "error": tf.TensorSpec([None], tf.string),
-    }
+    spec = output_spec(steps, model.grid_shape)
 
     def from_bytes(image_bytes):
         def run(piece):
@@ -189,13 +172,9 @@ def serving_functions(model, decode, export, encoder=None):
 
     def from_pixels(pixels):
         pixels = tf.convert_to_tensor(pixels, tf.float32)
-        shape = tf.shape(pixels)
-        checks = [
-            tf.debugging.assert_positive(
-                shape[1:3], message="pixels must be (batch, height, width, 3), height, width >= 1"
-            )
-        ]
-        with tf.control_dependencies(checks):
+        message = "pixels must be (batch, height, width, 3), height, width >= 1"
+        sized = tf.debugging.assert_positive(tf.shape(pixels)[1:3], message=message)
+        with tf.control_dependencies([sized]):
             finite = tf.reduce_all(tf.math.is_finite(pixels), axis=[1, 2, 3])
         in_range = tf.reduce_all(tf.logical_and(pixels >= 0.0, pixels <= 255.0), axis=[1, 2, 3])
         valid = tf.logical_and(finite, in_range)
@@ -218,28 +197,15 @@ def serving_functions(model, decode, export, encoder=None):
 def next_version(base):
     """1 + the highest numeric version folder under `base` (1 when there is none)."""
     base = Path(base)
-    if not base.is_dir():
-        return 1
-    versions = [int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit()]
+    folders = base.iterdir() if base.is_dir() else ()
+    versions = [int(p.name) for p in folders if p.is_dir() and p.name.isdigit()]
     return max(versions, default=0) + 1
 
 
 def export_saved_model(model, base, decode, export, version=None, metadata=None, log=print):
-    """Writes `model` as BASE/<version>/, TF Serving's layout, renamed into place when whole.
-
-    Args:
-        model: Captioner.
-        base: path. The model base folder TF Serving watches.
-        decode: DecodeConfig. Beam size, length penalty and maximum length of the graph.
-        export: ExportConfig, its `resize` resolved (`keras_saat.export`).
-        version: int or None. None = one more than the highest version there. Defaults to None.
-        metadata: dict or None. Extra entries for assets.extra/keras_saat.json (the
-            experiment config, for example). Defaults to None.
-        log: callable. Defaults to print.
-
-    Returns:
-        Path of the version folder.
-    """
+    """Writes `model` as BASE/<version>/, TF Serving's layout, renamed into place when
+    whole; returns that folder. The arguments are an export format's (`export_formats`):
+    `version` None is one more than the highest there, `metadata` joins keras_saat.json."""
     base = Path(base)
     if base.exists() and not base.is_dir():
         raise KerasSaatError(
@@ -260,16 +226,10 @@ def export_saved_model(model, base, decode, export, version=None, metadata=None,
     for layer in (encoder, model.squeeze, model.decoder, model.familiarity):  # what the graph runs
         if layer is not None:
             archive.track(layer)
-    archive.add_endpoint(
-        DEFAULT_SIGNATURE,
-        from_bytes,
-        input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")],
-    )
-    archive.add_endpoint(
-        PIXELS_SIGNATURE,
-        from_pixels,
-        input_signature=[tf.TensorSpec([None, None, None, 3], tf.float32, name="pixels")],
-    )
+    image_bytes = tf.TensorSpec([None], tf.string, name="image_bytes")
+    pixels = tf.TensorSpec([None, None, None, 3], tf.float32, name="pixels")
+    archive.add_endpoint(DEFAULT_SIGNATURE, from_bytes, input_signature=[image_bytes])
+    archive.add_endpoint(PIXELS_SIGNATURE, from_pixels, input_signature=[pixels])
     try:
         base.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -309,7 +269,6 @@ def export_metadata(model, decode, export, version, extra=None):
     """The contents of assets.extra/keras_saat.json."""
     from keras_saat import __version__
 
-    model_config = {k: v for k, v in model.get_config().items() if k != "vocabulary"}
     info = {
         "package": "keras-saat",
         "package_version": __version__,
@@ -321,17 +280,9 @@ def export_metadata(model, decode, export, version, extra=None):
         "signatures": {
             DEFAULT_SIGNATURE: {"inputs": {"image_bytes": "string [batch]"}},
             PIXELS_SIGNATURE: {"inputs": {"pixels": "float32 [batch, height, width, 3], 0..255"}},
-            "outputs": {
-                "caption": "string [batch]",
-                "tokens": f"string [batch, {int(decode.max_length) + 1}]",
-                "log_prob": "float32 [batch]",
-                "attention": "float32 [batch, {}, {}, {}]".format(
-                    int(decode.max_length) + 1, *model.grid_shape
-                ),
-                "novelty": "float32 [batch]",
-                "familiar": "bool [batch]",
-                "valid": "bool [batch]",
-                "error": "string [batch]",
+            "outputs": {  # "float32 [batch, T, grid_h, grid_w]"
+                key: f"{spec.dtype.name} [{', '.join(['batch', *map(str, spec.shape[1:])])}]"
+                for key, spec in output_spec(int(decode.max_length) + 1, model.grid_shape).items()
             },
         },
         "familiarity": familiarity_metadata(model),
@@ -348,14 +299,14 @@ def export_metadata(model, decode, export, version, extra=None):
         "encoder_chunk": encoder_chunk(export),
         "fold_batch_norms": bool(export.fold_batch_norms),
         "precision": model.precision,
-        "model_config": model_config,
+        "model_config": {k: v for k, v in model.get_config().items() if k != "vocabulary"},
     }
     info.update(extra or {})
     return info
 
 
 def warmup_images(size):
-    """One JPEG and one PNG of a colour gradient at the model's input size, for warm-up."""
+    """One JPEG and one PNG of a colour gradient at the model's input size."""
     y, x = np.mgrid[0:size, 0:size]
     image = np.stack([x * 255 // max(size - 1, 1), y * 255 // max(size - 1, 1), (x + y) % 256], -1)
     image = tf.constant(image.astype(np.uint8))
@@ -363,17 +314,13 @@ def warmup_images(size):
 
 
 def write_warmup_requests(path, size, model_name):
-    """assets.extra/tf_serving_warmup_requests: one PredictionLog per signature, replayed
-    by TF Serving at load."""
+    """One PredictionLog per signature, which TF Serving replays at load."""
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
+    pixels = np.zeros((1, size, size, 3), np.float32)
     requests = [
         (DEFAULT_SIGNATURE, "image_bytes", tf.make_tensor_proto(warmup_images(size), tf.string)),
-        (
-            PIXELS_SIGNATURE,
-            "pixels",
-            tf.make_tensor_proto(np.zeros((1, size, size, 3), np.float32)),
-        ),
+        (PIXELS_SIGNATURE, "pixels", tf.make_tensor_proto(pixels)),
     ]
     with tf.io.TFRecordWriter(str(path)) as writer:
         for signature, key, tensor in requests:

@@ -27,16 +27,11 @@ def sweep_staging(base, log=print):
         found = STAGING.fullmatch(path.name)
         if not found or not path.is_dir() or found.group(2) != socket.gethostname():
             continue
-        if _alive(int(found.group(3))):
+        pid = int(found.group(3))
+        if pid != os.getpid() and process_alive(pid):  # our own: an earlier call that failed
             continue
         shutil.rmtree(path, ignore_errors=True)
         swept += 1
     if swept:
         log(f"removed {swept} staging folder(s) of exports that were stopped in {base}")
     return swept
-
-
-def _alive(pid):
-    """Whether `pid` runs; this process's own folders are from an earlier call that failed."""
-    return pid != os.getpid() and process_alive(pid)
-    return True

@@ -15,8 +15,7 @@ class BatchDecoder:
         batch_size: int or None. Rows per compiled call. Defaults to None, the default
             of `decode.batch_size` (`DecodeConfig`).
         max_length: int or None. Maximum words. Defaults to None, the model's own.
-        beam_size: int or None. Beam width; 1 is greedy decoding. Defaults to None,
-            the model's own.
+        beam_size: int or None. Beam width (1: greedy). Defaults to None, the model's own.
         length_penalty: float or None. Defaults to None, the model's own.
     """
 
@@ -49,9 +48,8 @@ class BatchDecoder:
         chunk = tf.cast(chunk, tf.float32)
         count = int(chunk.shape[0])
         self.width = self.width or count
-        if count < self.width:  # zero rows up to the compiled shape
-            padding = tf.zeros([self.width - count, *chunk.shape[1:]], tf.float32)
-            chunk = tf.concat([chunk, padding], 0)
+        # Zero rows up to the compiled shape.
+        chunk = tf.pad(chunk, [[0, self.width - count]] + [[0, 0]] * (len(chunk.shape) - 1))
         features = self.model.encoder.compiled()(chunk) if encode else chunk
         decoded = self.model.decode(features, self.max_length, self.beam_size, self.length_penalty)
         return self.model.postprocessor({key: value[:count] for key, value in decoded.items()})

@@ -27,11 +27,8 @@ def build_captioner(model_config, vocabulary, decode=None, resize="crop", max_pi
     settings = dataclasses.asdict(model_config)
     settings["image_size"] = settings["image_size"] or None  # 0 = the backbone's default
     if decode is not None:
-        settings.update(
-            max_length=decode.max_length,
-            beam_size=decode.beam_size,
-            length_penalty=decode.length_penalty,
-        )
+        keys = ("max_length", "beam_size", "length_penalty")
+        settings.update({key: getattr(decode, key) for key in keys})
     if max_pixels is not None:
         settings["max_pixels"] = max_pixels
     return Captioner(vocabulary=list(vocabulary.words), resize=resize, **settings)

@@ -17,23 +17,16 @@ from keras_saat.text.vocabulary import END_ID, PAD_ID, START_ID
 
 
 class CaptionGeneration:
-    """`generate_step`, `decode`, `generate`, `generate_stream` and the pre- and
-    postprocessors of a model with `image_size`, `resize`, `max_pixels`, `vocabulary`,
-    `grid_shape`, `encoder`, `annotate`, `decoder`, `max_length`, `beam_size` and
-    `length_penalty` (a Captioner)."""
+    """The captioning methods and the pre- and postprocessors of a Captioner, which has
+    `image_size`, `resize`, `max_pixels`, `vocabulary`, `grid_shape`, `encoder`, `annotate`,
+    `decoder`, `max_length`, `beam_size` and `length_penalty`."""
 
     def preprocessor(self, resize=None):
-        """The ImagePreprocessor for this model's input size and image limit; `resize`
-        None = the model's rule."""
+        """The ImagePreprocessor for this model's input; `resize` None = the model's rule."""
         return ImagePreprocessor(self.image_size, resize or self.resize, self.max_pixels)
 
     def generate_step(self, features, max_length, beam_size=1, length_penalty=0.0):
         """The decoding graph: (B, L, C) features -> `decode`'s outputs, uncompiled."""
-        decoded = self._search(features, max_length, beam_size, length_penalty)
-        decoded["novelty"] = self.familiarity(features)  # (B,), NaN before calibration
-        return decoded
-
-    def _search(self, features, max_length, beam_size, length_penalty):
         annotations = self.annotate(features)  # (B, L, D)
         projected = self.decoder.attention.project(annotations)
         h, c = self.decoder.initial_state(annotations)
@@ -41,9 +34,7 @@ class CaptionGeneration:
         start = tf.fill(tf.shape(features)[:1], START_ID)
 
         # <pad> and <start> are never generated: a caption is words, then <end>.
-        banned = tf.one_hot(
-            [PAD_ID, START_ID], len(self.vocabulary), on_value=-1e9, dtype=tf.float32
-        )
+        banned = tf.one_hot([PAD_ID, START_ID], len(self.vocabulary), on_value=-1e9)
         banned = tf.reduce_sum(banned, axis=0)  # (K,)
         if beam_size > 1:  # the B*K hypotheses attend over their image's annotations
             annotations = tile_beams(annotations, beam_size)  # (B*K, L, D)
@@ -55,18 +46,15 @@ class CaptionGeneration:
             logits, state = self.decoder.step(tokens, state, annotations, projected, kernels)
             return tf.cast(logits, tf.float32) + banned, state
 
+        search = (next_fn, state, start, END_ID)  # both searches' first arguments
         if beam_size > 1:
-            return beam_search(
-                next_fn,
-                state,
-                start,
-                END_ID,
-                beam_size,
-                max_length + 1,
-                length_penalty=length_penalty,
-                record=("alpha",),
+            decoded = beam_search(
+                *search, beam_size, max_length + 1, length_penalty=length_penalty, record=("alpha",)
             )
-        return greedy_search(next_fn, state, start, END_ID, max_length + 1, record=("alpha",))
+        else:
+            decoded = greedy_search(*search, max_length + 1, record=("alpha",))
+        decoded["novelty"] = self.familiarity(features)  # (B,), NaN before calibration
+        return decoded
 
     def decode(self, features, max_length=None, beam_size=1, length_penalty=0.0):
         """Greedy (beam_size 1) or beam search decoding from backbone features (B, L, C).
@@ -92,16 +80,14 @@ class CaptionGeneration:
         if key not in self._decode_fns:
             # A partial, not a lambda, so TensorFlow does not count each key as a retrace.
             # No AutoGraph: the searches are tf.while_loop already.
-            self._decode_fns[key] = tf.function(
-                functools.partial(
-                    self.generate_step,
-                    max_length=max_length,
-                    beam_size=beam_size,
-                    length_penalty=float(length_penalty),
-                ),
-                jit_compile=self.decode_jit_compile,
-                autograph=False,
+            step = functools.partial(
+                self.generate_step,
+                max_length=max_length,
+                beam_size=beam_size,
+                length_penalty=float(length_penalty),
             )
+            jit_compile = self.decode_jit_compile
+            self._decode_fns[key] = tf.function(step, jit_compile=jit_compile, autograph=False)
         return self._decode_fns[key](tf.convert_to_tensor(features, tf.float32))
 
     @property
@@ -146,12 +132,10 @@ class CaptionGeneration:
         Returns:
             list of str (or of dict with return_details), one per image.
         """
-        results = []
-        for result in self.generate_stream(
+        stream = self.generate_stream(
             images, features, max_length, batch_size, resize, beam_size, length_penalty, errors
-        ):
-            results.append(result if return_details else result["caption"])
-        return results
+        )
+        return [result if return_details else result["caption"] for result in stream]
 
     def generate_stream(
         self,
@@ -185,10 +169,8 @@ class CaptionGeneration:
             batches = self.preprocessor(resize).rows(images, decoder.batch_size)
         with contextlib.closing(batches):  # its reader stops with this stream, raised or not
             for batch in batches:
-                if "features" in batch:
-                    details = decoder(features=batch["features"])
-                else:
-                    details = decoder(pixels=batch["pixels"])
+                key = "features" if "features" in batch else "pixels"
+                details = decoder(**{key: batch[key]})
                 for name, valid, error, result in zip(
                     batch["image"], batch["valid"], batch["error"], details, strict=True
                 ):

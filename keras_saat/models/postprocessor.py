@@ -46,14 +46,13 @@ class CaptionPostprocessor:
         results = []
         for row, words in enumerate(self.words(decoded["tokens"])):
             novelty = float(decoded["novelty"][row])
+            attention = self.attention_grid(decoded["alpha"][row], int(decoded["lengths"][row]))
             results.append(
                 {
                     "caption": " ".join(words),
                     "words": words,
                     "log_prob": float(decoded["log_prob"][row]),
-                    "attention": self.attention_grid(
-                        decoded["alpha"][row], int(decoded["lengths"][row])
-                    ),
+                    "attention": attention,
                     "novelty": novelty,
                     "familiar": not novelty > 1.0,
                 }

@@ -6,12 +6,7 @@ import numpy as np
 
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.decoded_batches import decoded_batches
-from keras_saat.images.decoding import (
-    decode_error,
-    decode_image,
-    load_images,
-    resize_image,
-)
+from keras_saat.images.decoding import decode_error, decode_image, load_images, resize_image
 from keras_saat.images.image_formats import DEFAULT_MAX_PIXELS
 
 
@@ -42,9 +37,7 @@ class ImagePreprocessor:
     def __call__(self, images):
         """Pixels for a path, a list of paths, encoded image bytes (or a list of them),
         an (H, W, 3) image or a (B, H, W, 3) batch of any size."""
-        if isinstance(images, (str, Path)):
-            images = [images]
-        if isinstance(images, bytes):
+        if isinstance(images, (str, Path, bytes)):
             images = [images]
         if isinstance(images, (list, tuple)) and images:
             if all(isinstance(i, (str, Path)) for i in images):
@@ -83,8 +76,7 @@ class ImagePreprocessor:
         if is_pixels(images):
             pixels = self(images)
             for start in range(0, len(pixels), batch_size):
-                chunk = pixels[start : start + batch_size]
-                yield _valid_rows(start, "pixels", chunk)
+                yield _valid_rows(start, "pixels", pixels[start : start + batch_size])
             return
         if isinstance(images, (str, Path, bytes, bytearray)):
             images = [images]
@@ -108,22 +100,14 @@ def feature_batches(features, batch_size):
 
 def is_pixels(images):
     """Whether `images` is pixel data (an array, or a list of arrays), not files or bytes."""
-    if isinstance(images, np.ndarray) or _is_tensor(images):
+    import tensorflow as tf
+
+    if isinstance(images, np.ndarray) or tf.is_tensor(images):
         return True
     return isinstance(images, (list, tuple)) and bool(images) and np.ndim(images[0]) >= 2
 
 
-def _is_tensor(value):
-    import tensorflow as tf
-
-    return tf.is_tensor(value)
-
-
 def _valid_rows(start, key, chunk):
     rows = len(chunk)
-    return {
-        "image": [str(i) for i in range(start, start + rows)],
-        key: chunk,
-        "valid": [True] * rows,
-        "error": [""] * rows,
-    }
+    names = [str(i) for i in range(start, start + rows)]
+    return {"image": names, key: chunk, "valid": [True] * rows, "error": [""] * rows}

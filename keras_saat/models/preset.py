@@ -77,23 +77,10 @@ def preset_metadata(preset_dir):
     return metadata if isinstance(metadata, dict) else {}
 
 
-def _checked_config(preset_dir):
-    """config.json and the vocabulary, checked before anything is built."""
-    from keras_saat.models import preset_checks as checks
-    from keras_saat.text.vocabulary import Vocabulary
-
-    config_path = preset_dir / CONFIG_FILE
-    checks.check_file_size(config_path, checks.MAX_CONFIG_BYTES, CONFIG_FILE)
-    config = json.loads(config_path.read_text())
-    if not isinstance(config, dict) or not isinstance(config.get("config"), dict):
-        raise KerasSaatError(f'{config_path} holds no Keras config (no "config" object)')
-    vocabulary = Vocabulary.load(
-        preset_dir / ASSET_DIR / VOCABULARY_FILE,
-        max_words=checks.MAX_VOCABULARY_WORDS,
-        max_bytes=checks.MAX_VOCABULARY_BYTES,
-    )
-    checks.check_model_sizes(config["config"], len(vocabulary), config_path)
-    return config, vocabulary
+def _unreadable(preset_dir, err):
+    """The error for a preset whose config, vocabulary or Keras objects cannot be read."""
+    detail = err if isinstance(err, KerasSaatError) else f"{type(err).__name__}: {err}"
+    return KerasSaatError(f"cannot read the preset {preset_dir}: {detail}")
 
 
 def load_preset(preset_dir, cls):
@@ -105,7 +92,8 @@ def load_preset(preset_dir, cls):
     """
     import keras
 
-    from keras_saat.models.preset_checks import check_weights_file
+    from keras_saat.models import preset_checks as checks
+    from keras_saat.text.vocabulary import Vocabulary
 
     text = str(preset_dir)
     if "://" in text:
@@ -119,27 +107,29 @@ def load_preset(preset_dir, cls):
             f"{preset_dir} is not a preset folder (no {CONFIG_FILE} and {WEIGHTS_FILE}); "
             "write one with `Captioner.save_to_preset` or `keras-saat export --format preset`"
         )
-    try:
-        config, vocabulary = _checked_config(preset_dir)
-    except KerasSaatError as err:
-        raise KerasSaatError(f"cannot read the preset {preset_dir}: {err}") from None
+    config_path = preset_dir / CONFIG_FILE
+    try:  # config.json and the vocabulary, checked before anything is built
+        checks.check_file_size(config_path, checks.MAX_CONFIG_BYTES, CONFIG_FILE)
+        config = json.loads(config_path.read_text())
+        if not isinstance(config, dict) or not isinstance(config.get("config"), dict):
+            raise KerasSaatError(f'{config_path} holds no Keras config (no "config" object)')
+        vocabulary = Vocabulary.load(
+            preset_dir / ASSET_DIR / VOCABULARY_FILE,
+            max_words=checks.MAX_VOCABULARY_WORDS,
+            max_bytes=checks.MAX_VOCABULARY_BYTES,
+        )
+        checks.check_model_sizes(config["config"], len(vocabulary), config_path)
     except Exception as err:  # a malformed config.json
-        raise KerasSaatError(
-            f"cannot read the preset {preset_dir}: {type(err).__name__}: {err}"
-        ) from None
+        raise _unreadable(preset_dir, err) from None
     try:  # the weights' headers against the config, before Keras allocates the model
-        check_weights_file(preset_dir / WEIGHTS_FILE, config["config"], len(vocabulary))
+        checks.check_weights_file(preset_dir / WEIGHTS_FILE, config["config"], len(vocabulary))
     except KerasSaatError as err:
         raise KerasSaatError(f"cannot load the weights of the preset {preset_dir}: {err}") from None
     try:
         config["config"]["vocabulary"] = list(vocabulary.words)
         model = keras.saving.deserialize_keras_object(config)
-    except KerasSaatError as err:
-        raise KerasSaatError(f"cannot read the preset {preset_dir}: {err}") from None
     except Exception as err:  # any malformed config.json: JSON, Keras and our own checks
-        raise KerasSaatError(
-            f"cannot read the preset {preset_dir}: {type(err).__name__}: {err}"
-        ) from None
+        raise _unreadable(preset_dir, err) from None
     if not isinstance(model, cls):
         raise KerasSaatError(f"{preset_dir} holds a {type(model).__name__}, not a {cls.__name__}")
     try:

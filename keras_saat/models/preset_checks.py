@@ -2,8 +2,11 @@
 so a downloaded file cannot make it allocate unbounded memory. The caps sit far above
 the paper's model."""
 
+import json
 import math
 import os
+import tempfile
+import zipfile
 
 from keras_saat.errors import KerasSaatError
 
@@ -38,20 +41,13 @@ def check_file_size(path, limit, what):
 
 
 def check_model_sizes(settings, vocabulary_size, path):
-    """Refuses a Captioner config whose sizes are not integers within `MODEL_LIMITS`.
-
-    Args:
-        settings: dict. The config's Captioner arguments (config.json's "config").
-        vocabulary_size: int. Words in the preset's vocabulary.
-        path: Path. config.json, named in the error.
-    """
+    """Refuses Captioner arguments (config.json's "config") whose sizes are not integers
+    within `MODEL_LIMITS`, or a vocabulary that is too large; errors name `path`."""
     if not isinstance(settings, dict):
         raise KerasSaatError(f"{path}: the model's config is not a JSON object")
     for key, limit in MODEL_LIMITS.items():
         value = settings.get(key)
-        if value is None:
-            continue
-        if type(value) is not int or not 0 <= value <= limit:
+        if value is not None and (type(value) is not int or not 0 <= value <= limit):
             raise KerasSaatError(
                 f"{path}: {key} is {value!r:.40}; a saved Captioner's must be an integer "
                 f"from 0 to {limit}"
@@ -80,14 +76,7 @@ def implied_weights(settings, vocabulary_size):
 def check_weights_file(path, settings, vocabulary_size, label=None):
     """Reads the weights file's headers and refuses it when its datasets declare more than
     the file holds (compressed ones: `MAX_WEIGHTS_BYTES`) or fewer weights than the
-    config implies.
-
-    Args:
-        path: Path. model.weights.h5.
-        settings: dict. The config's Captioner arguments, already checked.
-        vocabulary_size: int.
-        label: str or None. What errors call the file. Defaults to None (`path`).
-    """
+    checked Captioner arguments `settings` imply. Errors call the file `label` or `path`."""
     import h5py
 
     label = label or path
@@ -104,7 +93,7 @@ def check_weights_file(path, settings, vocabulary_size, label=None):
     try:
         with h5py.File(path, "r") as weights:
             weights.visititems(visit)
-            plain, compressed, elements = 0, 0, 0
+            totals, elements = {"plain": 0, "compressed": 0}, 0
             for name, dataset in datasets:
                 if dataset.dtype.kind not in "biuf":
                     raise KerasSaatError(
@@ -113,13 +102,10 @@ def check_weights_file(path, settings, vocabulary_size, label=None):
                 count = math.prod(dataset.shape)
                 declared = count * dataset.dtype.itemsize
                 elements += count
-                if dataset.compression is None and not dataset.id.get_create_plist().get_nfilters():
-                    plain += declared
-                    limit, total = on_disk, plain
-                else:
-                    compressed += declared
-                    limit, total = MAX_WEIGHTS_BYTES, compressed
-                if total > limit:
+                filtered = dataset.id.get_create_plist().get_nfilters()  # compression is a filter
+                kind, limit = ("compressed", MAX_WEIGHTS_BYTES) if filtered else ("plain", on_disk)
+                totals[kind] += declared
+                if totals[kind] > limit:
                     raise KerasSaatError(
                         f"{label}: dataset {name} declares {dataset.shape} ({declared} bytes), "
                         f"taking the datasets past {limit} bytes "
@@ -146,15 +132,7 @@ MAX_ARCHIVE_CONFIG_BYTES = MAX_CONFIG_BYTES + 2 * MAX_VOCABULARY_BYTES
 
 
 def check_keras_archive(path):
-    """The preset checks for a `.keras` file (`load_captioner`), before Keras unpacks it.
-
-    Args:
-        path: Path. A `.keras` zip archive.
-    """
-    import json
-    import tempfile
-    import zipfile
-
+    """The preset checks for a `.keras` file (`load_captioner`), before Keras unpacks it."""
     if not zipfile.is_zipfile(path):
         return  # a legacy .h5 model or no model: Keras reports it
     try:

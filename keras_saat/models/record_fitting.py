@@ -4,6 +4,7 @@ model captions (its image size, resize rule and vocabulary)."""
 import warnings
 from pathlib import Path
 
+import keras
 import tensorflow as tf
 from keras import ops
 
@@ -13,11 +14,6 @@ from keras_saat.layers.feature_familiarity import FOLDS
 DEFAULT_BATCH_SIZE = 32  # Keras's own default for fit()
 MAX_UNKNOWN_SHARE = 0.5  # of training words outside the vocabulary: built for other captions
 LISTED = 3  # offenders named in an error
-
-_TAKES = (
-    "caption records (keras_saat.data.read_captions(path).train) or a tf.data.Dataset of "
-    '{"images" or "features", "tokens"} batches'
-)
 
 
 def _features_only(data):
@@ -63,7 +59,8 @@ def check_inputs(method, x, y=None, empty="x"):
     shape = getattr(x, "shape", None)
     what = f"an array of shape {tuple(shape)}" if shape is not None else type(x).__name__
     raise KerasSaatError(
-        f"Captioner.{method} takes {_TAKES}, not {what}"
+        f"Captioner.{method} takes caption records (keras_saat.data.read_captions(path).train) "
+        f'or a tf.data.Dataset of {{"images" or "features", "tokens"}} batches, not {what}'
         + (" and y" if y is not None else "")
         + "; to train on images and captions you hold in memory, write them to files and a "
         "CSV (image,caption) and read it with keras_saat.data.read_captions"
@@ -153,8 +150,6 @@ class RecordFitting:
     def compile_from_config(self, config):
         """Compiles a loaded model as it was saved (its optimizer, whose state loads next);
         XLA is decided anew for the machine it loads on."""
-        import keras
-
         config = keras.saving.deserialize_keras_object(config)
         kept = ("optimizer", "run_eagerly", "steps_per_execution")
         self.compile(**{k: config[k] for k in kept if k in config})
@@ -189,8 +184,7 @@ class RecordFitting:
             steps = -(-captions // batch_size)
         tokens = token_table(records, self.vocabulary, self.max_length)
         source = ImageFiles(self.image_size, self.resize)
-        split = "train" if training else "val"
-        return caption_batches(source, split, records, tokens, plan), steps
+        return caption_batches(source, "train" if training else "val", records, tokens, plan), steps
 
     def fit(
         self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
@@ -209,8 +203,7 @@ class RecordFitting:
                 validation records, unless `validation_batch_size`). Defaults to None (32).
             validation_data: records (`data.val`) or a dataset; its loss is `val_loss`.
             shuffle: bool or None. None: records are shuffled in the pipeline, anew each
-                epoch, and a dataset keeps its own order; arrays are shuffled. Defaults to
-                None.
+                epoch, a dataset keeps its order and arrays are shuffled. Defaults to None.
             steps_per_epoch: int or None. None with records: every caption once an epoch.
                 Defaults to None.
         """
@@ -229,11 +222,9 @@ class RecordFitting:
             given["shuffle"], given["batch_size"] = False, None
         elif shuffle is None:
             given["shuffle"] = not hasattr(x, "element_spec")  # a dataset keeps its order
-        if validation_data is not None and is_records(validation_data):
+        if is_records(validation_data):
             size = validation_batch_size or batch_size
-            given["validation_data"], steps = self.caption_batches(
-                validation_data, size, training=False
-            )
+            given["validation_data"], steps = self.caption_batches(validation_data, size, False)
             given["validation_batch_size"] = None
             if validation_steps is None:
                 given["validation_steps"] = steps

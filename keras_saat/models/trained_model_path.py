@@ -36,13 +36,8 @@ class TrainedModelPath:
 
     @classmethod
     def of(cls, path, flag=None):
-        """What `path` holds; a KerasSaatError naming it (after `flag`) when it holds no
-        trained model.
-
-        Args:
-            path: str or Path.
-            flag: str or None. "--workdir" or "--preset". Defaults to None.
-        """
+        """What `path` holds; a KerasSaatError naming it (after `flag`, "--workdir" or
+        "--preset") when it holds no trained model."""
         if "://" in str(path):  # before Path, which folds "gs://" into "gs:/"
             named = f"{flag} {path}" if flag else str(path)
             raise KerasSaatError(
@@ -79,5 +74,4 @@ class TrainedModelPath:
     def __fspath__(self):
         return str(self.path)
 
-    def __str__(self):
-        return str(self.path)
+    __str__ = __fspath__
