@@ -104,9 +104,8 @@ def save_encoder_weights(encoder, directory, fingerprint):
     """Writes the encoder's weights to CACHE/.beam, anew each run; returns the path."""
     path = Path(directory) / BEAM_DIR / ENCODER_WEIGHTS.format(fingerprint)
     path.parent.mkdir(parents=True, exist_ok=True)
-    weights = encoder.feature_model.get_weights()
     with atomic_path(path, suffix=".npz") as tmp:
-        np.savez(tmp, **{f"w{i}": w for i, w in enumerate(weights)})
+        np.savez(tmp, **{f"w{i}": w for i, w in enumerate(encoder.feature_model.get_weights())})
     return str(path)
 
 
