@@ -66,8 +66,9 @@ def calibrate_workdir(workdir, config, log=print, prepared=None):
     with atomic_path(workdir / MODEL_FILE, suffix=".keras") as tmp:
         model.save(tmp)
     log(
-        f"familiarity: fitted on {summary['images']} training images' features; novelty 1 "
-        f"is the {summary['quantile']:.1%} quantile of {summary['images']} held-out training "
-        f"and {summary['validation_images']} validation images"
+        f"familiarity: fitted on {summary['images']} training images' features and "
+        f"{summary['unlike_pictures']} unlike pictures; novelty stays at or below 1 for "
+        f"{summary['quantile']:.1%} of {summary['images']} held-out training and "
+        f"{summary['validation_images']} validation images"
     )
     return summary

@@ -30,10 +30,11 @@ def familiarity_metadata(model):
     return {
         "calibrated": calibrated,
         "quantile": round(float(model.familiarity.quantile.numpy()), 6) if calibrated else None,
-        "novelty": "the image's backbone features' squared Mahalanobis distance from the "
-        "training images', over the threshold that `quantile` of held-out training and "
-        "validation images stay under; above 1: unlike the training pictures; NaN when "
-        "never calibrated; 0 for an image that could not be read",
+        "novelty": "the larger of the image's pooled backbone features' squared Mahalanobis "
+        "distance from the training images' and their projection on a discriminant towards "
+        "pictures with natural images' statistics, each over its threshold; `quantile` of "
+        "held-out training and validation images stay at or below 1; above 1: unlike the "
+        "training pictures; NaN when never calibrated; 0 for an image that could not be read",
         "familiar": "novelty <= 1 (true when never calibrated; false for an image that "
         "could not be read)",
     }

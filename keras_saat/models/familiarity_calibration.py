@@ -2,9 +2,11 @@
 novelty score) from its training images or their backbone features."""
 
 import contextlib
+import functools
 
 import numpy as np
 
+from keras_saat.data.unlike_pictures import unlike_pictures
 from keras_saat.errors import KerasSaatError
 from keras_saat.layers.feature_familiarity import (
     DEFAULT_QUANTILE,
@@ -16,10 +18,17 @@ from keras_saat.layers.feature_familiarity import (
 # Bounds the (N, C) float64 vectors held at once.
 MAX_IMAGES = 20000
 BATCH_SIZE = 64
+# Pictures unlike any world the discriminant is fitted against: more change its direction
+# little, fewer leave it noisy.
+UNLIKE_PICTURES = 600
 
 
-def _is_feature_array(value):
-    return hasattr(value, "shape") and len(value.shape) == 3
+@functools.lru_cache(maxsize=1)
+def _unlike(count, size):
+    # Rendered once a process: every calibration at one image size reads the same pictures.
+    pictures = unlike_pictures(count, size)
+    pictures.flags.writeable = False
+    return pictures
 
 
 class FamiliarityCalibration:
@@ -48,7 +57,7 @@ class FamiliarityCalibration:
             raise KerasSaatError("familiarity_vectors takes exactly one of images= or features=")
         if features is None:
             features = self._encoded_batches(images, int(batch_size or BATCH_SIZE))
-        elif _is_feature_array(features):
+        elif hasattr(features, "shape") and len(features.shape) == 3:  # one (N, L, C) array
             features = [features]
         vectors, count = [], 0
         batches = iter(features)
@@ -92,6 +101,7 @@ class FamiliarityCalibration:
         shrinkage=DEFAULT_SHRINKAGE,
         batch_size=None,
         max_images=MAX_IMAGES,
+        unlike=UNLIKE_PICTURES,
     ):
         """Fits the familiarity statistics from the training images (or their features);
         `keras-saat train` and `fit` on records call it, a `tf.data` fit does not.
@@ -104,31 +114,43 @@ class FamiliarityCalibration:
                 features when `features` is given), or None. Their distances join the
                 threshold's sample. Defaults to None.
             quantile: float. The share of held-out familiar images left unflagged.
-                Defaults to 0.995.
+                Defaults to DEFAULT_QUANTILE (0.99).
             shrinkage: float. How far the covariance is pulled towards a multiple of
                 the identity. Defaults to 0.1.
             batch_size: int or None. Images encoded at once. Defaults to None (64).
             max_images: int. Training images read at most. Defaults to MAX_IMAGES.
+            unlike: int. Pictures unlike any world (`keras_saat.data.unlike_pictures`)
+                the discriminant direction is fitted against; 0 measures the distance
+                alone. Defaults to UNLIKE_PICTURES.
 
         Returns:
-            dict: images (training images fitted), validation_images, threshold (the
-            squared distance that novelty 1 stands for), quantile.
+            dict: images (training images fitted), validation_images, unlike_pictures,
+            threshold (the squared distance that novelty 1 stands for),
+            direction_threshold, quantile.
         """
         train = self.familiarity_vectors(images, features, batch_size, limit=max_images)
         held = None
         if validation is not None:
-            kind = {"images": None, "features": validation}
-            if features is None:
-                kind = {"images": validation, "features": None}
-            held = self.familiarity_vectors(**kind, batch_size=batch_size, limit=max_images)
+            kind = "images" if features is None else "features"
+            held = self.familiarity_vectors(
+                **{kind: validation}, batch_size=batch_size, limit=max_images
+            )
+        unlike_vectors = None
+        if unlike:
+            size = self.encoder.image_size
+            unlike_vectors = self.familiarity_vectors(_unlike(int(unlike), size), None, batch_size)
         try:
-            statistics = fit_familiarity(train, held, quantile, shrinkage)
+            statistics = fit_familiarity(
+                train, held, quantile, shrinkage, unlike_vectors=unlike_vectors
+            )
         except ValueError as err:
             raise KerasSaatError(f"cannot calibrate familiarity: {err}") from None
         self.familiarity.assign(statistics)
         return {
             "images": len(train),
             "validation_images": 0 if held is None else len(held),
+            "unlike_pictures": 0 if unlike_vectors is None else len(unlike_vectors),
             "threshold": statistics["threshold"],
+            "direction_threshold": statistics["direction_threshold"],
             "quantile": float(quantile),
         }

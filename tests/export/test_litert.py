@@ -10,6 +10,7 @@ from keras_saat import load_captioner
 from keras_saat.cli import main
 from keras_saat.data import read_karpathy
 from keras_saat.errors import KerasSaatError
+from keras_saat.layers.feature_familiarity import DEFAULT_QUANTILE
 from keras_saat.text.vocabulary import END_ID, PAD_ID
 
 pytestmark = pytest.mark.slow
@@ -49,7 +50,7 @@ def test_the_files_an_app_needs(exported, trained_workdir):
     info = json.loads((folder / "cap.json").read_text())
     assert info["input"]["pixels"] == [1, model.image_size, model.image_size, 3]
     assert info["resize"] == model.resize and info["beam_size"] == 1 and info["grid"] == [8, 8]
-    assert info["familiarity"]["calibrated"] and info["familiarity"]["quantile"] == 0.995
+    assert info["familiarity"]["calibrated"] and info["familiarity"]["quantile"] == DEFAULT_QUANTILE
     sizes = {q: path.stat().st_size for q, path in exported.items()}
     assert sizes["float16"] < 0.6 * sizes["none"] and sizes["int8"] < 0.35 * sizes["none"]
 

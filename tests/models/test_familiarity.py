@@ -17,6 +17,7 @@ from keras_saat.errors import KerasSaatError
 from keras_saat.layers.feature_familiarity import (
     FeatureFamiliarity,
     fit_familiarity,
+    joint_thresholds,
     pooled_vectors,
 )
 from keras_saat.models.captioner import Captioner
@@ -110,6 +111,61 @@ def test_novelty_is_the_mahalanobis_distance_over_the_threshold():
     layer.assign(statistics)
     want = distance(vectors(probe), mean, precision) / threshold
     np.testing.assert_allclose(np.asarray(layer(probe.astype("float32"))), want, rtol=1e-4)
+
+
+def test_novelty_with_unlike_pictures_is_the_larger_of_distance_and_discriminant():
+    """With unlike pictures, novelty = max(d2 / t, a / t_a), a the projection on Fisher's
+    discriminant (S_in + S_unlike, each shrunk 0.01, solved against the means' difference,
+    unit length), both thresholds at one quantile of held-out images that keeps 0.9 of
+    them: a NumPy reference written from those definitions."""
+    rng = np.random.default_rng(4)
+    train = rng.gamma(2.0, 1.0, (80, 4, 6))
+    unlike = rng.gamma(3.0, 1.0, (40, 4, 6))
+    probe = rng.gamma(2.5, 1.2, (7, 4, 6))
+    v_train, v_unlike, v_probe = map(pooled_vectors, (train, unlike, probe))
+
+    def shrunk(x, s):
+        cov = np.cov(x.T)
+        return (1 - s) * cov + s * np.trace(cov) / 6 * np.eye(6)
+
+    def fit(x):
+        mean = x.mean(0)
+        w = np.linalg.solve(shrunk(x, 0.01) + shrunk(v_unlike, 0.01), v_unlike.mean(0) - mean)
+        return mean, np.linalg.inv(shrunk(x, 0.1)), w / np.linalg.norm(w)
+
+    def measure(x, mean, precision, w):
+        return np.einsum("nc,cd,nd->n", x - mean, precision, x - mean) / 6, (x - mean) @ w
+
+    folds = np.arange(80) % 5
+    d, a = np.zeros(80), np.zeros(80)
+    for k in range(5):
+        d[folds == k], a[folds == k] = measure(v_train[folds == k], *fit(v_train[folds != k]))
+    # The joint thresholds: the smallest per-signal quantile that keeps 0.9 of both.
+    for q in np.linspace(0.9, 1.0, 100001):
+        t_d, t_a = np.quantile(d, q), np.quantile(a, q)
+        if np.mean((d <= t_d) & (a <= t_a)) >= 0.9:
+            break
+
+    statistics = fit_familiarity(v_train, quantile=0.9, unlike_vectors=v_unlike)
+    np.testing.assert_allclose(statistics["threshold"], t_d, rtol=1e-4)
+    np.testing.assert_allclose(statistics["direction_threshold"], t_a, rtol=1e-4)
+    layer = FeatureFamiliarity(6)
+    layer.assign(statistics)
+    d_probe, a_probe = measure(v_probe, *fit(v_train))
+    want = np.maximum(d_probe / t_d, a_probe / t_a)
+    np.testing.assert_allclose(np.asarray(layer(probe.astype("float32"))), want, rtol=1e-4)
+
+
+def test_joint_thresholds_keep_the_quantile_of_held_out_images():
+    rng = np.random.default_rng(5)
+    for correlation in (0.0, 0.6, 1.0):
+        d = rng.normal(size=5000)
+        a = correlation * d + np.sqrt(1 - correlation**2) * rng.normal(size=5000)
+        t_d, t_a = joint_thresholds(d, a, 0.99)
+        kept = np.mean((d <= t_d) & (a <= t_a))
+        assert 0.99 <= kept <= 0.9905, (correlation, kept)
+    # Perfectly correlated signals need no stricter per-signal quantile than the target.
+    np.testing.assert_allclose(t_d, np.quantile(d, 0.99), rtol=1e-3)
 
 
 def test_calibrating_from_features_equals_calibrating_from_images(calibrated):
