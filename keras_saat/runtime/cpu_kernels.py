@@ -1,11 +1,8 @@
-"""oneDNN's CPU kernels for training, where TensorFlow leaves them off.
-
-TensorFlow turns oneDNN on by default only on CPUs with AVX512_VNNI, AVX512_BF16 or
-AMX, reading TF_ENABLE_ONEDNN_OPTS once at import; on AVX2-only CPUs oneDNN trains the
-Shapes CNN and the decoder faster too. `train` and `demo` call `prefer_onednn()` before
-importing TensorFlow; `TF_ENABLE_ONEDNN_OPTS=0` keeps the stock kernels. Exports and
-serving keep TensorFlow's default, so an export's encoder chunking follows the serving
-machine's kernels.
+"""oneDNN's CPU kernels for training, where TensorFlow leaves them off: it turns them on
+only on CPUs with AVX512_VNNI, AVX512_BF16 or AMX (reading TF_ENABLE_ONEDNN_OPTS once, at
+import), though on AVX2-only CPUs they train the Shapes CNN and the decoder faster too.
+`TF_ENABLE_ONEDNN_OPTS=0` keeps the stock kernels. Exports and serving keep TensorFlow's
+default, so an export's encoder chunking follows the serving machine's kernels.
 """
 
 import os

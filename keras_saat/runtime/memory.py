@@ -11,40 +11,32 @@ import ctypes
 import os
 import sys
 
-# mallopt parameters, from glibc's malloc.h.
-M_TRIM_THRESHOLD = -1
-M_MMAP_MAX = -4
-M_ARENA_MAX = -8
-
-SETTINGS = ((M_ARENA_MAX, 1), (M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, 2**31 - 1))
-ENVIRONMENT = {
-    "MALLOC_ARENA_MAX": "1",
-    "MALLOC_MMAP_MAX_": "0",
-    "MALLOC_TRIM_THRESHOLD_": str(2**31 - 1),
-}
+# (mallopt parameter from glibc's malloc.h, the environment variable that sets it, value)
+SETTINGS = (
+    (-8, "MALLOC_ARENA_MAX", 1),  # M_ARENA_MAX
+    (-4, "MALLOC_MMAP_MAX_", 0),  # M_MMAP_MAX
+    (-1, "MALLOC_TRIM_THRESHOLD_", 2**31 - 1),  # M_TRIM_THRESHOLD
+)
+ENVIRONMENT = {variable: str(value) for _, variable, value in SETTINGS}
 OPT_OUT = "KERAS_SAAT_MALLOC"
 
 _state = {"tuned": False}
 
 
 def tune_malloc():
-    """Applies the settings to this process; returns whether they are in force.
-
-    Call it before importing TensorFlow (threads keep their arenas). False off Linux,
-    without `mallopt` (musl), or when KERAS_SAAT_MALLOC is "system".
-    """
+    """Applies the settings to this process before TensorFlow starts (threads keep their
+    arenas); whether they are in force: not off Linux, without `mallopt` (musl), or when
+    KERAS_SAAT_MALLOC is "system"."""
     if _state["tuned"]:
         return True
-    if os.environ.get(OPT_OUT, "").strip().lower() == "system":
-        return False
-    if not sys.platform.startswith("linux"):
+    if os.environ.get(OPT_OUT, "").strip().lower() == "system" or sys.platform != "linux":
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    _state["tuned"] = all(mallopt(param, value) == 1 for param, value in SETTINGS)
+    _state["tuned"] = all(mallopt(param, value) == 1 for param, _, value in SETTINGS)
     return _state["tuned"]
 
 

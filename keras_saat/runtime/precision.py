@@ -1,12 +1,10 @@
 """Numeric precision: mixed-precision policies and TF32.
 
-`train.mixed_precision` is "none" (float32), "bfloat16" (mixed_bfloat16), "float16"
-(mixed_float16, with loss scaling) or "auto": bfloat16 on CPUs with AVX512_BF16 or AMX
-and on GPUs of compute capability >= 8.0, float16 on older GPUs, none otherwise. The
-softmaxes, losses, baseline and beam scores stay in float32 and variables are float32,
-so a model trained in bfloat16 loads anywhere. TF32 (TensorFlow's default on Ampere and
-later GPUs, about 1e-3 relative error) stays on for training; `set_tf32(False)` gives
-bitwise-reproducible float32.
+`train.mixed_precision` "auto" is bfloat16 on CPUs with AVX512_BF16 or AMX and on GPUs of
+compute capability >= 8.0, float16 (with loss scaling) on older GPUs, float32 otherwise.
+Softmaxes, losses, baseline, beam scores and variables stay float32, so a model trained in
+bfloat16 loads anywhere. TF32 (about 1e-3 relative error) stays on for training, as
+TensorFlow has it; `set_tf32(False)` gives bitwise-reproducible float32.
 """
 
 import contextlib
@@ -42,25 +40,15 @@ def gpu_compute_capabilities():
     """(major, minor) of every visible GPU, as TensorFlow reports them."""
     import tensorflow as tf
 
-    capabilities = []
-    for gpu in tf.config.list_physical_devices("GPU"):
-        details = tf.config.experimental.get_device_details(gpu)
-        capability = details.get("compute_capability")
-        if capability:
-            capabilities.append(tuple(capability))
-    return capabilities
+    gpus = tf.config.list_physical_devices("GPU")
+    details = [tf.config.experimental.get_device_details(gpu) for gpu in gpus]
+    return [tuple(d["compute_capability"]) for d in details if d.get("compute_capability")]
 
 
 def resolve_precision(value, cpu_flags=None, gpus=None):
-    """The compute precision of a `train.mixed_precision` setting: "float32", "bfloat16"
-    or "float16".
-
-    Args:
-        value: "none", "bfloat16", "float16" or "auto"; None is "none".
-        cpu_flags: iterable of str or None. The CPU's feature flags (/proc/cpuinfo when None).
-        gpus: list of (major, minor) or None. The GPUs' compute capabilities (asked of
-            TensorFlow when None).
-    """
+    """The compute precision ("float32", "bfloat16" or "float16") of a `train.mixed_precision`
+    `value` (None is "none"), given the CPU's feature flags (None: /proc/cpuinfo's) and the
+    GPUs' (major, minor) compute capabilities (None: TensorFlow's)."""
     if value is None:
         value = "none"
     if value not in PRECISIONS:

@@ -6,7 +6,6 @@ starts; those written before go straight to descriptor 2, so `import_tensorflow_
 points it at /dev/null for the import alone. A level the user set stays.
 """
 
-import contextlib
 import os
 import sys
 
@@ -22,24 +21,17 @@ def quiet_tensorflow_logs():
     return True
 
 
-@contextlib.contextmanager
-def _stderr_to_devnull():
+def import_tensorflow_quietly():
+    """Imports TensorFlow with descriptor 2 on /dev/null (a no-op once imported); a failing
+    import still raises."""
+    if "tensorflow" in sys.modules:
+        return
     sys.stderr.flush()
-    saved = os.dup(2)
-    null = os.open(os.devnull, os.O_WRONLY)
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(null, 2)
-        yield
+        import tensorflow  # noqa: F401
     finally:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(null)
-
-
-def import_tensorflow_quietly():
-    """Imports TensorFlow with its pre-logging lines dropped (a no-op once imported); a
-    failing import still raises."""
-    if "tensorflow" in sys.modules:
-        return
-    with _stderr_to_devnull():
-        import tensorflow  # noqa: F401

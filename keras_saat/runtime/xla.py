@@ -37,11 +37,8 @@ _ours = {}  # what this module wrote to TF_XLA_FLAGS and XLA_FLAGS, so a later c
 
 def enable_compilation_cache(directory):
     """XLA's persistent compilation cache in `directory`, so a later process compiling the
-    same step loads it.
-
-    Call it before the first TensorFlow op. Returns the directory in use (the user's
-    TF_XLA_FLAGS wins), or None, setting nothing, when it is too late.
-    """
+    same step loads it; the directory in use (the user's TF_XLA_FLAGS wins), or None,
+    setting nothing, after the first TensorFlow op."""
     if tensorflow_started():
         return None
     directory = Path(directory)
@@ -69,9 +66,8 @@ AUTOTUNE_CACHE_FLAG = "xla_gpu_per_fusion_autotune_cache_dir"
 
 def set_xla_defaults(autotune_cache=None):
     """Adds GPU_XLA_FLAGS, the compilation parallelism and the per-fusion autotuning cache to
-    XLA_FLAGS before TensorFlow starts (False when too late). The user's flags stay; an
-    earlier call's are replaced.
-    """
+    XLA_FLAGS before TensorFlow starts (False when too late); the user's flags stay, an
+    earlier call's are replaced."""
     if tensorflow_started():
         return False
     flags = os.environ.get("XLA_FLAGS", "").split()
