@@ -11,5 +11,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
 __getattr__ = lazy_getattr("keras_saat.serving", _EXPORTS, globals())

@@ -13,12 +13,8 @@ from keras_saat.images.image_files import MAX_FILE_BYTES, read_image_file
 
 def read_images(images):
     """Encoded image bytes from a list of paths and/or bytes (files are read, never
-    decoded, through `read_image_file`).
-
-    Raises:
-        FileNotFoundError, IsADirectoryError, OSError: a file cannot be opened.
-        KerasSaatError: a path is not a regular file, or is over MAX_FILE_BYTES.
-    """
+    decoded, through `read_image_file`); OSError for a file that cannot be opened,
+    KerasSaatError for one that is not a regular file or is over MAX_FILE_BYTES."""
     if isinstance(images, (str, Path, bytes)):
         images = [images]
     out = []
@@ -39,11 +35,6 @@ def _text(value):
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _novelty(value):
-    """A novelty output as a float: NaN where JSON carried null (a model never calibrated)."""
-    return float("nan") if value is None else float(value)
-
-
 def captions_from_outputs(outputs):
     """Per-image dicts from the model's outputs.
 
@@ -57,11 +48,14 @@ def captions_from_outputs(outputs):
         log_prob (float), attention (n_tokens, grid_h, grid_w) float32 array, novelty
         (float, NaN when not measured), familiar (bool), valid (bool), error (str).
     """
-    nan = float("nan")
+    batch = len(outputs["caption"])
     tokens = np.asarray(outputs["tokens"], dtype=object)
     attention = np.asarray(outputs["attention"], dtype=np.float32)
+    # A model never calibrated has no novelty outputs, or JSON nulls: NaN, and familiar.
+    novelty = outputs.get("novelty", [None] * batch)
+    familiar = outputs.get("familiar", [True] * batch)
     results = []
-    for i in range(len(outputs["caption"])):
+    for i in range(batch):
         row = [_text(t) for t in tokens[i]]
         n = sum(1 for t in row if t)
         results.append(
@@ -70,8 +64,8 @@ def captions_from_outputs(outputs):
                 "tokens": row[:n],
                 "log_prob": float(outputs["log_prob"][i]),
                 "attention": attention[i, :n],
-                "novelty": _novelty(outputs["novelty"][i]) if "novelty" in outputs else nan,
-                "familiar": bool(outputs["familiar"][i]) if "familiar" in outputs else True,
+                "novelty": float("nan") if novelty[i] is None else float(novelty[i]),
+                "familiar": bool(familiar[i]),
                 "valid": bool(outputs["valid"][i]),
                 "error": _text(outputs["error"][i]),
             }

@@ -13,12 +13,17 @@ def grpc_server(server):
 
     import grpc
     import tensorflow as tf
-    from google.protobuf import any_pb2
     from tensorflow_serving.apis import (
         get_model_metadata_pb2,
+        model_pb2,
         predict_pb2,
         prediction_service_pb2_grpc,
     )
+
+    def answer_spec(signature=""):
+        return model_pb2.ModelSpec(
+            name=server.name, signature_name=signature, version={"value": server.version}
+        )
 
     class Servicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         def _check(self, spec, context):
@@ -61,35 +66,22 @@ def grpc_server(server):
                 )
             except BadRequest as err:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
-            response = predict_pb2.PredictResponse()
-            response.model_spec.name = server.name
-            response.model_spec.signature_name = signature
-            response.model_spec.version.value = server.version
-            for key, value in outputs.items():
-                response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
-            return response
+            return predict_pb2.PredictResponse(
+                model_spec=answer_spec(signature),
+                outputs={key: tf.make_tensor_proto(value) for key, value in outputs.items()},
+            )
 
         def GetModelMetadata(self, request, context):
             self._check(request.model_spec, context)
-            signatures = get_model_metadata_pb2.SignatureDefMap()
-            for key, value in server.signature_defs.items():
-                signatures.signature_def[key].CopyFrom(value)
-            packed = any_pb2.Any()
-            packed.Pack(signatures)
-            response = get_model_metadata_pb2.GetModelMetadataResponse()
-            response.model_spec.name = server.name
-            response.model_spec.version.value = server.version
-            response.metadata["signature_def"].CopyFrom(packed)
+            response = get_model_metadata_pb2.GetModelMetadataResponse(model_spec=answer_spec())
+            signatures = get_model_metadata_pb2.SignatureDefMap(signature_def=server.signature_defs)
+            response.metadata["signature_def"].Pack(signatures)
             return response
 
-    limit = MAX_BODY_BYTES
     grpc_server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=server.max_inflight),
         maximum_concurrent_rpcs=server.max_connections,
-        options=[
-            ("grpc.max_send_message_length", limit),
-            ("grpc.max_receive_message_length", limit),
-        ],
+        options=[(f"grpc.max_{way}_message_length", MAX_BODY_BYTES) for way in ("send", "receive")],
     )
     servicer = Servicer()
     handlers = {

@@ -15,6 +15,7 @@ from keras_saat.serving.request_checks import MAX_BODY_BYTES
 
 READ_CHUNK = 1 << 20  # bytes read (and reserved) at a time from a request body
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+STATUS = {BadRequest: 400, Forbidden: 403, NotFound: 404, Busy: 503}  # 403 and 503 close
 
 
 def http_handler(server):
@@ -47,11 +48,9 @@ def http_handler(server):
                 self.connection.shutdown(socket.SHUT_RDWR)
 
         def _answer(self, status, payload):
-            kind = "application/json"
-            if isinstance(payload, Page):
-                data, kind = payload.encode("utf-8"), "text/html; charset=utf-8"
-            else:
-                data = json.dumps(payload).encode("utf-8")
+            page = isinstance(payload, Page)
+            data = (payload if page else json.dumps(payload)).encode("utf-8")
+            kind = "text/html; charset=utf-8" if page else "application/json"
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", kind)
@@ -81,19 +80,17 @@ def http_handler(server):
             if self.headers.get("Transfer-Encoding") is not None:
                 self.close_connection = True  # the body's end cannot be found
                 raise BadRequest("Transfer-Encoding is not supported; send a Content-Length")
-            text = self.headers.get("Content-Length")
-            if text is None:
-                return 0
-            text = text.strip()
-            length = int(text) if text.isdigit() and len(text) <= 18 else -1
-            if length < 0 or length > MAX_BODY_BYTES:
+            text = self.headers.get("Content-Length", "0").strip()
+            if not text.isdigit() or len(text) > 18:
                 self.close_connection = True
-                if length > MAX_BODY_BYTES:
-                    raise BadRequest(f"request body over {MAX_BODY_BYTES} bytes")
                 raise BadRequest(f"Content-Length must be a number of bytes >= 0; got {text!r}")
-            return length
+            if int(text) > MAX_BODY_BYTES:
+                self.close_connection = True
+                raise BadRequest(f"request body over {MAX_BODY_BYTES} bytes")
+            return int(text)
 
-        def _serve(self, method):
+        def do_GET(self):
+            """Answers a GET or a POST (`self.command`) as `server.route` has it."""
             try:
                 server.check_origin(self.headers.get("Host"), self.headers.get("Origin"))
                 length = self._length()
@@ -103,27 +100,16 @@ def http_handler(server):
                         self.close_connection = True
                         return  # cut off, or the client closed: nothing to answer
                     self._deadline.cancel()  # read whole: the model may take its time
-                    self._answer(200, server.route(method, self.path, body))
-            except BadRequest as err:
-                self._answer(400, {"error": str(err)})
-            except Forbidden as err:
-                self.close_connection = True
-                self._answer(403, {"error": str(err)})
-            except NotFound as err:
-                self._answer(404, {"error": str(err)})
-            except Busy as err:
-                self.close_connection = True
-                self._answer(503, {"error": str(err)})
+                    self._answer(200, server.route(self.command, self.path, body))
+            except tuple(STATUS) as err:
+                self.close_connection |= isinstance(err, (Forbidden, Busy))
+                self._answer(STATUS[type(err)], {"error": str(err)})
             except (ConnectionError, TimeoutError):
                 self.close_connection = True
             except Exception as err:  # the server keeps serving; the client learns why
                 self._answer(500, {"error": f"{type(err).__name__}: {err}"})
 
-        def do_GET(self):
-            self._serve("GET")
-
-        def do_POST(self):
-            self._serve("POST")
+        do_POST = do_GET
 
         def log_message(self, format, *args):
             pass
@@ -172,17 +158,9 @@ class BoundedHTTPServer(ThreadingHTTPServer):
 
 class RequestGate:
     """What an HTTP request meets before any route: the connection limit, the
-    whole-request deadline, the budget of body bytes held at once, and the Host and
-    Origin check. DevServer adds the model; a bare gate answers every path 404.
-
-    Args:
-        host: str. Address to bind. Defaults to "127.0.0.1".
-        port: int. REST port (0 = any free port). Defaults to 0.
-        max_inflight: int. Requests run at once; the body budget is this many
-            full-size bodies. Defaults to 4.
-        max_connections: int. Connections served at once. Defaults to 32.
-        read_timeout: float. Seconds a request has to arrive whole. Defaults to 30.
-    """
+    whole-request deadline, the budget of body bytes held at once (`max_inflight`
+    full-size bodies), and the Host and Origin check. DevServer adds the model (and
+    documents the arguments); a bare gate answers every path 404."""
 
     def __init__(
         self, host="127.0.0.1", port=0, max_inflight=4, max_connections=32, read_timeout=30.0

@@ -1,7 +1,6 @@
 """DevServer: TF Serving's REST API (and gRPC Predict) for development and tests on
 machines without TF Serving. It loads the SavedModel alone, without Keras."""
 
-import contextlib
 import json
 import re
 import threading
@@ -18,6 +17,7 @@ from keras_saat.serving.request_checks import (
     check_batch,
     check_json_size,
     check_names,
+    expected_shape,
     proto_arrays,
     rest_arrays,
 )
@@ -97,8 +97,7 @@ class DevServer(RequestGate):
         if not (self.path / "saved_model.pb").is_file():
             raise KerasSaatError(f"{self.path} has no saved_model.pb")
         self.log = log
-        proto = saved_model_pb2.SavedModel()
-        proto.ParseFromString((self.path / "saved_model.pb").read_bytes())
+        proto = saved_model_pb2.SavedModel.FromString((self.path / "saved_model.pb").read_bytes())
         self.signature_defs = {
             key: value
             for key, value in proto.meta_graphs[0].signature_def.items()
@@ -159,15 +158,21 @@ class DevServer(RequestGate):
             if not spec.shape.is_compatible_with(tensor.shape):
                 raise BadRequest(
                     f"input {key} has shape {tensor.shape.as_list()}; the signature expects "
-                    f"{[d if d is not None else -1 for d in spec.shape.as_list()]} (-1 = any)"
+                    f"{expected_shape(spec)}"
                 )
             tensors[key] = tensor
-        with self._slots, self._counted():  # REST and gRPC share the model's slots
+        with self._slots:  # REST and gRPC share the model's slots
+            with self._count_lock:
+                self.inflight += 1
+                self.peak_inflight = max(self.peak_inflight, self.inflight)
             try:
                 outputs = self.functions[signature](**tensors)
+                return {key: value.numpy() for key, value in outputs.items()}
             except tf.errors.InvalidArgumentError as err:
                 raise BadRequest(err.message.splitlines()[0]) from None
-            return {key: value.numpy() for key, value in outputs.items()}
+            finally:
+                with self._count_lock:
+                    self.inflight -= 1
 
     def warmup(self):
         """Replays assets.extra/tf_serving_warmup_requests, as TF Serving does at load."""
@@ -188,15 +193,9 @@ class DevServer(RequestGate):
         return count
 
     def status(self):
-        return {
-            "model_version_status": [
-                {
-                    "version": str(self.version),
-                    "state": "AVAILABLE",
-                    "status": {"error_code": "OK", "error_message": ""},
-                }
-            ]
-        }
+        ok = {"error_code": "OK", "error_message": ""}
+        version = {"version": str(self.version), "state": "AVAILABLE", "status": ok}
+        return {"model_version_status": [version]}
 
     def metadata(self):
         from google.protobuf import json_format
@@ -221,11 +220,8 @@ class DevServer(RequestGate):
         if "inputs" in body:
             return {"outputs": {key: json_value(value) for key, value in outputs.items()}}
         batch = len(next(iter(outputs.values())))
-        return {
-            "predictions": [
-                {key: json_value(value[i]) for key, value in outputs.items()} for i in range(batch)
-            ]
-        }
+        rows = [{key: json_value(value[i]) for key, value in outputs.items()} for i in range(batch)]
+        return {"predictions": rows}
 
     def route(self, method, path, body):
         """(status, response dict) for one HTTP request."""
@@ -268,17 +264,6 @@ class DevServer(RequestGate):
                 f'<meta name="keras-saat-{key}" content="{escape(str(value))}">',
             )
         return Page(html)
-
-    @contextlib.contextmanager
-    def _counted(self):
-        with self._count_lock:
-            self.inflight += 1
-            self.peak_inflight = max(self.peak_inflight, self.inflight)
-        try:
-            yield
-        finally:
-            with self._count_lock:
-                self.inflight -= 1
 
     def start(self):
         """Starts serving in background threads; returns self (ports are then known)."""

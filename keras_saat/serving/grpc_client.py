@@ -1,5 +1,7 @@
 """GrpcClient: captions from TF Serving's gRPC PredictionService (port 8500)."""
 
+import numpy as np
+
 from keras_saat.errors import KerasSaatError
 from keras_saat.serving.captions import captions_from_outputs, read_images
 from keras_saat.serving.signatures import DEFAULT_SIGNATURE, PIXELS_SIGNATURE
@@ -37,13 +39,8 @@ class GrpcClient:
         self.version = version
         self.timeout = float(timeout)
         limit = int(max_message_mb) * 1024 * 1024
-        self.channel = grpc.insecure_channel(
-            target,
-            options=[
-                ("grpc.max_send_message_length", limit),
-                ("grpc.max_receive_message_length", limit),
-            ],
-        )
+        options = [(f"grpc.max_{way}_message_length", limit) for way in ("send", "receive")]
+        self.channel = grpc.insecure_channel(target, options=options)
         self.stub = prediction_service_pb2_grpc.PredictionServiceStub(self.channel)
 
     def _spec(self, request, signature):
@@ -87,8 +84,6 @@ class GrpcClient:
 
     def caption(self, images):
         """Captions encoded images (paths or bytes); see `RestClient.caption` for the result."""
-        import numpy as np
-
         encoded = read_images(images)
         if not encoded:
             return []
@@ -96,8 +91,6 @@ class GrpcClient:
 
     def caption_pixels(self, pixels):
         """Captions float RGB pixels (B, H, W, 3) in [0, 255] through `serving_pixels`."""
-        import numpy as np
-
         return captions_from_outputs(
             self.predict({"pixels": np.asarray(pixels, np.float32)}, PIXELS_SIGNATURE)
         )

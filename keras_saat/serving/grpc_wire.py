@@ -1,6 +1,8 @@
 """What a gRPC PredictRequest's bytes may hold, its fields counted before protobuf
 parses them, since parsing can grow a small message many times over."""
 
+import math
+
 from keras_saat.serving.answers import BadRequest
 from keras_saat.serving.request_checks import MAX_ELEMENTS, check_names
 from keras_saat.serving.signatures import DEFAULT_SIGNATURE
@@ -85,10 +87,7 @@ def _string_limit(spec, max_batch):
     dims = spec.shape.as_list()[1:]
     if any(d is None for d in dims):
         return MAX_ELEMENTS
-    count = max_batch
-    for size in dims:
-        count *= size
-    return min(count, MAX_ELEMENTS)
+    return min(max_batch * math.prod(dims), MAX_ELEMENTS)
 
 
 def _check_tensor(data, ranges, name, spec, max_batch):
@@ -123,14 +122,9 @@ def _check_tensor(data, ranges, name, spec, max_batch):
 
 
 def check_predict_wire(data, input_specs, max_batch):
-    """BadRequest unless a serialized PredictRequest can be parsed within its own size:
-    a bounded number of fields, and each input's tensor bounded as the module says.
-
-    Args:
-        data: bytes. The serialized request, as received.
-        input_specs: callable. A signature name -> its {input name: tf.TensorSpec}.
-        max_batch: int. Rows (dimension 0) one request may hold.
-    """
+    """BadRequest unless a serialized PredictRequest (`data`, as received) can be parsed
+    within its own size: a bounded number of fields, each input's tensor bounded by its
+    signature's spec (`input_specs(name)` -> {input: tf.TensorSpec}) and `max_batch`."""
     signature = model_spec(data).signature_name or DEFAULT_SIGNATURE
     specs = input_specs(signature)
     tensors = {}  # input name -> the (start, end) of each of its tensors' occurrences

@@ -13,8 +13,9 @@ MAX_BATCH = 64  # images in one request; TF Serving's batching config splits lar
 MAX_ELEMENTS = 1 << 24  # elements a gRPC tensor may declare before its values are checked
 
 
-def _expected(spec):
-    return [d if d is not None else -1 for d in spec.shape.as_list()]
+def expected_shape(spec):
+    """`spec`'s shape as a request error names it."""
+    return f"{[d if d is not None else -1 for d in spec.shape.as_list()]} (-1 = any)"
 
 
 def check_batch(count, max_batch):
@@ -26,63 +27,46 @@ def check_batch(count, max_batch):
         )
 
 
-def check_shape(shape, spec, name, max_batch):
-    """BadRequest unless `shape` (a list of ints) fits `spec` (a tf.TensorSpec): its rank,
-    its fixed dimensions, at most `max_batch` rows and MAX_ELEMENTS elements.
-
-    Args:
-        shape: list of int. The shape a request declares or holds.
-        spec: tf.TensorSpec. The signature's input.
-        name: str. The input's name, for the error.
-        max_batch: int. Rows (dimension 0) one request may hold.
-    """
-    dims = spec.shape.as_list()
-    if len(shape) != len(dims) or any(
-        d is not None and d != s for s, d in zip(shape, dims, strict=False)
-    ):
-        raise BadRequest(
-            f"input {name} has shape {shape}; the signature expects {_expected(spec)} (-1 = any)"
-        )
-    if shape:
-        check_batch(shape[0], max_batch)
+def _count(shape, name, over):
+    """The elements of `shape`; BadRequest at a negative dimension or past MAX_ELEMENTS."""
     count = 1
     for size in shape:
         if size < 0:
             raise BadRequest(f"input {name}: a negative dimension {size} in its shape")
         count *= size
-    if count > MAX_ELEMENTS:
+        if count > MAX_ELEMENTS:
+            raise BadRequest(
+                f"input {name}: its shape {shape} {over} {MAX_ELEMENTS} elements; "
+                "send fewer or smaller images in each request"
+            )
+    return count
+
+
+def check_shape(shape, spec, name, max_batch):
+    """BadRequest unless `shape` (a list of ints) fits `spec` (a tf.TensorSpec): its rank,
+    its fixed dimensions, at most `max_batch` rows and MAX_ELEMENTS elements."""
+    dims = spec.shape.as_list()
+    if len(shape) != len(dims) or any(
+        d is not None and d != s for s, d in zip(shape, dims, strict=False)
+    ):
         raise BadRequest(
-            f"input {name}: its shape {shape} holds over {MAX_ELEMENTS} elements; "
-            "send fewer or smaller images in each request"
+            f"input {name} has shape {shape}; the signature expects {expected_shape(spec)}"
         )
+    if shape:
+        check_batch(shape[0], max_batch)
+    _count(shape, name, "holds over")
 
 
 def check_proto(proto, name, spec=None, max_batch=MAX_BATCH):
     """BadRequest unless a TensorProto's wire form (shape, dtype, values) fits, read from
     its fields before anything is materialised: `tf.make_ndarray` would repeat the last
-    value to fill a declared shape.
-
-    Args:
-        proto: TensorProto. One input of a PredictRequest.
-        name: str. The input's name, for the error.
-        spec: tf.TensorSpec or None. The signature's input; None checks only the
-            element count and the values.
-        max_batch: int. Rows (dimension 0) one request may hold.
-    """
+    value to fill a declared shape. Without `spec`, only the element count and values."""
     import tensorflow as tf
 
     dims = [d.size for d in proto.tensor_shape.dim]
     if proto.tensor_shape.unknown_rank:
         raise BadRequest(f"input {name}: its tensor_shape has an unknown rank")
-    count = 1
-    for size in dims:
-        if size < 0:
-            raise BadRequest(f"input {name}: a negative dimension {size} in its shape")
-        count *= size
-        if count > MAX_ELEMENTS:
-            raise BadRequest(
-                f"input {name}: its shape {dims} declares over {MAX_ELEMENTS} elements"
-            )
+    count = _count(dims, name, "declares over")
     try:
         dtype = tf.dtypes.as_dtype(proto.dtype) if proto.dtype else None
     except TypeError:
@@ -116,14 +100,7 @@ def check_proto(proto, name, spec=None, max_batch=MAX_BATCH):
 
 
 def tensor_from_proto(proto, name, spec=None, max_batch=MAX_BATCH):
-    """A TensorProto as a NumPy array, once `check_proto` passes it.
-
-    Args:
-        proto: TensorProto. One input of a PredictRequest.
-        name: str. The input's name, for the error.
-        spec: tf.TensorSpec or None. The signature's input.
-        max_batch: int. Rows (dimension 0) one request may hold.
-    """
+    """A TensorProto as a NumPy array, once `check_proto` passes it."""
     import tensorflow as tf
 
     check_proto(proto, name, spec, max_batch)
@@ -153,13 +130,8 @@ MAX_JSON_VALUES = 1 << 22  # JSON values (lists, numbers, strings) in one REST b
 
 
 def check_json_size(body, max_batch):
-    """BadRequest when a JSON body holds more values or objects than any request needs,
-    counted on its bytes (`[`, `,`, `:` and `{`) before parsing inflates it.
-
-    Args:
-        body: bytes. The request body.
-        max_batch: int. Instances one request may hold.
-    """
+    """BadRequest when a JSON body (bytes) holds more values or objects than a request of
+    `max_batch` instances needs, counted on its `[`, `,`, `:` and `{` before parsing."""
     values = 1 + sum(body.count(mark) for mark in (b"[", b",", b":"))
     if values > MAX_JSON_VALUES:
         raise BadRequest(
@@ -197,14 +169,7 @@ def _json_leaf(spec, name):
 
 def json_shape(value, spec, name, max_batch):
     """The shape of a parsed JSON input (read down its first elements), once every element
-    at every depth is checked against `spec`, before any array is made of it.
-
-    Args:
-        value: a parsed JSON value: nested lists of leaves.
-        spec: tf.TensorSpec. The signature's input.
-        name: str. The input's name, for the error.
-        max_batch: int. Rows (dimension 0) one request may hold.
-    """
+    at every depth is checked against `spec`, before any array is made of it."""
     rank = len(spec.shape)
     shape, item = [], value
     while isinstance(item, list) and len(shape) <= rank:  # one past the rank shows deeper nesting
@@ -217,7 +182,7 @@ def json_shape(value, spec, name, max_batch):
         if len(spec.shape) and spec.shape[-1] is not None:
             raise BadRequest(
                 f"input {name} is empty below dimension 0; the signature expects "
-                f"{_expected(spec)} (-1 = any)"
+                f"{expected_shape(spec)}"
             )
     check_shape(shape, spec, name, max_batch)
     leaf = _json_leaf(spec, name)
@@ -249,15 +214,8 @@ def _named(value):
 
 def rest_arrays(body, input_specs, max_batch):
     """A parsed `:predict` body, row ("instances") or columnar ("inputs") format, as
-    (signature name, {input: object array of bytes or checked JSON list}).
-
-    Args:
-        body: the parsed JSON body.
-        input_specs: callable. A signature name -> its {input name: tf.TensorSpec};
-            raises BadRequest for an unknown signature.
-        max_batch: int. Rows (instances) one request may hold.
-    """
-
+    (signature name, {input: object array of bytes or checked JSON list}); `input_specs`
+    maps a signature name to its {input: tf.TensorSpec}, or raises BadRequest."""
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
     signature = body.get("signature_name") or DEFAULT_SIGNATURE
@@ -287,7 +245,7 @@ def rest_arrays(body, input_specs, max_batch):
         if len(names) > 1 and not named:
             raise BadRequest(f'"inputs" must be an object with keys {", ".join(names)}')
         columns = inputs if named else {names[0]: inputs}
-    arrays = {}
+    arrays = dict(columns)  # an unknown input goes on as it is, for run() to name
     for name, value in columns.items():
         spec = specs.get(name)
         if spec is not None and "instances" in body and not instances:
@@ -295,14 +253,10 @@ def rest_arrays(body, input_specs, max_batch):
             shape = [0, *[d or 0 for d in spec.shape.as_list()[1:]]]
             dtype = object if spec.dtype.name == "string" else spec.dtype.as_numpy_dtype
             arrays[name] = np.empty(shape, dtype)
-        elif spec is None:
-            arrays[name] = value  # run() names the unknown input
-        else:
+        elif spec is not None:
             json_shape(value, spec, name, max_batch)
             if spec.dtype.name == "string":
                 arrays[name] = np.array(strings(value, f"input {name}"), dtype=object)
-            else:
-                arrays[name] = value
     return signature, arrays
 
 
@@ -319,14 +273,7 @@ def check_names(signature, specs, names):
 
 
 def proto_arrays(signature, protos, input_specs, max_batch):
-    """A PredictRequest's inputs as NumPy arrays, all checked (`check_proto`) first.
-
-    Args:
-        signature: str. The signature's name.
-        protos: mapping. The request's inputs.
-        input_specs: callable. A signature name -> its {input name: tf.TensorSpec}.
-        max_batch: int. Rows (dimension 0) one request may hold.
-    """
+    """A PredictRequest's inputs (`protos`) as NumPy arrays, all checked first."""
     specs = check_names(signature, input_specs(signature), protos)
     for key, proto in protos.items():
         check_proto(proto, key, specs[key], max_batch)

@@ -44,9 +44,7 @@ class RestClient:
 
     def _request(self, url, body=None):
         data = None if body is None else json.dumps(body).encode("utf-8")
-        request = urllib.request.Request(
-            url, data=data, headers={"Content-Type": "application/json"}
-        )
+        request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return json.loads(response.read())
@@ -91,9 +89,7 @@ class RestClient:
         else:
             rows = self.predict({"instances": encoded})["predictions"]
             outputs = {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
-        if not encoded:
-            return []
-        return captions_from_outputs(outputs)
+        return captions_from_outputs(outputs) if encoded else []
 
     def caption_pixels(self, pixels):
         """Captions float RGB pixels (B, H, W, 3) in [0, 255] through `serving_pixels`."""
