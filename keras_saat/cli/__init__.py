@@ -4,7 +4,7 @@ One module per command (`COMMANDS`), each with `add_parser`, `check` and `run`. 
 command's arguments, config, registry names and paths are checked before TensorFlow is
 imported, so a mistake is answered in a fraction of a second. A command module may set
 `TENSORFLOW = False`, `TUNE_MALLOC = True` or `PREFER_ONEDNN = True` (process settings
-made before TensorFlow starts).
+made before TensorFlow starts), and `INTERRUPTED`: what a stopped run keeps.
 """
 
 import argparse
@@ -27,20 +27,14 @@ from keras_saat.cli.flags import (
     split_beam_args,
     verbose_argument,
 )
-from keras_saat.errors import did_you_mean
+from keras_saat.errors import KerasSaatError, did_you_mean, out_of_memory, write_failure
+from keras_saat.runtime.cpu_kernels import prefer_onednn
+from keras_saat.runtime.interrupts import stop_on_signals
+from keras_saat.runtime.memory import tune_malloc
 from keras_saat.runtime.tf_logs import import_tensorflow_quietly, quiet_tensorflow_logs
 
 # In the order `keras-saat --help` lists them.
-COMMANDS = (
-    make_shapes,
-    extract_features,
-    train,
-    evaluate,
-    caption,
-    export_model,
-    serve,
-    demo,
-)
+COMMANDS = (make_shapes, extract_features, train, evaluate, caption, export_model, serve, demo)
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -106,21 +100,13 @@ def main(argv=None):
         args.beam_args = beam_args
     if not args.verbose:
         quiet_tensorflow_logs()
-    from keras_saat.errors import KerasSaatError, out_of_memory, write_failure
-
     command = args.module
-    from keras_saat.runtime.interrupts import stop_on_signals
-
     stop_on_signals()  # SIGTERM too: what schedulers send to stop a process
     try:
         if getattr(command, "TUNE_MALLOC", False):
-            from keras_saat.runtime.memory import tune_malloc
-
-            tune_malloc()  # before TensorFlow starts its threads (keras_saat/runtime/memory.py)
+            tune_malloc()  # before TensorFlow starts its threads
         if getattr(command, "PREFER_ONEDNN", False):
-            from keras_saat.runtime.cpu_kernels import prefer_onednn
-
-            prefer_onednn()  # before TensorFlow reads it (keras_saat/runtime/cpu_kernels.py)
+            prefer_onednn()  # before TensorFlow reads TF_ENABLE_ONEDNN_OPTS
         check_positive(args)
         command.check(args)  # before TensorFlow loads: a mistake is answered at once
         if not args.verbose and getattr(command, "TENSORFLOW", True):
@@ -131,10 +117,8 @@ def main(argv=None):
         return 2
     except KeyboardInterrupt as err:
         signal_name = str(err) or "SIGINT"
-        kept = getattr(command, "INTERRUPTED", "")
-        print(
-            f"keras-saat: interrupted ({signal_name}){'; ' + kept if kept else ''}", file=sys.stderr
-        )
+        kept = f"; {command.INTERRUPTED}" if hasattr(command, "INTERRUPTED") else ""
+        print(f"keras-saat: interrupted ({signal_name}){kept}", file=sys.stderr)
         return 143 if signal_name == "SIGTERM" else 130
     except Exception as err:  # a refused write, or out of memory, from Python or TensorFlow
         message = write_failure(err)

@@ -13,13 +13,13 @@ from keras_saat.cli.flags import (
     command,
     log,
     max_length_argument,
+    max_pixels_argument,
     runner_group,
     trained,
     trained_model_arguments,
 )
 from keras_saat.errors import KerasSaatError
 
-# What an interrupted run keeps.
 INTERRUPTED = "the rows written to --out are kept; the same command captions the rest"
 
 
@@ -55,12 +55,7 @@ def add_parser(sub):
     batch_size_argument(p, "images per batch (default: decode.batch_size)")
     beam_size_argument(p, "the model's; 1 = greedy")
     max_length_argument(p)
-    p.add_argument(
-        "--max-pixels",
-        type=int,
-        default=None,
-        help="largest width x height an image may declare (default: the model's export.max_pixels)",
-    )
+    max_pixels_argument(p, "the model's export.max_pixels")
     p.add_argument(
         "--attention",
         action="store_true",
@@ -192,8 +187,7 @@ def unfamiliar_note(result):
     return f"  [unlike the training pictures: novelty {result['novelty']:.1f}]"
 
 
-# How an image over the limit is refused (keras_saat/images/header_checks.py), and how the
-# command line raises the limit.
+# How images/header_checks.py refuses an image over the limit, and the flag that raises it.
 LIMIT_SETTING = " (export.max_pixels); "
 LIMIT_FLAG = " (export.max_pixels); raise it with --max-pixels N, or "
 
@@ -223,16 +217,8 @@ class _Plots:
 
 
 def plot_names(plot, paths):
-    """Each image's figure: OUT.png for one image; OUT_<image stem>.png for several, with
-    _2, _3, ... after a stem that an earlier image has (photos/a.png, more/a.jpg).
-
-    Args:
-        plot: str or Path. The --plot file name.
-        paths: list of Path. The images, in order.
-
-    Returns:
-        dict: str(image path) -> Path.
-    """
+    """{str(image path): its figure's Path}: `plot` (OUT.png) for one image; OUT_<image
+    stem>.png for several, with _2, _3, ... after a stem an earlier image has."""
     plot = Path(plot)
     if len(paths) == 1:
         return {str(paths[0]): plot}

@@ -5,16 +5,12 @@
         for result in model.generate_stream(todo):
             out.write(result)
 
-A row holds image, caption, log_prob, novelty, familiar and error ("" when captioned).
-A file opened again is read a row at a time and appended to; failed rows and a torn
-last row are dropped first, so a second run retries only the failures.
-
-With `attention=True` (JSON lines only) the attention grids go to `<stem>.attention/`
-beside the file: `NNNNN.npy`, one float32 (rows, steps, grid_h, grid_w) array per
-`SHARD_ROWS` rows, zero-padded to the shard's longest caption. A row references its
-grid as `{"file", "row", "steps"}`; `read_attention(file, row)` returns the maps. A
-shard is written when it fills and on close, so a killed run's unwritten rows are
-captioned again.
+A file opened again is appended to once its failed rows and a torn last row are dropped,
+so a second run retries only the failures. With `attention=True` (JSON lines only) the
+attention grids go to `<stem>.attention/NNNNN.npy` beside the file, one float32 (rows,
+steps, grid_h, grid_w) array per `SHARD_ROWS` rows, zero-padded to the shard's longest
+caption; a row names its grid as `{"file", "row", "steps"}` (`read_attention`). A shard
+is written when it fills and on close, so a killed run's unwritten rows are captioned again.
 """
 
 import contextlib
@@ -42,27 +38,17 @@ def attention_folder(path):
 
 
 def attention_file(path, ref):
-    """The shard file a row's attention reference names, or None where it is not one this
-    module writes (a path out of the side folder never is)."""
+    """The shard a row's attention reference names; None for any other (outside) path."""
     name = ref.get("file") if isinstance(ref, dict) else None
     folder = attention_folder(path)
-    if not isinstance(name, str) or not re.fullmatch(
-        re.escape(folder.name) + r"/\d{5,}\.npy", name
-    ):
-        return None
-    return folder / name.split("/")[1]
+    if isinstance(name, str) and re.fullmatch(re.escape(folder.name) + r"/\d{5,}\.npy", name):
+        return folder / name.split("/")[1]
+    return None
 
 
 def read_attention(path, row):
-    """The (steps, grid_h, grid_w) attention maps of one row of a caption file.
-
-    Args:
-        path: str or Path. The .jsonl caption file.
-        row: dict. One of its rows (with an "attention" reference).
-
-    Raises:
-        KerasSaatError: a reference that names another file than its shard beside `path`.
-    """
+    """The (steps, grid_h, grid_w) attention maps of `row`, a row of the .jsonl file `path`;
+    KerasSaatError where its reference names a file other than a shard beside `path`."""
     ref = row.get("attention")
     if ref is None:
         return None
@@ -108,12 +94,8 @@ class CaptionFile:
 
     @staticmethod
     def check(path, attention=False):
-        """The format `path` names ("jsonl" or "csv"), checked without touching the file.
-
-        Raises:
-            KerasSaatError: another suffix, attention in a CSV file, a missing folder, or a
-                name taken by something other than a file.
-        """
+        """The format `path` names ("jsonl" or "csv"), checked without touching the file;
+        KerasSaatError for another suffix, attention in CSV, a missing folder or a non-file."""
         path = Path(path)
         kind = FORMATS.get(path.suffix.lower())
         if kind is None:
@@ -133,14 +115,9 @@ class CaptionFile:
         return kind
 
     def _open_locked(self):
-        """The file opened for appending, line-buffered, under this process's exclusive lock.
-
-        The lock goes with the process; a rewrite locks the new file before it takes the
-        name, so a second run never appends to a replaced file.
-
-        Raises:
-            KerasSaatError: another process is writing the file.
-        """
+        """The file opened for appending, line-buffered, under this process's exclusive lock
+        (a rewrite locks its new file before it takes the name, so no run appends to a
+        replaced file); KerasSaatError where another process is writing it."""
         while True:
             handle = self.path.open("a", buffering=1, newline="", encoding="utf-8")
             try:
@@ -163,33 +140,31 @@ class CaptionFile:
         return True
 
     def _rows(self):
-        """(line, row or None) a line at a time; None for a torn last line; a BOM is read past."""
+        """Each row, or None for a blank line or a torn last one; a BOM is read past."""
         with self.path.open(newline="", encoding="utf-8-sig") as file:
             if self.format == "csv":
                 reader = csv.DictReader(file)
                 try:
-                    if reader.fieldnames is not None and "image" not in reader.fieldnames:
-                        raise KerasSaatError(
-                            f"{self.path} has no 'image' column; is it a caption file?"
-                        )
                     if reader.fieldnames is not None:  # rows appended keep its columns
+                        if "image" not in reader.fieldnames:
+                            raise KerasSaatError(
+                                f"{self.path} has no 'image' column; is it a caption file?"
+                            )
                         self._columns = tuple(reader.fieldnames)
-                    for row in reader:
-                        yield None, row
+                    yield from reader
                 except csv.Error as err:
                     raise KerasSaatError(
                         f"{self.path} line {reader.line_num} is not CSV ({err}); give another "
                         "--out or remove it"
                     ) from None
                 return
-            previous, number = None, 0
-            for line in file:
+            previous = None
+            for number, line in enumerate(file):  # `previous` is line `number`, from 1
                 if previous is not None:
-                    yield number, self._parse(previous, number, last=False)
-                number += 1
+                    yield self._parse(previous, number, last=False)
                 previous = line
             if previous is not None:
-                yield number, self._parse(previous, number, last=True)
+                yield self._parse(previous, number + 1, last=True)
 
     def _parse(self, line, number, last):
         if not line.strip():
@@ -211,7 +186,7 @@ class CaptionFile:
         done, dropped = set(), False
         if not self.path.exists():
             return done, dropped
-        for _, row in self._rows():
+        for row in self._rows():
             if row is not None and self._keep(row):
                 done.add(row["image"])
             elif row is not None or self.format == "jsonl":
@@ -223,8 +198,8 @@ class CaptionFile:
         return done, dropped
 
     def _drop_failed(self):
-        """Copies the file without its failed rows and torn last line; the copy, locked before
-        it takes the file's name, is the file appended to next."""
+        """Rewrites the file without its failed rows and torn last line, locked before the
+        copy takes its name; the copy is appended to next."""
         with atomic_path(self.path) as tmp:
             out = tmp.open("w", buffering=1, newline="", encoding="utf-8")
             try:
@@ -233,7 +208,7 @@ class CaptionFile:
                 if self.format == "csv":
                     writer = csv.DictWriter(out, self._columns, extrasaction="ignore")
                     writer.writeheader()
-                for _, row in self._rows():
+                for row in self._rows():
                     if row is None or not self._keep(row):
                         continue
                     if writer is not None:
@@ -255,11 +230,8 @@ class CaptionFile:
         return max(numbers, default=-1) + 1
 
     def write(self, result):
-        """Appends one `Captioner.generate_stream` result.
-
-        Raises:
-            FileWriteError: the file system refused the row; the rows before it are kept.
-        """
+        """Appends one `Captioner.generate_stream` result; FileWriteError where the file
+        system refuses it (the rows before it are kept)."""
         try:
             self._write(result)
         except OSError as err:
@@ -338,9 +310,7 @@ class CaptionFile:
 
 def _novelty(value):
     """A row's novelty to 4 decimals, None where not measured, so the JSON lines stay JSON."""
-    if value is None or value != value:
-        return None
-    return round(float(value), 4)
+    return None if value is None or value != value else round(float(value), 4)
 
 
 def _lock(handle, path):

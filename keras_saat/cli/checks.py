@@ -11,12 +11,14 @@ DEMO_RECIPE = "shapes_soft"  # keras_saat/recipes/shapes_soft.yaml
 
 
 def check_experiment(args):
-    """The config, the files its reader opens, a backbone weights file and --workdir; the
-    config goes to `args.experiment`."""
+    """The config (with --strict), the files its reader opens, a backbone weights file and
+    --workdir; the config goes to `args.experiment`."""
     from keras_saat.config import load_config
     from keras_saat.data.readers.reader_registry import check_inputs
 
-    config = with_strict(load_config(getattr(args, "config", None) or DEMO_RECIPE, args.set), args)
+    config = load_config(getattr(args, "config", None) or DEMO_RECIPE, args.set)
+    if getattr(args, "strict", False):
+        config = dataclasses.replace(config, data=dataclasses.replace(config.data, strict=True))
     check_inputs(config.data)
     weights = config.model.backbone_weights
     # "imagenet" and "shapes" name weights the run makes or fetches; anything else is a file.
@@ -24,13 +26,6 @@ def check_experiment(args):
         raise KerasSaatError(f"backbone weights file not found: {weights} (model.backbone_weights)")
     check_folder_argument("--workdir", args.workdir)
     args.experiment = config
-
-
-def with_strict(config, args):
-    """`config` with `data.strict` set where --strict was given."""
-    if getattr(args, "strict", False):
-        return dataclasses.replace(config, data=dataclasses.replace(config.data, strict=True))
-    return config
 
 
 def check_trained(args, overrides=None):
@@ -47,3 +42,19 @@ def check_trained(args, overrides=None):
     # overrides are checked against the defaults.
     load_config(found.path / CONFIG_FILE if found.kind == WORKDIR else None, overrides)
     args.trained = found
+
+
+def check_beam_runner(args):
+    """apache_beam is installed and --runner names a runner, its canonical name left on
+    `args.runner`. Without --verbose, Beam's import-time notes (optional cloud clients, a
+    platform without `resource`) at the root logger go unshown."""
+    if not getattr(args, "verbose", False):
+        import logging
+
+        logging.getLogger().setLevel(logging.ERROR)
+    from keras_saat.beam import require_beam
+
+    require_beam()
+    from keras_saat.beam.pipeline_runs import runner_name
+
+    args.runner = runner_name(args.runner)

@@ -8,13 +8,13 @@ from keras_saat.cli.flags import (
     help_from,
     log,
     max_length_argument,
+    max_pixels_argument,
     model_version_argument,
     set_argument,
     trained,
     trained_model_arguments,
 )
 
-# What an interrupted run keeps.
 INTERRUPTED = "nothing was exported (the unfinished version folder is removed)"
 
 
@@ -42,12 +42,7 @@ def add_parser(sub):
     model_version_argument(p, "version folder (default: the next free one)")
     beam_size_argument(p, "decode.beam_size, 3")
     max_length_argument(p, "decode.max_length")
-    p.add_argument(
-        "--max-pixels",
-        type=int,
-        default=None,
-        help="largest width x height an image may declare (default: export.max_pixels)",
-    )
+    max_pixels_argument(p, "export.max_pixels")
     p.add_argument("--name", default=None, help="model name (default: export.model_name)")
     help_from(p.add_argument("--format", default=None), _formats_help)
     p.add_argument(

@@ -1,7 +1,7 @@
 """`keras-saat extract-features`: run the frozen backbone once over every image, in this
-process or, with --runner, as an Apache Beam pipeline (`extract_features_runner`)."""
+process or, with --runner, as an Apache Beam pipeline (apache_beam is imported only then)."""
 
-from keras_saat.cli.checks import check_experiment
+from keras_saat.cli.checks import check_beam_runner, check_experiment
 from keras_saat.cli.flags import (
     batch_size_argument,
     command,
@@ -11,6 +11,7 @@ from keras_saat.cli.flags import (
     set_argument,
     strict_argument,
 )
+from keras_saat.errors import KerasSaatError
 
 TUNE_MALLOC = True  # as `train`
 INTERRUPTED = "the finished shards are kept; the same command extracts the rest"
@@ -43,24 +44,39 @@ def add_parser(sub):
 
 
 def check(args):
-    """The experiment's config and inputs, then the Beam run's flags."""
-    from keras_saat.cli.extract_features_runner import check_extract_run, check_no_runner_flags
-
+    """The experiment's config and inputs, then the Beam run's flags: --batch-size and
+    --large-model only Beam honours."""
     check_experiment(args)
     if args.runner:
-        check_extract_run(args)
-    else:
-        check_no_runner_flags(args)
+        check_beam_runner(args)
+        args.batch_size = 32 if args.batch_size is None else args.batch_size
+        return
+    for flag, given in (("--batch-size", args.batch_size is not None),
+                        ("--large-model", args.large_model)):  # fmt: skip
+        if given:
+            raise KerasSaatError(
+                f"{flag} is for a Beam run: add --runner local (the one-process extractor "
+                "batches 32 images)"
+            )
 
 
 def run(args):
-    if args.runner:
-        from keras_saat.cli.extract_features_runner import cmd_extract_run
+    from keras_saat.experiment import extract_only
 
-        cache = cmd_extract_run(args, log)
+    if args.runner:  # the shards written by Beam, into the WORKDIR/features `train` reads
+        from keras_saat.beam.extraction_runs import extract_features_beam
+
+        cache = extract_only(
+            args.experiment,
+            args.workdir,
+            log,
+            extract_features_beam,
+            runner=args.runner,
+            beam_args=args.beam_args,
+            batch_size=args.batch_size,
+            large_model=args.large_model,
+        )
     else:
-        from keras_saat.experiment import extract_only
-
         cache = extract_only(args.experiment, args.workdir, log)
     counts = ", ".join(f"{cache.count(s)} {s}" for s in cache.index["splits"])
     log(

@@ -2,6 +2,7 @@
 `--beam-size` means the same everywhere. Nothing here imports TensorFlow."""
 
 import argparse
+from pathlib import Path
 
 from keras_saat.errors import KerasSaatError
 
@@ -50,15 +51,14 @@ def examples(*lines):
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
-def command(sub, name, help, example_lines, **kwargs):
+def command(sub, name, help, example_lines):
     """A sub-command with its Examples section and --verbose."""
     parser = sub.add_parser(
         name,
         help=help,
-        description=kwargs.pop("description", help),
+        description=help,
         epilog=examples(*example_lines),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        **kwargs,
     )
     verbose_argument(parser, default=argparse.SUPPRESS)
     return parser
@@ -122,9 +122,8 @@ def config_argument(parser, required=True, default_help=None):
     def recipes():
         from keras_saat.config_files import recipe_names
 
-        text = "YAML experiment config (see configs/), or a packaged recipe: " + ", ".join(
-            recipe_names()
-        )
+        names = ", ".join(recipe_names())
+        text = f"YAML experiment config (see configs/), or a packaged recipe: {names}"
         return text + (f" (default: {default_help})" if default_help else "")
 
     help_from(parser.add_argument("--config", required=required), recipes)
@@ -136,14 +135,8 @@ def strict_argument(parser):
     )
 
 
-# Whole-number flags that must be at least 1: checked with the command's other checks
-# (`check_positive`), so a mistake is one line as every other check's.
-POSITIVE = {
-    "beam_size": "--beam-size",
-    "max_length": "--max-length",
-    "batch_size": "--batch-size",
-    "shard_size": "--shard-size",
-}
+# Whole-number flags of at least 1, checked (`check_positive`) with the command's other checks.
+POSITIVE = ("beam_size", "max_length", "batch_size", "shard_size")
 
 
 def beam_size_argument(parser, default_help):
@@ -161,27 +154,31 @@ def max_length_argument(parser, default_help=None):
     )
 
 
+def max_pixels_argument(parser, default_help):
+    parser.add_argument(
+        "--max-pixels",
+        type=int,
+        default=None,
+        help=f"largest width x height an image may declare (default: {default_help})",
+    )
+
+
 def batch_size_argument(parser, help, default=None, group=None):
     (group or parser).add_argument("--batch-size", type=int, default=default, help=help)
 
 
 def check_positive(args):
     """The flags of `POSITIVE`, where given, are at least 1."""
-    for name, flag in POSITIVE.items():
+    for name in POSITIVE:
         value = getattr(args, name, None)
         if value is not None and value < 1:
-            raise KerasSaatError(f"{flag} {value}: give at least 1")
+            raise KerasSaatError(f"--{name.replace('_', '-')} {value}: give at least 1")
 
 
 def model_version_argument(parser, help):
     """--model-version N: a SavedModel's version folder."""
     parser.add_argument(
-        "--model-version",
-        dest="version",
-        metavar="N",
-        type=int,
-        default=None,
-        help=help,
+        "--model-version", dest="version", metavar="N", type=int, default=None, help=help
     )
 
 
@@ -208,8 +205,6 @@ def split_beam_args(argv):
 
 def check_folder_argument(flag, path):
     """`flag`'s `path` is a folder, or not there yet."""
-    from pathlib import Path
-
     if Path(path).exists() and not Path(path).is_dir():
         raise KerasSaatError(f"{flag} {path} is a file; give a folder")
 

@@ -24,7 +24,6 @@ def add_parser(sub):
             "keras-saat serve --model-base models/keras_saat --name keras_saat --port 8501",
         ),
     )
-    # A workdir, .keras file or preset is exported into a scratch model base, then served.
     trained_model_arguments(p, model_base=True)
     p.add_argument("--name", default="keras_saat", help="model name in URLs (default keras_saat)")
     p.add_argument("--port", type=int, default=8501, help="REST port (default 8501)")
@@ -52,13 +51,12 @@ def add_parser(sub):
 def check(args):
     """A model base folder, or a trained model to export (a workdir, a `.keras` file or a
     preset folder)."""
-    if args.model_base is not None:
-        if not Path(args.model_base).is_dir():
-            raise KerasSaatError(
-                f"--model-base {args.model_base}: no such folder; write one with `keras-saat export`"
-            )
-        return
-    check_trained(args)
+    if args.model_base is None:
+        check_trained(args)
+    elif not Path(args.model_base).is_dir():
+        raise KerasSaatError(
+            f"--model-base {args.model_base}: no such folder; write one with `keras-saat export`"
+        )
 
 
 def run(args):

@@ -9,11 +9,9 @@ from keras_saat.cli.results import print_result
 from keras_saat.errors import KerasSaatError
 from keras_saat.workdir import CONFIG_FILE
 
-# Process settings made before TensorFlow starts (keras_saat/runtime).
 TUNE_MALLOC = True
 PREFER_ONEDNN = True
-# What an interrupted run keeps (the loop saves a checkpoint at the step it stops at).
-INTERRUPTED = "the same command resumes from the last checkpoint"
+INTERRUPTED = "the same command resumes from the last checkpoint"  # saved where it stops
 
 
 def add_parser(sub):
