@@ -139,9 +139,8 @@ def _write_png(path, pixels):
 def describe_generator_settings(settings):
     """`generator_settings` in words, for a log line or an error."""
     varied = settings.get("varied")
-    text = (
-        f"{settings['train']}/{settings['val']}/{settings['test']} images, seed {settings['seed']}"
-    )
+    counts = f"{settings['train']}/{settings['val']}/{settings['test']}"
+    text = f"{counts} images, seed {settings['seed']}"
     if not varied:
         return text
     text += f", {varied:g} of the training scenes varied"

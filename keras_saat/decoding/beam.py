@@ -67,9 +67,10 @@ def beam_search(
         return tf.zeros(tf.concat([[batch, k, max_length], tf.shape(value)[1:]], 0), value.dtype)
 
     # Per-row state is tiled to the B*K hypotheses; scalars (e.g. a step counter) are shared.
+    state = {key: tf.convert_to_tensor(value) for key, value in initial_state.items()}
     alive = {
         "tokens": tile_beams(start_ids, k),  # (B*K,) the last token of each hypothesis
-        "state": {key: _tile(value, k) for key, value in initial_state.items()},
+        "state": {key: tile_beams(v, k) if v.shape.rank else v for key, v in state.items()},
         # Only beam 0 is open at the start, so the first expansion does not repeat itself.
         "log_prob": tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch, 1]),  # (B, K)
         "seqs": tf.zeros([batch, k, max_length], tf.int32),
@@ -103,10 +104,8 @@ def beam_search(
         for key, history in alive["records"].items():
             value = tf.reshape(state[key], tf.concat([[batch, k], tf.shape(state[key])[1:]], 0))
             value = tf.gather(value, parent, batch_dims=1)  # (B, 2K, ...)
-            mask = tf.reshape(
-                tf.one_hot(step, max_length, dtype=value.dtype),
-                [1, 1, max_length] + [1] * (len(value.shape) - 2),
-            )
+            mask = tf.one_hot(step, max_length, dtype=value.dtype)
+            mask = tf.reshape(mask, [max_length] + [1] * (value.shape.rank - 2))  # (T, 1, ...)
             records[key] = tf.gather(history, parent, batch_dims=1) + value[:, :, None] * mask
         ends = tf.logical_and(tf.equal(token, end_id), log_prob > NEG_INF / 2)
 
@@ -169,8 +168,3 @@ def _top(pool, k):
     """The k entries of each image's pool with the highest "score", best first."""
     _, index = tf.math.top_k(pool["score"], k=k)
     return tf.nest.map_structure(lambda value: tf.gather(value, index, batch_dims=1), pool)
-
-
-def _tile(value, beam_size):
-    value = tf.convert_to_tensor(value)
-    return tile_beams(value, beam_size) if value.shape.rank else value

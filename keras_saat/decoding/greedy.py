@@ -26,13 +26,12 @@ def greedy_search(next_fn, initial_state, start_ids, end_id, max_length, pad_id=
     """
     start_ids = tf.convert_to_tensor(start_ids, tf.int32)
     batch = tf.shape(start_ids)[0]
-    token_array = tf.TensorArray(tf.int32, size=max_length, element_shape=start_ids.shape)
-    arrays = {
-        key: tf.TensorArray(
-            initial_state[key].dtype, size=max_length, element_shape=initial_state[key].shape
-        )
-        for key in record
-    }
+
+    def steps_of(value):  # a (B, ...) value at every step
+        return tf.TensorArray(value.dtype, size=max_length, element_shape=value.shape)
+
+    token_array = steps_of(start_ids)
+    arrays = {key: steps_of(initial_state[key]) for key in record}
 
     def cond(step, tokens, state, finished, log_prob, lengths, token_array, arrays):
         return tf.logical_not(tf.reduce_all(finished))
@@ -68,9 +67,8 @@ def greedy_search(next_fn, initial_state, start_ids, end_id, max_length, pad_id=
         cond, body, loop_vars, maximum_iterations=max_length
     )
     # Unwritten steps (all captions ended early) stack as zeros; make them pad_id.
-    steps = tf.range(max_length)[None, :]
     tokens = tf.transpose(token_array.stack(), [1, 0])  # (B, T)
-    tokens = tf.where(steps < lengths[:, None], tokens, pad_id)
+    tokens = tf.where(tf.range(max_length)[None, :] < lengths[:, None], tokens, pad_id)
     out = {"tokens": tokens, "lengths": lengths, "log_prob": log_prob}
     for key, array in arrays.items():
         stacked = array.stack()  # (T, B, ...)

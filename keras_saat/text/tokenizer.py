@@ -1,9 +1,7 @@
-"""Caption normalisation and tokenisation, in the tf.data graph and in Python.
-
-Karpathy-style tokens (neuraltalk's preprocessing): NFKC, lowercase, ASCII punctuation
-deleted ("t-shirt" -> "tshirt"), other Unicode punctuation or symbols a space, split on
-whitespace. `tokenize_graph` runs the rules with tensorflow-text; `tokenize` in Python.
-"""
+"""Karpathy-style caption tokens (neuraltalk's preprocessing), in Python (`tokenize`) and
+in the tf.data graph (`tokenize_graph`, with tensorflow-text): NFKC, lowercase, ASCII
+punctuation deleted ("t-shirt" -> "tshirt"), other Unicode punctuation or symbols a space,
+split on whitespace."""
 
 import re
 import string

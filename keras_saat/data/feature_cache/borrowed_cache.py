@@ -4,10 +4,7 @@
 import copy
 from pathlib import Path
 
-from keras_saat.data.feature_cache.cache_format import (
-    extraction_fingerprint,
-    extraction_header,
-)
+from keras_saat.data.feature_cache.cache_format import extraction_fingerprint, extraction_header
 from keras_saat.data.feature_cache.cache_index import (
     INDEX,
     VERSION,

@@ -137,10 +137,8 @@ def checked(data, ok, message):
 
 def inflate(data, size):
     """zlib-compressed records (a string tensor) -> their bytes, each exactly `size` long.
-
     tf.io.decode_compressed has no output bound and zlib packs up to about 1032:1, so a
-    record longer than `compress_bound(size)` is refused before it is inflated.
-    """
+    record longer than `compress_bound(size)` is refused before it is inflated."""
     fits = tf.reduce_all(tf.strings.length(data) <= compress_bound(size))
     wrong = _WRONG_LENGTH.format(size=size)
     out = tf.io.decode_compressed(checked(data, fits, wrong), compression_type="ZLIB")

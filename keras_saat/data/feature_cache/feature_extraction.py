@@ -15,11 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_saat.data.feature_cache.cache_format import (
-    check_format,
-    shard_content,
-    shard_inputs,
-)
+from keras_saat.data.feature_cache.cache_format import check_format, shard_content, shard_inputs
 from keras_saat.data.feature_cache.cache_index import (
     compact_index,
     file_skip_reason,
@@ -160,8 +156,7 @@ def extract_features(
                     writer.start()
                     try:
                         for positions, pixels in batches:
-                            features = encode(pixels).numpy()  # (B, L, C)
-                            writer.queue.put((positions, features))
+                            writer.queue.put((positions, encode(pixels).numpy()))  # (B, L, C)
                             if bar is not None:
                                 bar.update(done + len(writer.written))
                             if writer.error:
@@ -184,9 +179,8 @@ def extract_features(
                 skips.merge(shard_skips)
                 done += stop - start
                 rate = done / max(time.perf_counter() - start_time, 1e-9)
-                log(
-                    f"  extract {split}: {done}/{total} images (shard {todo.index(i) + 1}/{len(todo)}), {rate:.0f} img/s"
-                )
+                shard_at = f"shard {todo.index(i) + 1}/{len(todo)}"
+                log(f"  extract {split}: {done}/{total} images ({shard_at}), {rate:.0f} img/s")
     compact_index(directory, index)
     for line in skips.summary():
         log(f"  {line}")

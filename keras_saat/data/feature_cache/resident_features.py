@@ -62,9 +62,7 @@ class ResidentFeatures:
         strategy = strategy or tf.distribute.get_strategy()
         with strategy.scope():
             self.table = tf.Variable(
-                lambda: tf.zeros(shape, self.dtype),
-                trainable=False,
-                name="resident_features",
+                lambda: tf.zeros(shape, self.dtype), trainable=False, name="resident_features"
             )
             scales = (self.count, cache.channels)
             self.scales = None

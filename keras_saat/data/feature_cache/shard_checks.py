@@ -1,10 +1,7 @@
-"""Damaged feature cache shards: found by name, with what to do, never a DataLossError.
-
-`check_shard` compares a shard's size with the one its index recorded (one stat a
-shard), and where they differ `check_framing` walks the TFRecord lengths to say where it
-is cut. A flipped bit inside a record shows only when read; `naming_damaged_shards`
-turns that DataLossError into the shard's name.
-"""
+"""Damaged feature cache shards, named with what to do instead of a DataLossError:
+`check_shard` compares a shard's size with its index's (one stat), and where they differ
+`check_framing` walks the TFRecord lengths to say where it is cut; a flipped bit inside a
+record shows only when read, and `naming_damaged_shards` then names its shard."""
 
 import contextlib
 import os
@@ -70,15 +67,11 @@ def check_framing(path):
 def check_shard(path, size=None):
     """Raises `damaged_shard_error` when `path` is missing or not `size` bytes, or, with no
     size recorded, its framing is not whole (`check_framing`)."""
-    if size is None:
-        check_framing(path)
+    if size is not None and os.path.isfile(path) and os.path.getsize(path) == size:
         return
-    try:
+    check_framing(path)  # names a missing file, or where a record is cut
+    if size is not None:
         found = os.path.getsize(path)
-    except FileNotFoundError:
-        raise damaged_shard_error(path, "the file is missing") from None
-    if found != size:
-        check_framing(path)  # where a record is cut, when one is
         raise damaged_shard_error(path, f"{found} bytes, where {size} were written")
 
 

@@ -112,9 +112,8 @@ def epoch_plan(
     """
     row_splits = np.asarray(row_splits, np.int64)
     rng = np.random.default_rng(seed)
-    shards = [np.asarray(p, np.int64) for p in shard_positions]
-    units = [_units(p, row_splits, per_image) for p in shards]
-    shard_order = rng.permutation(len(shards)) if shuffle else np.arange(len(shards))
+    units = [_units(np.asarray(p, np.int64), row_splits, per_image) for p in shard_positions]
+    shard_order = rng.permutation(len(units)) if shuffle else np.arange(len(units))
     windows = _windows([(int(s), len(units[s][0])) for s in shard_order], max(window, 1))
     limits = None if lengths is None else bucket_limits(width)
     out = {k: [] for k in ("positions", "rows", "sizes", "widths", "windows")}

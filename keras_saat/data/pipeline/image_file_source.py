@@ -61,8 +61,7 @@ class ImageFiles:
         units = units.map(spread).unbatch().filter(lambda u: u["positions"] >= 0)
         units = units.map(load, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         units = units.ignore_errors()
-        spec = units.element_spec
-        shapes = {"images": spec["images"].shape, "tokens": spec["tokens"].shape}
+        shapes = {key: spec.shape for key, spec in units.element_spec.items()}
         padding = {"images": tf.constant(0, dtype), "tokens": tf.constant(PAD_ID, tf.int32)}
         # The units of every window are batched as one stream, so at most the epoch's last
         # batch is partial; `pad_remainder` drops it (`pads_partial_batches`).

@@ -36,10 +36,8 @@ def encode_captions(captions, table, max_length):
 
 def token_table(records, vocabulary, max_length):
     """(N, None, W) int32 ragged: each image's captions as padded token rows, by position,
-    tokenised once so an epoch only gathers rows.
-
-    W is the longest caption's tokens (cut to max_length words) plus `<start>` and `<end>`,
-    so a max_length above every caption's length costs no padded steps.
+    tokenised once so an epoch only gathers rows. W is the longest caption's tokens (cut to
+    max_length words) plus `<start>` and `<end>`, so a generous max_length costs no padding.
     """
     table = word_table(vocabulary)
     captions = tf.constant([c for r in records for c in r.captions] or [""], tf.string)

@@ -1,9 +1,6 @@
-"""tf.data batches that follow an epoch plan (`epoch_order.epoch_plan`), from any source.
-
-Each batch's tokens are gathered here and its image side asked of the feature source:
-resident features by index, the cache a window of shards at a time, or image files
-decoded a unit at a time.
-"""
+"""tf.data batches that follow an epoch plan (`epoch_order.epoch_plan`): each batch's tokens
+gathered here, its image side asked of the feature source (resident rows by index, the
+cache a window of shards at a time, image files a unit at a time)."""
 
 import numpy as np
 import tensorflow as tf

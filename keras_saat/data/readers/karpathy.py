@@ -1,8 +1,6 @@
-"""Reader for Karpathy's split files (dataset_flickr8k.json, dataset_flickr30k.json, dataset_coco.json).
-
-The Shapes generator writes the same format, with an extra `objects` field per
-image (ground-truth boxes).
-"""
+"""Reader for Karpathy's split files (dataset_flickr8k.json, dataset_flickr30k.json,
+dataset_coco.json), the format the Shapes generator writes too, with each image's
+`objects` (ground-truth boxes)."""
 
 import json
 from pathlib import Path

@@ -31,12 +31,6 @@ def _required_path(data, key="path"):
     return value
 
 
-def _trained_in(workdir):
-    """The trained model or checkpoints in `workdir` (what learned from its data), or None."""
-    found = [Path(workdir) / n for n in (MODEL_FILE, CHECKPOINT_DIR)]
-    return next((path for path in found if path.exists()), None)
-
-
 def _shapes(data, workdir, log, redraw=False):
     """The Shapes world, generated into <workdir>/data when data.path is empty and missing.
     A world of other settings is refused when data.path names it or a model learned from it
@@ -63,7 +57,8 @@ def _shapes(data, workdir, log, redraw=False):
         only_drawn = {k: v for k, v in stored.items() if k not in drawn} == {
             k: v for k, v in wanted.items() if k not in drawn
         }
-        trained = _trained_in(workdir)
+        learned = (Path(workdir) / name for name in (MODEL_FILE, CHECKPOINT_DIR))
+        trained = next((p for p in learned if p.exists()), None)  # what learned from the world
         if trained is not None and only_drawn:
             log(
                 f"note: the Shapes world in {path.parent} is {described}, and this version "
@@ -73,14 +68,13 @@ def _shapes(data, workdir, log, redraw=False):
             return read_karpathy(path, data.images_dir or None, strict=data.strict)
         keys = "data.shapes_train/val/test/seed/varied/varied_copies"
         if data.path:
+            how = f"set {keys} to match it"
             if only_drawn:
                 how = (
                     "its varied scenes were drawn on other pages or under other light than "
                     "this version draws, which no setting changes: move it away to generate "
                     "it anew there"
                 )
-            else:
-                how = f"set {keys} to match it"
             raise KerasSaatError(
                 f"{path} holds a Shapes world of {described}, but the config asks for {asked}; "
                 f"{how}, or point data.path at a new file to generate one"
