@@ -7,6 +7,7 @@ near its peak. `KERAS_SAAT_MALLOC=system` keeps glibc's defaults; the variables 
 `ENVIRONMENT` do the same for any process, TF Serving's included.
 """
 
+import contextlib
 import ctypes
 import os
 import sys
@@ -47,13 +48,10 @@ def malloc_tuned():
 
 def _host_available():
     """The host's MemAvailable, or its free pages where /proc/meminfo is not there."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 

@@ -8,7 +8,6 @@ TensorFlow has it; `set_tf32(False)` gives bitwise-reproducible float32.
 """
 
 import contextlib
-from pathlib import Path
 
 from keras_saat.errors import KerasSaatError
 
@@ -20,13 +19,10 @@ POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixe
 
 def _cpu_flags():
     """The CPU feature flags of /proc/cpuinfo (an empty set where it cannot be read)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
     return set()
 
 
@@ -49,12 +45,10 @@ def resolve_precision(value, cpu_flags=None, gpus=None):
     """The compute precision ("float32", "bfloat16" or "float16") of a `train.mixed_precision`
     `value` (None is "none"), given the CPU's feature flags (None: /proc/cpuinfo's) and the
     GPUs' (major, minor) compute capabilities (None: TensorFlow's)."""
-    if value is None:
-        value = "none"
+    if value in (None, "none"):
+        return "float32"
     if value not in PRECISIONS:
         raise KerasSaatError(f"mixed_precision {value!r}: expected one of {', '.join(PRECISIONS)}")
-    if value == "none":
-        return "float32"
     if value != "auto":
         return value
     gpus = gpu_compute_capabilities() if gpus is None else list(gpus)

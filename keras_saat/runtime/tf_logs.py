@@ -1,9 +1,8 @@
-"""TensorFlow's C++ start-up lines kept off a command's stderr (unless `--verbose`).
-
-A new user reads TensorFlow's loading lines (and `failed call to cuInit` on a machine
-without a GPU) as failures. TF_CPP_MIN_LOG_LEVEL=3 drops those written after logging
-starts; those written before go straight to descriptor 2, so `import_tensorflow_quietly`
-points it at /dev/null for the import alone. A level the user set stays.
+"""TensorFlow's C++ start-up lines, which a new user reads as failures (`failed call to
+cuInit` on a machine without a GPU), kept off a command's stderr unless `--verbose`.
+TF_CPP_MIN_LOG_LEVEL=3 drops those written after logging starts; those written before go
+straight to descriptor 2, so `import_tensorflow_quietly` points it at /dev/null for the
+import alone. A level the user set stays.
 """
 
 import os
