@@ -43,14 +43,9 @@ def _gradients(projected, kernel, d_pre, d_v):
 
 
 def summed_gradients(projected, kernel, queries, d_scores):
-    """The gradients of p and v from every step at once: (d p, d v), in their dtypes.
-
-    Args:
-        projected: (B, L, A). p = W_a a + b_a.
-        kernel: (A, 1). v.
-        queries: (T, B, A). Each step's W_h h_{t-1}.
-        d_scores: (T, B, L). Each step's upstream gradient of s_t.
-    """
+    """The gradients of p = W_a a + b_a (B, L, A) and v (A, 1) from every step at once, in
+    their dtypes: `queries` (T, B, A) holds each step's W_h h_{t-1}, `d_scores` (T, B, L)
+    each step's upstream gradient of s_t."""
     if not _in_xla():
         return _summed_by_step(projected, kernel, queries, d_scores)
     # Two reductions over the same (T, B, L, A) terms, each recomputing the tanh: with
@@ -94,12 +89,8 @@ class StepScores:
     for `projected` and `v` summed over the steps.
 
     Call it once per step, in order: `step_scores(query_t)` returns s_t (B, L). Use a new
-    object for each pass through the loop.
-
-    Args:
-        projected: (B, L, A). W_a a + b_a, in the compute dtype.
-        kernel: (A, 1). v, cast to the compute dtype.
-        steps: int. The number of steps the loop will run.
+    object for each pass through the loop. `projected` (B, L, A) is W_a a + b_a and `kernel`
+    (A, 1) is v, both in the compute dtype.
     """
 
     def __init__(self, projected, kernel, steps):
@@ -143,13 +134,8 @@ class StepScores:
 
 
 class LoopScores:
-    """`StepScores` for the body of a `tf.while_loop`, used as `LoopMatmuls` is.
-
-    Args:
-        projected: (B, L, A). W_a a + b_a, in the compute dtype.
-        kernel: (A, 1). v, cast to the compute dtype.
-        steps: int or scalar tensor. The number of steps the loop covers.
-    """
+    """`StepScores` for the body of a `tf.while_loop`, used as `LoopMatmuls` is (`steps`
+    may be a scalar tensor)."""
 
     def __init__(self, projected, kernel, steps):
         self.frozen_projected = tf.stop_gradient(projected)

@@ -22,13 +22,8 @@ class HardAttention(SoftAttention):
         hard_soft_probability: float. Probability that a caption uses the expected context
             instead of samples. Defaults to 0.5.
 
-    Example:
-        ```python
-        from keras_saat import Captioner
-
-        model = Captioner(vocabulary.words, attention="hard", reinforce_weight=0.1)
-        # fit() adds REINFORCE against the moving-average baseline (Eq. 12)
-        ```
+    `Captioner(..., attention="hard")` builds it; `fit()` then adds REINFORCE against the
+    moving-average baseline (Eq. 12).
     """
 
     options = ("hard_soft_probability",)
@@ -95,29 +90,23 @@ class HardAttention(SoftAttention):
         log_alpha = ops.log(ops.maximum(alpha32, 1e-12))
         entropy = -ops.sum(alpha32 * log_alpha, axis=-1)  # (B,)
         matmuls = context_matmuls or [None, None]
-        if not training:
-            expected = self.context(alpha, annotations, matmuls[0])
-            sample = ops.cast(ops.argmax(alpha, axis=-1), "int32")
-            return {
-                "z": beta * expected,
-                "alpha": alpha,
-                "beta": beta,
-                "sample": sample,
-                "log_p_sample": ops.take_along_axis(log_alpha, sample[:, None], 1)[:, 0],
-                "entropy": entropy,
-            }
-        sample = ops.cast(
-            keras.random.categorical(log_alpha, 1, seed=self.seed_generator)[:, 0], "int32"
-        )  # (B,)
-        one_hot = ops.one_hot(sample, ops.shape(alpha)[-1], dtype=alpha.dtype)  # (B, L)
-        # Two (B, 1, L) x (B, L, D) matmuls, each stacked over the steps by the decoder.
         expected = self.context(alpha, annotations, matmuls[0])  # (B, D)
-        sampled = self.context(one_hot, annotations, matmuls[1])  # a_{s_t}: (B, D)
-        if use_expectation is not None:
-            sampled = ops.where(use_expectation[:, None], expected, sampled)
-        log_p_sample = ops.sum(ops.cast(one_hot, "float32") * log_alpha, axis=-1)  # (B,)
+        if training:
+            sample = ops.cast(
+                keras.random.categorical(log_alpha, 1, seed=self.seed_generator)[:, 0], "int32"
+            )  # (B,)
+            one_hot = ops.one_hot(sample, ops.shape(alpha)[-1], dtype=alpha.dtype)  # (B, L)
+            # Two (B, 1, L) x (B, L, D) matmuls, each stacked over the steps by the decoder.
+            z = self.context(one_hot, annotations, matmuls[1])  # a_{s_t}: (B, D)
+            if use_expectation is not None:
+                z = ops.where(use_expectation[:, None], expected, z)
+            log_p_sample = ops.sum(ops.cast(one_hot, "float32") * log_alpha, axis=-1)  # (B,)
+        else:  # the expected context; the sample is alpha's mode
+            sample = ops.cast(ops.argmax(alpha, axis=-1), "int32")
+            z = expected
+            log_p_sample = ops.take_along_axis(log_alpha, sample[:, None], 1)[:, 0]
         return {
-            "z": beta * sampled,
+            "z": beta * z,
             "alpha": alpha,
             "beta": beta,
             "sample": sample,

@@ -19,8 +19,8 @@ def _forget_bias_one(shape, dtype=None):
 
 @keras.saving.register_keras_serializable(package="keras_saat")
 def _scores_as_built(attention):
-    """Whether an attention type scores with SoftAttention's own Eq. 4 (its `attend` and
-    `call`, and a `score` layer), so the decoder may hand it fused scores or the score kernel."""
+    """Whether `attention` scores with SoftAttention's own Eq. 4 (its `attend`, `call` and
+    `score` layer), so the decoder may hand it fused scores or the score kernel."""
     from keras_saat.layers.hard_attention import HardAttention
     from keras_saat.layers.soft_attention import SoftAttention
 
@@ -57,11 +57,11 @@ class LSTMDecoder(keras.layers.Layer):
         attention_options: dict or None. Extra constructor arguments of the attention
             type (its `options`, e.g. hard attention's hard_soft_probability). Defaults to None.
         seed: int or None. Seed for dropout and the attention's draws. Defaults to None.
-        unroll: bool. Teacher forcing unrolled (True) or as a `tf.while_loop` (False); a
-            setting of the computation that can change on a built layer. Defaults to True.
-        fused_scores: bool. Eq. 4's scores as one fused block with a custom gradient
-            (`StepScores` or `LoopScores`): the same values, no (B, L, units) tensor kept per
-            step. A setting of the computation like `unroll`. Defaults to False.
+        unroll: bool. Teacher forcing unrolled (True) or as a `tf.while_loop` (False); it
+            may change on a built layer. Defaults to True.
+        fused_scores: bool. Eq. 4's scores fused with a custom gradient (`StepScores`,
+            `LoopScores`): no (B, L, units) tensor kept per step; may change like `unroll`.
+            Defaults to False.
 
     Example:
         ```python
@@ -175,14 +175,12 @@ class LSTMDecoder(keras.layers.Layer):
             annotations: (batch, L, D) float, or (n, L, D) with `repeats`.
             input_ids: (batch, T) int. `<start> w_1 .. w_{T-1}`, the previous word at each step.
             training: bool. Dropout, and hard attention samples, only when True.
-            repeats: k, when `annotations` holds one row per image and `input_ids` k rows
-                per image, each image's captions in a row (batch = n * k): W_a a and the
-                initial state are computed once per image, then repeated for its captions.
+            repeats: k, when `input_ids` holds each image's k captions in a row (batch = n * k):
+                W_a a and the initial state are computed once per image, then repeated.
 
         Returns:
-            dict: logits (B, T, K), alphas (B, T, L), betas (B, T), and what the attention
-            type adds (`sequence_outputs`; hard attention: samples, log_p_samples and
-            entropies (B, T), use_expectation (B,)).
+            dict: logits (B, T, K), alphas (B, T, L), betas (B, T), and the attention type's
+            `sequence_outputs`.
         """
         steps = input_ids.shape[1]
         embedded = self.embedding(input_ids)  # (B, T, m)
@@ -197,10 +195,10 @@ class LSTMDecoder(keras.layers.Layer):
         begun = self.attention.begin(batch_size, training)  # per-caption draws
         # h_{t-1} meets all its kernels in one matmul per step; each kernel's gradient,
         # and the context's over the annotations, is one matmul over the stacked steps.
-        dtype = h.dtype
-        kernels = self.hidden_kernels(dtype)
+        kernels = self.hidden_kernels(h.dtype)
         hidden_matmul = StepMatmuls(kernels["hidden"], steps, [batch_size])
-        context_matmul = StepMatmuls(ops.cast(self.lstm_context_kernel, dtype), steps, [batch_size])
+        context_kernel = ops.cast(self.lstm_context_kernel, h.dtype)
+        context_matmul = StepMatmuls(context_kernel, steps, [batch_size])
         context_matmuls = [
             StepMatmuls(annotations, steps, [batch_size, 1])
             for _ in range(self.attention.context_count(training))
@@ -238,13 +236,10 @@ class LSTMDecoder(keras.layers.Layer):
 
     def _loop(self, annotated, embedded, embedding_gates, training):
         """Teacher forcing as one `tf.while_loop` (keras_saat/layers/teacher_forcing_loop.py)."""
-        built = _scores_as_built(self.attention)
-        scores = (
-            {"score_kernel": ops.cast(self.attention.score.kernel, annotated[2].dtype)}
-            if built
-            else {}
-        )
-        fused = self.fused_scores and built
+        scores, fused = {}, False
+        if _scores_as_built(self.attention):
+            scores = {"score_kernel": ops.cast(self.attention.score.kernel, annotated[2].dtype)}
+            fused = self.fused_scores
         stacked, begun = teacher_forcing_loop(
             self, annotated, embedding_gates, training, scores, fused
         )  # fmt: skip
@@ -262,12 +257,8 @@ class LSTMDecoder(keras.layers.Layer):
         }
 
     def step_kernels(self, dtype=None):
-        """The kernels `step` multiplies by, concatenated by input, computed once per decode.
-
-        Returns:
-            dict: "hidden" (n, 4n + ...) and "context" (D, 4n + m), in the compute dtype,
-            and the split points "hidden_split" and "context_split" (lists of int).
-        """
+        """The kernels `step` multiplies by, concatenated by input, once per decode: "hidden"
+        (n, 4n + ...) and "context" (D, 4n + m) in the compute dtype, and their split points."""
         dtype = dtype or self.compute_dtype
         context = [self.lstm_context_kernel, self.output_context.kernel]
         return {
@@ -294,11 +285,8 @@ class LSTMDecoder(keras.layers.Layer):
         return recurrent, dict(zip(kernels["hidden_names"], parts, strict=True))
 
     def step(self, input_ids, state, annotations, projected, kernels=None):
-        """One inference step: (batch,) previous ids -> (logits (B, K), new state).
-
-        `state` holds h and c; the returned state adds the step's alpha (B, L). `kernels` is
-        `step_kernels()`, computed here when not given.
-        """
+        """One inference step: (batch,) previous ids -> (logits (B, K), new state). `state`
+        holds h and c, the new one also the step's alpha (B, L); `kernels`: `step_kernels()`."""
         embedded = self.embedding(input_ids)  # (B, m)
         dtype = embedded.dtype
         kernels = kernels or self.step_kernels(dtype)

@@ -12,11 +12,8 @@ def attend_options(step_scores, score_kernel):
 
 
 def _scores(energy, kernel):
-    """energy @ v: (B, L, units), (units, 1) -> (B, L).
-
-    Its gradient is a broadcast multiply: autodiff's d_scores v^T is a MatMul with inner
-    dimension 1, which CPU kernels run slowly.
-    """
+    """energy @ v: (B, L, units), (units, 1) -> (B, L). Its gradient is a broadcast multiply:
+    autodiff's d_scores v^T is a MatMul with inner dimension 1, which CPU kernels run slowly."""
 
     @tf.custom_gradient
     def scores(energy, kernel):
@@ -110,11 +107,9 @@ class SoftAttention(keras.layers.Layer):
         return kernels
 
     def attend(self, projected, hidden, query=None, step_scores=None, score_kernel=None):
-        """Attention weights alpha_t (Eq. 4-5): (batch, L).
-
-        `query` is W_h h_{t-1} when the caller has it; `step_scores` computes Eq. 4 fused;
-        `score_kernel` is v in the compute dtype, read once outside a loop.
-        """
+        """Attention weights alpha_t (Eq. 4-5): (batch, L). `query` is W_h h_{t-1} when the
+        caller has it; `step_scores` computes Eq. 4 fused; `score_kernel` is v in the compute
+        dtype, read once outside a loop."""
         if query is None:
             query = self.hidden_projection(hidden)
         if step_scores is not None:
@@ -157,11 +152,8 @@ class SoftAttention(keras.layers.Layer):
 
     @staticmethod
     def context(weights, annotations, context_matmul=None):
-        """sum_i w_i a_i: (B, L), (B, L, D) -> (B, D) (Eq. 6 with w = alpha_t).
-
-        A batched matmul, faster on CPU than the einsum; `context_matmul` (a `StepMatmuls`)
-        computes it when given.
-        """
+        """sum_i w_i a_i (Eq. 6 with w = alpha_t): (B, L), (B, L, D) -> (B, D), as a batched
+        matmul (faster on CPU than the einsum), or by `context_matmul` (a `StepMatmuls`)."""
         if context_matmul is None:
             return ops.matmul(weights[:, None, :], annotations)[:, 0]
         return context_matmul(weights[:, None, :])[:, 0]
@@ -178,12 +170,9 @@ class SoftAttention(keras.layers.Layer):
         step_scores=None,
         score_kernel=None,
     ):
-        """Returns dict(z (B, D), alpha (B, L), beta (B, 1)).
-
-        `query` and `gate_input` are h_{t-1}'s products with `hidden_kernels()`;
-        `context_matmuls` has `context_count()` functions for `context`; `step_scores` and
-        `score_kernel` are as in `attend`. Each is None when not computed.
-        """
+        """Returns dict(z (B, D), alpha (B, L), beta (B, 1)). `query` and `gate_input` are
+        h_{t-1}'s products with `hidden_kernels()`, `context_matmuls` `context_count()`
+        functions for `context`, the rest as in `attend`; each None when not computed."""
         alpha = self.attend(projected, hidden, query, **attend_options(step_scores, score_kernel))
         matmuls = context_matmuls or [None]
         context = self.context(alpha, annotations, matmuls[0])  # (B, D), Eq. 6

@@ -18,13 +18,9 @@ class StepMatmuls:
     """x_t @ kernel for t = 0..steps-1, the kernel's gradient as one stacked matmul.
 
     Call it once per step, in order; values and gradients equal `tf.matmul(x_t, kernel)`'s.
-    Use a new object for each pass through the loop. The kernel is a weight (in, out) with
-    `rows` (B,), or a per-example tensor (B, in, out) with `rows` (B, R).
-
-    Args:
-        kernel: tensor (in, out) or (B, in, out), already cast to the compute dtype.
-        steps: int. The number of steps the loop will run.
-        rows: list of ints or scalar tensors. x_t's shape without its last axis.
+    Use a new object for each pass through the loop. The kernel, in the compute dtype, is a
+    weight (in, out) with `rows` [B], or a per-example tensor (B, in, out) with `rows`
+    [B, R]: x_t's shape without its last axis.
     """
 
     def __init__(self, kernel, steps, rows):
@@ -72,12 +68,7 @@ class LoopMatmuls:
     In the body, set `last_input` to None, then `loop_matmuls.at(t)(x_t)` returns
     x_t @ kernel (once a step) and `last_input` is x_t for the loop to write to a
     TensorArray. After the loop, pass the stacked inputs (T, ...) to `record` before the
-    gradient is taken.
-
-    Args:
-        kernel: tensor (in, out) or (B, in, out), already cast to the compute dtype.
-        steps: int or scalar tensor. The number of steps the loop covers.
-        rows: list of ints or scalar tensors. x_t's shape without its last axis.
+    gradient is taken. The arguments are `StepMatmuls`' (`steps` may be a scalar tensor).
     """
 
     def __init__(self, kernel, steps, rows):
@@ -150,27 +141,12 @@ def _product_shape(kernel, rows):
 
 def _frozen_matmul(x, kernel, transposed):
     """x @ kernel with a gradient for x alone (a batched matmul would also compute the
-    frozen kernel's, which a loop body does not prune); a weight's uses `transposed`."""
-    if transposed is None:
-        return _matmul_for_input(x, kernel)
-    return _matmul_by_transposed(x, kernel, transposed)
-
-
-def _matmul_for_input(x, kernel):
-    """x @ kernel for a per-example kernel (B, in, out), with a gradient for x alone."""
+    frozen kernel's, which a loop body does not prune); a weight's is dy @ `transposed`."""
 
     @tf.custom_gradient
     def matmul(x):
-        return tf.matmul(x, kernel), lambda dy: tf.matmul(dy, kernel, adjoint_b=True)
-
-    return matmul(x)
-
-
-def _matmul_by_transposed(x, kernel, transposed):
-    """x @ kernel, whose gradient for x is dy @ transposed (kernel^T, made once)."""
-
-    @tf.custom_gradient
-    def matmul(x):
+        if transposed is None:  # a per-example kernel (B, in, out)
+            return tf.matmul(x, kernel), lambda dy: tf.matmul(dy, kernel, adjoint_b=True)
         return tf.matmul(x, kernel), lambda dy: tf.matmul(dy, transposed)
 
     return matmul(x)

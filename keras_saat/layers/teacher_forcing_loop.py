@@ -13,20 +13,13 @@ from keras_saat.layers.stacked_matmul import LoopMatmuls
 
 
 def teacher_forcing_loop(decoder, annotated, embedding_gates, training, scores, fused=False):
-    """The decoder's T steps in one loop; the first runs before it, so the TensorArrays
-    take the dtypes and shapes of what the attention type returns.
+    """The decoder's T steps in one loop: (stacked, begun), the steps' values (B, T, ...) by
+    name ("h" and what the attention returns) and what the attention's `begin` drew.
 
-    Args:
-        decoder: the `LSTMDecoder`.
-        annotated: (annotations, W_a a, h_0, c_0), one row per caption (`annotated`).
-        embedding_gates: (B, T, 4n), E y_{t-1} @ W_e for every step.
-        training: bool.
-        scores: dict. Extra arguments of the attention's `call` (the score kernel).
-        fused: bool. Eq. 4's scores fused (`LoopScores`) in place of `scores`.
-
-    Returns:
-        (stacked, begun): the steps' values (B, T, ...) by name ("h" and what the
-        attention returns) and what the attention's `begin` drew.
+    The first step runs before the loop, so the TensorArrays take the dtypes and shapes of
+    what the attention type returns. `annotated` is `decoder.annotated(...)`,
+    `embedding_gates` (B, T, 4n) is E y_{t-1} @ W_e, `scores` holds extra arguments of the
+    attention's `call` (the score kernel), and `fused` computes Eq. 4 with `LoopScores`.
     """
     steps = embedding_gates.shape[1] or ops.shape(embedding_gates)[1]
     gates = tf.TensorArray(embedding_gates.dtype, size=steps, clear_after_read=False)
@@ -45,8 +38,7 @@ def teacher_forcing_loop(decoder, annotated, embedding_gates, training, scores, 
         LoopMatmuls(annotations, steps, [batch_size, 1])
         for _ in range(attention.context_count(training))
     ]
-    # What each iteration records for the gradients after the loop: the matmuls' inputs,
-    # and the queries of the fused scores.
+    # Each iteration records the matmuls' inputs (and fused scores' queries) for the gradients.
     matmuls = [hidden_matmul, context_matmul, *context_matmuls]
     if fused:
         loop_scores = attention.step_scores(projected, steps, loop=True)
@@ -69,8 +61,7 @@ def teacher_forcing_loop(decoder, annotated, embedding_gates, training, scores, 
         )
         context = context_matmul.at(t)(att["z"])
         h, c = decoder.lstm(gates.read(t), att["z"], h, c, context, recurrent)
-        # Each LoopMatmuls' x_t, by its place in `matmuls` (an attention type may not
-        # call them all).
+        # Each LoopMatmuls' x_t by its place (an attention type may not call them all).
         inputs = {i: m.last_input for i, m in enumerate(matmuls) if m.last_input is not None}
         return h, c, {"h": h, **att}, inputs
 
