@@ -16,14 +16,10 @@ from keras_saat.errors import KerasSaatError
 class EpochBatches:
     """The batches of a run's epochs.
 
-    Args:
-        steps: int. Batches an epoch over the whole train split (with `pad` the last
-            partial one too; an epoch cut window by window may differ by a few).
-        units: int. Rows a batch: captions, or images with `per_image`.
-        per_image: int or None. Caption rows per image group; None: per-caption batches.
-        captions: int. Readable training captions.
-        text: str. The batch shape in words, for the training line.
-        pad: bool. Partial batches are padded to the full size, not dropped. Defaults to True.
+    `steps` counts the batches of the whole train split (with `pad`, the last partial one
+    too); `units` the rows a batch (captions, or image groups of `per_image` caption rows;
+    None: per-caption batches); `captions` the readable training captions; `text` is the
+    batch shape in words, for the training line.
     """
 
     steps: int
@@ -43,23 +39,15 @@ class EpochBatches:
 
     def plan(self, data, seed, start_step=0):
         """The `BatchPlan` of one epoch (`data`: the run's DataConfig)."""
+        options = {"seed": seed, "start_step": start_step, "pad_remainder": self.pad}
         if self.per_image is None:
-            return BatchPlan(
-                self.units,
-                shuffle_buffer=data.shuffle_buffer,
-                seed=seed,
-                bucket_by_length=data.bucket_by_length,
-                start_step=start_step,
-                pad_remainder=self.pad,
+            options.update(
+                shuffle_buffer=data.shuffle_buffer, bucket_by_length=data.bucket_by_length
             )
-        return BatchPlan(
-            self.units,
-            per_image=self.per_image,
-            shuffle_buffer=max(data.shuffle_buffer // self.per_image, 1),
-            seed=seed,
-            start_step=start_step,
-            pad_remainder=self.pad,
-        )
+        else:
+            options.update(shuffle_buffer=max(data.shuffle_buffer // self.per_image, 1))
+            options.update(per_image=self.per_image)
+        return BatchPlan(self.units, **options)
 
 
 def _batch_count(units, size, pad):
@@ -76,12 +64,9 @@ def batching_mode(data, source):
 
 
 def batching(config, records, source, replicas):
-    """The `EpochBatches` of `data.batching` over the train split's readable `records`.
-
-    The steps count the whole split's batches: with `data.partial_batches` "pad" the last
-    partial one too (where the source pads), with "drop" full ones only. An epoch's plan cuts
-    batches window by window, so it may hold a few more ("pad") or fewer ("drop").
-    """
+    """The `EpochBatches` of `data.batching` over the train split's readable `records`. An
+    epoch's plan cuts batches window by window, so it may hold a few more steps ("pad") or
+    fewer ("drop") than the whole split's count."""
     batch_size, data = config.train.batch_size, config.data
     pad = data.partial_batches == "pad" and source.pads_partial_batches
     unreadable = {p for p, _ in source.skipped("train")}
@@ -101,12 +86,8 @@ def batching(config, records, source, replicas):
         if data.batching == "auto":
             text += " (data.batching auto: the features stream from the cache)"
     else:
-        per_image, steps, units, text = (
-            None,
-            _batch_count(captions, batch_size, pad),
-            batch_size,
-            f"batch {batch_size}",
-        )
+        per_image, units, text = None, batch_size, f"batch {batch_size}"
+        steps = _batch_count(captions, batch_size, pad)
     if steps == 0:
         fix = ": lower train.batch_size"
         if not pad and source.pads_partial_batches:

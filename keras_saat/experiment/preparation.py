@@ -44,13 +44,9 @@ from keras_saat.workdir import (
 
 
 def load_dataset(config, workdir, log=print, redraw=False):
-    """Reads the configured dataset with its registered reader and logs what was skipped.
-
-    Args:
-        redraw: bool. Whether a generated dataset (the Shapes world) may replace the one in
-            `workdir` drawn under other settings: training and extraction only. Defaults
-            to False.
-    """
+    """Reads the configured dataset with its registered reader and logs what was skipped;
+    with `redraw` (training and extraction only), a generated dataset (the Shapes world) may
+    replace the one in `workdir` drawn under other settings."""
     reader = get_reader(config.data.dataset)
     options = {"redraw": redraw} if getattr(reader, "redraws", False) else {}
     dataset = reader(config.data, workdir, log, **options)
@@ -78,8 +74,7 @@ def build_vocabulary(data, dataset, workdir, log=print):
 def check_pretrained_for(backbone, path):
     """Refuses the pre-trained Shapes CNN in `path` when `backbone.json` records another
     variant than `backbone` (the `_norm` variants share the weights' shapes but not their
-    features); a file without a record is taken as a non-`_norm` variant's.
-    """
+    features); a file without a record is taken as a non-`_norm` variant's."""
     record = path.parent / BACKBONE_RECORD_FILE
     try:
         made_for = json.loads(record.read_text())["backbone"] if record.exists() else None
@@ -131,8 +126,7 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
         check_pretrained_for(model.backbone, path)
         check_pretrained_on(path, dataset)
         log(f"using the pre-trained Shapes CNN in {path}")
-        difference = pretraining_difference(config.train, path)
-        if difference:
+        if difference := pretraining_difference(config.train, path):
             log(f"  note: {difference}")
         return dataclasses.replace(model, backbone_weights=str(path))
     check_shapes_dataset(dataset)
@@ -149,11 +143,10 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
         val = dataset.split("val")
         images = load_images([r.path for r in val], made["image_size"], config.data.resize)
         accuracy = attribute_accuracy(trainer, images, [r.objects for r in val])
-        log(f"  val accuracy on object locations: {_scores(accuracy)}")
         record["packaged"] = {k: made[k] for k in ("world", "scenes", "val_accuracy", "made")}
     else:
         backbone, accuracy = pretrain_backbone(config, dataset, log=log)
-        log(f"  val accuracy on object locations: {_scores(accuracy)}")
+    log(f"  val accuracy on object locations: {_scores(accuracy)}")
     with atomic_path(path, suffix=".weights.h5") as tmp:  # Keras asks for that ending
         backbone.save_weights(str(tmp))
     record["training_scenes"] = training_scenes_digest(dataset)
@@ -165,9 +158,10 @@ def prepare_backbone_weights(config, dataset, workdir, log=print):
 def check_pretrained_on(path, dataset):
     """Refuses the workdir's pre-trained Shapes CNN when `backbone.json` says it was
     pre-trained on other scenes, or its weights file is not the one it recorded."""
-    if not (path.parent / BACKBONE_RECORD_FILE).is_file():
+    record_file = path.parent / BACKBONE_RECORD_FILE
+    if not record_file.is_file():
         return
-    record = json.loads((path.parent / BACKBONE_RECORD_FILE).read_text())
+    record = json.loads(record_file.read_text())
     move = f"move {path.name} and {BACKBONE_RECORD_FILE} away to pre-train it again here"
     scenes = record.get("training_scenes")
     if scenes is not None and scenes != training_scenes_digest(dataset):
@@ -184,20 +178,15 @@ def check_pretrained_on(path, dataset):
 
 def packaged_for(config, dataset=None):
     """(weights file, record) of the packaged Shapes CNN a run of `config` starts from, or
-    None when it pre-trains its own.
-
-    Args:
-        config: Config. The run's.
-        dataset: Dataset or None. The run's, once read: its training scenes must be the
-            ones the packaged CNN was pre-trained on. Defaults to None (the config alone).
-    """
+    None when it pre-trains its own; with the run's `dataset`, only when its training
+    scenes are the ones the packaged CNN was pre-trained on."""
     model = config.model
     if not config.train.backbone_packaged or model.backbone_weights != "shapes":
         return None
     pretraining = pretraining_record(config.train)
     size, world = image_size_of(model), world_record(config.data)
     packaged = packaged_shapes_cnn(model.backbone, pretraining, model.seed, size, world)
-    if packaged and dataset is not None:
+    if packaged and dataset is not None:  # pre-trained on other scenes than the run's
         if packaged[1].get("training_scenes") != training_scenes_digest(dataset):
             return None
     return packaged
@@ -212,13 +201,10 @@ def extract(config, encoder, dataset, workdir, log=print, extractor=extract_feat
     """Fills <workdir>/features with the encoder's output for every split (resumable), or
     checks and reads the finished cache `data.feature_cache` names.
 
-    Args:
-        extractor: callable. `extract_features`, or one with its arguments (Beam's
-            `extract_features_beam`), given `options` too.
-        lock_as: str or None. The command that holds the workdir's lock while it writes
-            the cache, or None where the caller holds it already. A finished cache is read
-            without the lock; an unfinished one is written once the lock's holder has ended.
-            Defaults to "evaluate".
+    `extractor` is `extract_features` or one with its arguments (Beam's
+    `extract_features_beam`), given `options` too. `lock_as` is the command that holds the
+    workdir's lock while it writes the cache (None where the caller holds it): a finished
+    cache is read without it, an unfinished one written once the lock's holder has ended.
     """
     data = config.data
     if data.feature_cache:  # another workdir's: read, never written
@@ -277,10 +263,8 @@ def _wait_for_lock(held, workdir, command, log):
 
 
 def check_feature_cache(config, workdir):
-    """Before the run renders data or pre-trains: the cache `data.feature_cache` names is
-    finished and the run will not pre-train its own Shapes CNN; nothing when no cache is
-    named or the backbone trains.
-    """
+    """Checks, before the run renders data or pre-trains, that the cache `data.feature_cache`
+    names (if any, for a frozen backbone) is finished and no Shapes CNN pre-trains here."""
     model = config.model
     if not config.data.feature_cache or model.trainable_backbone_layers:
         return

@@ -62,14 +62,10 @@ def score_captions(records, captions, meteor=True):
     """The COCO metrics of one split's captions (pycocoevalcap), and how they were computed
     (`meteor`: score METEOR when Java is there, `decode.meteor`)."""
     metrics = coco_scores([r.captions for r in records], captions, meteor=meteor)
-    if metrics["tokenizer"] == "ptb" and not meteor:
-        return (
-            metrics,
-            "pycocoevalcap with the PTB tokenizer (Java), METEOR left out (decode.meteor)",
-        )
-    if metrics["tokenizer"] == "ptb":
-        return metrics, "pycocoevalcap with the PTB tokenizer (Java)"
-    return metrics, "pycocoevalcap without Java: no METEOR, keras-saat tokens"
+    if metrics["tokenizer"] != "ptb":
+        return metrics, "pycocoevalcap without Java: no METEOR, keras-saat tokens"
+    left_out = "" if meteor else ", METEOR left out (decode.meteor)"
+    return metrics, f"pycocoevalcap with the PTB tokenizer (Java){left_out}"
 
 
 # The data settings that say which images and captions a split holds.
@@ -96,10 +92,8 @@ def evaluate(
     out=None,
     robustness=0,
 ):
-    """Captions a split with a trained model and scores it (`keras-saat evaluate`).
-
-    Writes predictions.json (COCO results format) and metrics.json (BLEU-1..4, METEOR,
-    ROUGE-L, CIDEr, and on the Shapes world the attention localisation hit rate).
+    """Captions a split with a trained model and scores it (`keras-saat evaluate`), writing
+    predictions.json (COCO results format) and metrics.json.
 
     Args:
         workdir: path. A trained workdir, or a preset folder whose metadata carries its
@@ -108,13 +102,12 @@ def evaluate(
         beam_size: int or None. Beam width; None = the config's decode.beam_size.
         log: callable. Defaults to print.
         config_overrides: iterable of "section.key=value" applied to the saved config.
-        prepared: (dataset, source) or None. The dataset and its feature source
-            `train` already has, so they are not read and fingerprinted again. Defaults to None.
-        out: path or None. The folder for predictions.json and metrics.json. Defaults to
-            <workdir>/eval/<split>, or for a preset ./<preset name>-eval/<split>. Required
-            when `config_overrides` name other images or captions (`other_data`).
+        prepared: (dataset, source) or None. What `train` has read already. Defaults to None.
+        out: path or None. The folder of the two files. Defaults to <workdir>/eval/<split>,
+            or ./<preset name>-eval/<split>; required when `config_overrides` name other
+            images or captions (`other_data`).
         robustness: int. On the Shapes world, also caption this many fresh scenes under
-            each of `keras_saat.evaluation.robustness.SHIFTS` (0 = none). Defaults to 0.
+            each of `keras_saat.evaluation.robustness.SHIFTS`. Defaults to 0.
 
     Returns:
         dict: metrics (0-1), method, localisation (or None), beam_size, images, seconds,
@@ -181,15 +174,13 @@ def evaluate(
     decoding = "greedy" if beam_size == 1 else f"beam {beam_size}"
     log(f"captioned {len(captions)} {split} images ({decoding}) in {seconds:.1f}s")
     metrics, method = score_captions(scored, captions, meteor=config.decode.meteor)
-    localisation = None
+    localisation, extra = None, {"beam_size": beam_size}
     if localised:
         localisation = attention_localisation(
             [results[p][0] for p in positions],
             [results[p][1] for p in positions],
             [r.objects for r in scored],
         )
-    extra = {"beam_size": beam_size}
-    if localisation is not None:
         extra["attention_localisation"] = localisation
     shifted = None
     if robustness:

@@ -13,20 +13,15 @@ from keras_saat.workdir import CONFIG_FILE
 
 def trained_model(path, overrides=()):
     """A trained Captioner and its ExperimentConfig, from a workdir, a `.keras` file or a
-    preset folder.
+    preset folder (str, Path or TrainedModelPath).
 
-    `path` is looked at once. A workdir's config is its config.yaml; a preset's is its
-    metadata's training config and a `.keras` file's the defaults, both with the decode
-    section, `data.resize` and `export.max_pixels` taken from the model. `overrides` apply
-    last, before the model loads, so `generate` refuses what the config's SavedModel refuses.
-
-    Args:
-        path: str, Path or TrainedModelPath.
-        overrides: iterable of str. Config overrides. Defaults to ().
+    A workdir's config is its config.yaml; a preset's is its metadata's training config and
+    a `.keras` file's the defaults, both with the model's decode section, `data.resize` and
+    `export.max_pixels` (`model_config`). `overrides` apply last, before the model loads,
+    so `generate` refuses what the config's SavedModel refuses.
 
     Returns:
-        (Captioner, ExperimentConfig, bool: whether `path` is no workdir, a preset folder or
-        a `.keras` file, so its config is not a config.yaml's).
+        (Captioner, ExperimentConfig, bool: whether `path` is no workdir).
     """
     found = path if isinstance(path, TrainedModelPath) else TrainedModelPath.of(path)
     changes = [parse_override(text) for text in overrides]
@@ -72,12 +67,10 @@ def export_workdir(workdir, out, version=None, overrides=(), log=print):
     """`keras-saat export`: a trained model with its config's decode and export sections.
 
     Args:
-        workdir: path or TrainedModelPath. A trained workdir (its best model), a `.keras`
-            file or a preset folder.
+        workdir: path or TrainedModelPath. As `trained_model` takes it.
         out: path. The output folder.
         version: int or None. Defaults to None (the next free one).
-        overrides: iterable of "section.key=value" applied to the saved config
-            (`decode.beam_size=1`, `export.format=savedmodel`, ...).
+        overrides: iterable of "section.key=value" (`export.format=savedmodel`, ...).
         log: callable. Defaults to print.
     """
     model, config, _ = trained_model(workdir, overrides)

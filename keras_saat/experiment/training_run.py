@@ -1,16 +1,5 @@
-"""Training one experiment: from a config to a trained, saved and scored model.
-
-`train` reads as the run's table of contents: start the runtime (`run_context`: compile
-cache, XLA flags, distribution strategy), check the workdir (`resume_check`), read the
-dataset and build the vocabulary, build the model (pre-training the Shapes CNN when
-asked), fill the feature cache (or read the image files where the backbone trains), hold
-the features on the device or stream them (`data.feature_cache.resident_choice`), plan
-the epochs' batches (`epoch_batches`), train the decoder with the GradientTape loop
-(`keras_saat.training.loop`: XLA, tf.distribute, checkpoints and exact resume) keeping
-the best validation BLEU-4, fit the best model's familiarity from the training features
-(`keras_saat.experiment.workdir_familiarity`), and score the test split
-(`keras_saat.experiment.scoring`).
-"""
+"""Training one experiment: from a config to a trained, saved and scored model; `_train`
+reads as the run's table of contents."""
 
 import time
 from pathlib import Path
@@ -49,10 +38,9 @@ from keras_saat.workdir import CONFIG_FILE, LOG_DIR, MODEL_FILE, workdir_lock
 def train(config, workdir, log=print, callbacks=()):
     """Trains and scores one experiment with the GradientTape trainer; writes into `workdir`.
 
-    Writes config.yaml (resolved), vocab.txt, features/ (the cache), checkpoints/
-    (resume: the same command continues a killed run), logs/ (TensorBoard),
-    history.json, model.keras (best validation BLEU-4, its familiarity fitted) and
-    eval/test/{predictions.json, metrics.json}.
+    Writes config.yaml, vocab.txt, features/, checkpoints/ (the same command resumes a
+    killed run), logs/ (TensorBoard), history.json, model.keras (best validation BLEU-4)
+    and eval/test/.
 
     Args:
         config: ExperimentConfig.
@@ -131,7 +119,6 @@ def _train(config, workdir, log, callbacks):
 
 def build_model(config, dataset, vocabulary, runtime, workdir, log=print):
     """The Captioner to train, in the run's precision and under its strategy."""
-    train_config = config.train
     model_config = prepare_backbone_weights(config, dataset, workdir, log)
     if model_config.backbone_weights is None and not model_config.trainable_backbone_layers:
         log(
@@ -139,13 +126,12 @@ def build_model(config, dataset, vocabulary, runtime, workdir, log=print):
             "objects to find; train a recipe (--config shapes_soft) or set "
             "model.backbone_weights to shapes, imagenet or a weights file"
         )
-    precision, strategy = runtime.precision, runtime.strategy
-    if precision != "float32":
+    if runtime.precision != "float32":
         log(
-            f"mixed precision: {precision} compute, float32 variables "
-            f"(train.mixed_precision {train_config.mixed_precision})"
+            f"mixed precision: {runtime.precision} compute, float32 variables "
+            f"(train.mixed_precision {config.train.mixed_precision})"
         )
-    with dtype_policy(precision), strategy.scope():
+    with dtype_policy(runtime.precision), runtime.strategy.scope():
         model = build_captioner(
             model_config,
             vocabulary,
@@ -154,7 +140,7 @@ def build_model(config, dataset, vocabulary, runtime, workdir, log=print):
             config.export.max_pixels,
         )
     if runtime.replicas > 1:
-        log(f"distribute {train_config.distribute}: {runtime.replicas} replicas in sync")
+        log(f"distribute {config.train.distribute}: {runtime.replicas} replicas in sync")
     # The decoder's own: neither the backbone nor the familiarity statistics (not learnt).
     decoder = model.count_params() - model.encoder.count_params() - model.familiarity.count_params()
     log(
@@ -207,7 +193,6 @@ def validation_metrics(config, dataset, source, workdir, chief):
     `data.val_images` of the val split every `train.validate_every` epochs."""
     records = dataset.split("val")
     positions = validation_positions(len(records), config.data.val_images, config.train.seed)
-    chosen = records if positions is None else [records[p] for p in positions]
 
     def caption_fn(model):
         captions = caption_split(model, source, "val", records, config, positions=positions)
@@ -217,7 +202,7 @@ def validation_metrics(config, dataset, source, workdir, chief):
         return {i: captions[p] for i, p in enumerate(positions) if p in captions}
 
     return CaptionMetrics(
-        chosen,
+        records if positions is None else [records[p] for p in positions],
         every=config.train.validate_every,
         log_dir=workdir / LOG_DIR if chief else None,
         images=config.train.summary_images,
@@ -247,8 +232,7 @@ def _plan_text(train_config, trainer, batches):
 
 
 def _cpu_kernels_text():
-    """The training line's note on the CPU kernels (oneDNN's or TensorFlow's own), where
-    no GPU trains."""
+    """The training line's note on the CPU kernels, where no GPU trains."""
     if tf.config.list_physical_devices("GPU"):
         return ""
     return ", oneDNN CPU kernels" if onednn_enabled() else ", TensorFlow's own CPU kernels"

@@ -46,11 +46,9 @@ class _RunState:
             optimizer_variables=list(trainer.optimizer.variables),
             **self.values,
         )
-        directory = Path(workdir) / CHECKPOINT_DIR
-        self.scratch = None
-        if not chief:  # every worker saves (collectively); only the chief's copy is kept
-            self.scratch = tempfile.mkdtemp(prefix="keras-saat-worker-")
-            directory = Path(self.scratch)
+        # Every worker saves (collectively); only the chief's copy is kept.
+        self.scratch = None if chief else tempfile.mkdtemp(prefix="keras-saat-worker-")
+        directory = Path(workdir) / CHECKPOINT_DIR if chief else Path(self.scratch)
         if chief:
             self._sweep_unfinished(directory)
         self.manager = tf.train.CheckpointManager(
@@ -59,8 +57,7 @@ class _RunState:
         self.history_path = Path(workdir) / HISTORY_FILE
         self.history = self._read_history()
         self.resumed_from = None
-        restored = self._restore_newest_whole()
-        if restored:
+        if restored := self._restore_newest_whole():
             self.resumed_from = self["global_step"]
             self.log(
                 f"resuming from {restored}: epoch {self['epoch'] + 1}, "
@@ -87,16 +84,12 @@ class _RunState:
             raise
 
     def _restore_newest_whole(self):
-        """Restores the newest checkpoint that reads whole, trying older ones when a newer one
-        is damaged; returns its path, or None when there is none.
-
-        Raises:
-            KerasSaatError: there are checkpoints and none of them reads.
-        """
+        """The path of the newest checkpoint that restores whole (older ones are tried when a
+        newer one is damaged), or None when there is none; a KerasSaatError when none reads."""
         tried = []
         for path in reversed(self.manager.checkpoints):
             try:
-                self._restore(path)
+                self.checkpoint.restore(path).assert_existing_objects_matched()
             except Exception as err:  # TF raises IndexError, OpError, ValueError, ... here
                 reason = " ".join(str(err).split())[:200]
                 tried.append(path)
@@ -110,9 +103,6 @@ class _RunState:
                 "start, or give another --workdir"
             )
         return None
-
-    def _restore(self, path):
-        self.checkpoint.restore(path).assert_existing_objects_matched()
 
     def __getitem__(self, name):
         value = self.values[name].numpy()
@@ -172,19 +162,16 @@ def train_loop(
         epoch_dataset: callable(epoch, start_step) -> tf.data.Dataset of the epoch's
             global batches from batch `start_step` on, in the same (seeded) order each time.
         steps_per_epoch: int. Expected steps per epoch (progress display and schedules).
-        train_config: TrainConfig. epochs, patience, checkpoint_every, max_checkpoints,
-            max_nonfinite_steps, log_every.
+        train_config: TrainConfig.
         workdir: path. Checkpoints go to <workdir>/checkpoints (the chief's).
-        metrics: `keras_saat.callbacks.CaptionMetrics`, the first callback: it validates
-            when `metrics.due(epoch)`; its "bleu_4" picks the best model and decides early
-            stopping.
+        metrics: `keras_saat.callbacks.CaptionMetrics`, the first callback: its "bleu_4"
+            picks the best model and decides early stopping.
         save_best: callable(). Saves the current model as the best (called on the chief).
         batch_size: int. Global batch (throughput display).
         chief: bool. This worker writes checkpoints and the history. Defaults to True.
         callbacks: keras.callbacks.Callback objects, as `fit()` takes them. Batch logs hold
             loss, nll, attention_penalty (when lambda > 0), grad_norm and learning_rate;
-            epoch logs loss, nll and the validation scores; `model.stop_training` ends the
-            run after the epoch.
+            `model.stop_training` ends the run after the epoch.
 
     Returns:
         dict: best_score, best_epoch, epochs_run, global_step, nonfinite_steps, resumed_from,
@@ -250,11 +237,12 @@ def run_epoch(trainer, run, data, steps_per_epoch, train_config, batch_size, hoo
             _skip_nonfinite(trainer, run, values, step, nonfinite_run, train_config)
             continue
         nonfinite_run = 0
-        run.values["epoch_loss_sum"].assign_add(float(values["loss"]))
-        run.values["epoch_nll_sum"].assign_add(float(values["nll"]))
+        logs = {"loss": float(values["loss"]), "nll": float(values["nll"])}
+        run.values["epoch_loss_sum"].assign_add(logs["loss"])
+        run.values["epoch_nll_sum"].assign_add(logs["nll"])
         run.values["epoch_steps"].assign_add(1.0)
         window_steps += 1
-        shown = {"loss": float(values["loss"]), "nll": float(values["nll"])}
+        shown = dict(logs)
         report = step % max(train_config.log_every, 1) == 0  # global steps
         if report or progress.bar is not None:  # the schedule is read only when shown
             shown["lr"] = float(trainer.optimizer.learning_rate)
@@ -263,7 +251,6 @@ def run_epoch(trainer, run, data, steps_per_epoch, train_config, batch_size, hoo
             shown["captions/s"] = window_steps * batch_size / max(elapsed, 1e-9)
             window_start, window_steps = time.perf_counter(), 0
         progress.update(epoch + 1, in_epoch, shown, report)
-        logs = {"loss": float(values["loss"]), "nll": float(values["nll"])}
         if trainer.model.doubly_stochastic_lambda:  # a term of the loss only then
             logs["attention_penalty"] = float(values["attention_penalty"])
         logs["grad_norm"] = float(values["grad_norm"])
@@ -308,8 +295,8 @@ def end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks):
     """Validates, keeps the best model, records the history and decides on early stopping."""
     epoch = run["epoch"]
     seconds = time.perf_counter() - totals["start"]
-    steps = max(run["epoch_steps"], 1.0)
-    loss, nll = run["epoch_loss_sum"] / steps, run["epoch_nll_sum"] / steps
+    counted = max(run["epoch_steps"], 1.0)
+    loss, nll = run["epoch_loss_sum"] / counted, run["epoch_nll_sum"] / counted
     validated = metrics.due(epoch)
     hooks.on_epoch_end(epoch, {"loss": loss, "nll": nll})
     scores = dict(metrics.scores) if validated else None
@@ -322,20 +309,12 @@ def end_epoch(trainer, run, totals, metrics, save_best, train_config, hooks):
             save_best()
     elif validated:  # an epoch between validations is neither better nor worse
         run.values["bad_epochs"].assign_add(1)
-    record = {
-        "epoch": epoch + 1,
-        "steps": run["step_in_epoch"],
-        "loss": loss,
-        "nll": nll,
-        "val": scores,
-        "seconds": seconds,
-    }
-    run.history.append(record)
+    record = {"epoch": epoch + 1, "steps": run["step_in_epoch"], "loss": loss, "nll": nll}
+    run.history.append({**record, "val": scores, "seconds": seconds})
     shown = f"val BLEU-4 {float(scores['bleu_4']):.3f}" if validated else "not validated"
     trainer.log(
-        f"  epoch {epoch + 1}/{train_config.epochs}: loss {record['loss']:.3f}, "
-        f"nll/word {record['nll']:.3f}, {shown}"
-        f"{' (best)' if improved else ''} ({seconds:.0f}s)"
+        f"  epoch {epoch + 1}/{train_config.epochs}: loss {loss:.3f}, nll/word {nll:.3f}, "
+        f"{shown}{' (best)' if improved else ''} ({seconds:.0f}s)"
     )
     run.values["epoch"].assign_add(1)
     run.values["step_in_epoch"].assign(0)

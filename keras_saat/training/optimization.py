@@ -54,15 +54,9 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return rate
 
     def get_config(self):
-        return {
-            "learning_rate": self.learning_rate,
-            "kind": self.kind,
-            "total_steps": self.total_steps,
-            "steps_per_epoch": self.steps_per_epoch,
-            "warmup_steps": self.warmup_steps,
-            "final_fraction": self.final_fraction,
-            "decay_rate": self.decay_rate,
-        }
+        names = ("learning_rate", "kind", "total_steps", "steps_per_epoch", "warmup_steps",
+                 "final_fraction", "decay_rate")  # fmt: skip
+        return {name: getattr(self, name) for name in names}
 
 
 def build_optimizer(train_config, steps_per_epoch):
@@ -76,11 +70,9 @@ def build_optimizer(train_config, steps_per_epoch):
         train_config.lr_final_fraction,
         train_config.lr_decay_rate,
     )
-    optimizer_class = {"adam": keras.optimizers.Adam, "rmsprop": keras.optimizers.RMSprop}[
-        train_config.optimizer
-    ]
+    classes = {"adam": keras.optimizers.Adam, "rmsprop": keras.optimizers.RMSprop}
     # Clipping happens in the trainer, on the gradients summed over replicas.
-    optimizer = optimizer_class(learning_rate=schedule)
+    optimizer = classes[train_config.optimizer](learning_rate=schedule)
     if resolve_precision(train_config.mixed_precision) == "float16":
         # float16's narrow range needs dynamic loss scaling; bfloat16 has float32's range.
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)

@@ -23,10 +23,8 @@ def make_strategy(name="default"):
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
-        gpus = tf.config.list_logical_devices("GPU")
-        cpus = tf.config.list_logical_devices("CPU")
-        devices = [d.name for d in (gpus or cpus)]
-        return tf.distribute.MirroredStrategy(devices)
+        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+        return tf.distribute.MirroredStrategy([d.name for d in devices])
     if name == "multi_worker":
         if "TF_CONFIG" not in os.environ:
             raise KerasSaatError(
@@ -41,19 +39,13 @@ def make_strategy(name="default"):
 def is_chief(strategy):
     """True on the worker that writes checkpoints, the best model and summaries."""
     resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.task_type:
-        return True
-    if resolver.task_type == "chief":
+    if resolver is None or not resolver.task_type or resolver.task_type == "chief":
         return True
     has_chief = "chief" in resolver.cluster_spec().as_dict()
     return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
 
 
 _XLA_WORDS = ("XLA", "xla", "compil", "Compil", "jit", "Trying to access resource")
-
-
-def _xla_failure(err):
-    return any(k in str(err) for k in _XLA_WORDS)
 
 
 def _xla_reason(err):
@@ -78,15 +70,13 @@ class Trainer:
         jit_compile: bool or "auto". XLA for the per-replica pass; "auto" is XLA on GPUs and
             TPUs, not CPUs. Defaults to "auto".
         log: callable. Receives progress messages. Defaults to print.
-        unroll: bool. Teacher forcing unrolled (the faster step) or one `tf.while_loop`
-            (a compile that does not grow with T); set on the model's decoder. Defaults to True.
+        unroll: bool. `LSTMDecoder.unroll` for training. Defaults to True.
         resident: ResidentFeatures or None. Features held on the device: batches carry
             "image_index" and each replica gathers its rows in the step. Defaults to None.
-        one_executable: bool or "auto". With XLA and one replica, the whole step (pass,
-            clipping, finite guard, update) in one XLA executable; "auto" is True wherever
-            it applies. Defaults to "auto".
-        fused_scores: bool or None. Eq. 4's scores fused with a custom gradient
-            (`LSTMDecoder.fused_scores`); None leaves them to autodiff. Defaults to None.
+        one_executable: bool or "auto". With XLA and one replica, the whole step in one XLA
+            executable; "auto": wherever it applies. Defaults to "auto".
+        fused_scores: bool or None. `LSTMDecoder.fused_scores` for training; None leaves
+            Eq. 4 to autodiff. Defaults to None.
     """
 
     def __init__(
@@ -136,14 +126,8 @@ class Trainer:
     def whole_step_compiled(self, jit_compile):
         """Whether the step is one XLA executable (`one_executable`) under `jit_compile`."""
         split = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
-        applies = (
-            jit_compile
-            and self.strategy.num_replicas_in_sync == 1
-            and not isinstance(self.strategy, split)
-        )
-        if self.one_executable == "auto":
-            return applies
-        return bool(self.one_executable) and applies
+        applies = self.strategy.num_replicas_in_sync == 1 and not isinstance(self.strategy, split)
+        return bool(jit_compile and applies) and self.one_executable is not False
 
     def _build_step(self, jit_compile):
         model, optimizer, strategy = self.model, self.optimizer, self.strategy
@@ -153,8 +137,7 @@ class Trainer:
         reinforce = model.reinforce
         resident = self.resident
 
-        def caption_count(batch):
-            """Captions in a replica's batch (padding rows hold none)."""
+        def caption_count(batch):  # padding rows hold none
             return tf.reduce_sum(caption_rows(model.caption_tokens(batch["tokens"])))
 
         def replica_step(batch, captions, total_captions):
@@ -176,14 +159,12 @@ class Trainer:
                 outputs = model(batch, training=True)
                 terms = model.loss_terms(outputs, tokens)
                 scaled = optimizer.scale_loss(tf.cast(terms["loss"], tf.float32) * share)
-            gradients = model.weight_gradients(tape, scaled)
-            gradients = [tf.convert_to_tensor(g) for g in gradients]
-            words = tf.reduce_sum(tf.cast(tokens[:, 1:] != PAD_ID, tf.float32))
+            gradients = [tf.convert_to_tensor(g) for g in model.weight_gradients(tape, scaled)]
             sums = {
                 "loss": tf.cast(terms["loss"], tf.float32) * share,
                 "penalty": tf.cast(terms["penalty"], tf.float32) * share,
                 "nll_sum": -tf.reduce_sum(tf.cast(terms["log_p_y"], tf.float32)),
-                "words": words,
+                "words": tf.reduce_sum(tf.cast(tokens[:, 1:] != PAD_ID, tf.float32)),
                 # The baseline follows the captions decoded with sampled locations.
                 "sampled_log_p_sum": tf.reduce_sum(terms["log_p_per_word"] * terms["policy_rows"]),
                 "sampled_count": tf.reduce_sum(terms["policy_rows"]),
@@ -242,8 +223,7 @@ class Trainer:
         return step
 
     def trace(self, distributed_batch):
-        """Builds and traces the step for this batch's shapes without running it; returns the
-        concrete function."""
+        """The step's concrete function for this batch's shapes, traced without running."""
         if self._step_fn is None:
             self._step_fn = self._build_step(self.jit_compile)
         return self._step_fn.get_concrete_function(distributed_batch)
@@ -257,11 +237,11 @@ class Trainer:
                 try:
                     return self._step_fn(distributed_batch)
                 except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError) as err:
-                    if not _xla_failure(err):
+                    if not any(k in str(err) for k in _XLA_WORDS):
                         raise
-                    reason = _xla_reason(err)
                     self.log(
-                        f"XLA could not compile the train step ({reason}); running without XLA"
+                        f"XLA could not compile the train step ({_xla_reason(err)}); "
+                        "running without XLA"
                     )
                     self.jit_compile = False
                     self._step_fn = self._build_step(False)
