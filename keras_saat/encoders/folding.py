@@ -108,19 +108,13 @@ def _folded_weights(conv, norm):
 
 
 def fold_batch_norms(model):
-    """A copy of a functional `model` with each conv -> BatchNormalization pair folded into one.
+    """(a copy of a functional or Sequential `model` with each conv -> BatchNormalization
+    pair folded into one, how many layers were folded away); `model` and 0 with none.
 
     A pair folds when the norm alone consumes a Conv2D or DepthwiseConv2D's output
     (channels last, no activation); "same"-equivalent zero padding folds into the conv
     after it. The copy computes `model(x, training=False)` up to float rounding, for
     inference only, from a snapshot of the weights.
-
-    Args:
-        model: keras.Model, functional or Sequential.
-
-    Returns:
-        (keras.Model, int): the copy and how many layers were folded away. With none
-        to fold, `model` itself and 0.
     """
     pairs = _foldable_pairs(model)
     pads = _foldable_pads(model)
@@ -152,9 +146,7 @@ def fold_batch_norms(model):
     for layer in model.layers:
         if layer.name in folded_away or not layer.weights:
             continue
-        target = copy.get_layer(layer.name)
-        if layer.name in pairs:
-            target.set_weights(list(_folded_weights(layer, pairs[layer.name])))
-        else:
-            target.set_weights(layer.get_weights())
+        folded = layer.name in pairs
+        weights = _folded_weights(layer, pairs[layer.name]) if folded else layer.get_weights()
+        copy.get_layer(layer.name).set_weights(list(weights))
     return copy, len(folded_away)

@@ -87,20 +87,14 @@ class ImageEncoder(keras.layers.Layer):
         return ops.reshape(features, (-1, self.num_locations, self.feature_channels))  # (B, L, C)
 
     def infer(self, pixels, chunk_size=None, parallel=INFERENCE_PARALLEL):
-        """Inference forward in chunks: the same values as `call`, faster on big batches.
-
-        The batch is cut into `chunk_size` images per backbone call, `parallel` in flight;
-        the remainder makes one smaller call, so nothing is padded. Works with an unknown batch
-        size; for training use `call`.
+        """Inference forward in chunks: the same (B, L, C) values as `call`, faster on big
+        batches; the remainder makes one smaller call, so nothing is padded.
 
         Args:
             pixels: (B, S, S, 3) float RGB in [0, 255].
             chunk_size: int or None. Images per backbone call; 0 = the whole batch in one
                 call; None = `default_inference_chunk()`. Defaults to None.
             parallel: int. Chunks run at once. Defaults to INFERENCE_PARALLEL (2).
-
-        Returns:
-            (B, L, C) features.
         """
         chunk_size = default_inference_chunk() if chunk_size is None else int(chunk_size)
         if chunk_size < 0 or int(parallel) < 1:
@@ -112,23 +106,20 @@ class ImageEncoder(keras.layers.Layer):
             return self(pixels)
         batch = tf.shape(pixels)[0]
         whole = batch // chunk_size * chunk_size
+        shape = [self.num_locations, self.feature_channels]  # (L, C)
         chunks = tf.reshape(
             pixels[:whole], tf.concat([[-1, chunk_size], tf.shape(pixels)[1:]], 0)
         )  # (B // c, c, S, S, 3)
+        output = tf.TensorSpec([chunk_size, *shape], self.compute_dtype)
         mapped = tf.map_fn(
-            self,
-            chunks,
-            parallel_iterations=int(parallel),
-            fn_output_signature=tf.TensorSpec(
-                [chunk_size, self.num_locations, self.feature_channels], self.compute_dtype
-            ),
+            self, chunks, parallel_iterations=int(parallel), fn_output_signature=output
         )  # (B // c, c, L, C)
-        head = tf.reshape(mapped, [-1, self.num_locations, self.feature_channels])
+        head = tf.reshape(mapped, [-1, *shape])
         # No call on an empty tail: oneDNN's kernels (TF_ENABLE_ONEDNN_OPTS=1) reject batch 0.
         tail = tf.cond(
             whole < batch,
             lambda: self(pixels[whole:]),
-            lambda: tf.zeros([0, self.num_locations, self.feature_channels], self.compute_dtype),
+            lambda: tf.zeros([0, *shape], self.compute_dtype),
         )
         return tf.concat([head, tail], 0)
 

@@ -2,13 +2,10 @@
 a run with `model.backbone_weights: shapes` starts from one when it was pre-trained as
 the run's config asks, instead of pre-training its own (`train.backbone_packaged`).
 
-`weights/<backbone>.weights.h5` holds the attribute pre-training model's weights, the
-CNN's and its heads' (`keras_saat.encoders.shapes_cnn.attribute_trainer`), so a run can
-say how well the CNN names the objects of its own validation scenes. `weights/<backbone>.json`
-says how they were made: the pre-training's settings (as backbone.json records them),
-the seed and image size, the Shapes world it saw, its validation accuracy per attribute,
-and the command, commit, machine and date (`python tools/package_shapes_cnn.py` makes
-them again).
+`weights/<backbone>.weights.h5` holds the attribute pre-training model's weights (the
+CNN's and its heads', `shapes_cnn.attribute_trainer`), so a run can say how well the CNN
+names the objects of its own validation scenes; `weights/<backbone>.json` says how they
+were made (`python tools/package_shapes_cnn.py` makes them again).
 """
 
 import ast
@@ -94,20 +91,11 @@ def world_record(data):
 
 
 def packaged_shapes_cnn(backbone, pretraining, seed, image_size, world):
-    """The packaged pre-training of `backbone` when it is what the run would make, else None:
-    the same pre-training settings, seed and image size, on the same Shapes world, by the
-    same code. `keras_saat.experiment.preparation.packaged_for` also compares the run's
-    training scenes, once read, with the record's.
-
-    Args:
-        backbone: str. A Shapes CNN variant (`VARIANTS`).
-        pretraining: dict. The pre-training's settings (`pretraining_record`).
-        seed: int. The pre-training's seed (`model.seed`).
-        image_size: int. The CNN's input side.
-        world: dict. The run's Shapes world (`world_record`).
-
-    Returns:
-        (weights file, record dict), or None.
+    """(weights file, record) of the packaged pre-training of `backbone` when it is what the
+    run would make, else None: the same `pretraining` settings (`pretraining_record`), seed
+    and image size, on the same Shapes `world` (`world_record`), by the same code.
+    `keras_saat.experiment.preparation.packaged_for` also compares the run's training
+    scenes, once read, with the record's.
     """
     weights, record_file = packaged_files(backbone)
     if backbone not in VARIANTS or not weights.is_file() or not record_file.is_file():
@@ -135,13 +123,8 @@ def packaged_shapes_cnn(backbone, pretraining, seed, image_size, world):
 
 
 def load_packaged(backbone, weights, record):
-    """The packaged pre-training model: (the CNN, the attribute trainer around it).
-
-    Args:
-        backbone: str. The variant `weights` was made for.
-        weights: path. Its `.weights.h5` file.
-        record: dict. Its record (`packaged_shapes_cnn`).
-    """
+    """(the CNN, the attribute trainer around it) of `backbone`'s packaged `weights` file
+    and its `record` (`packaged_shapes_cnn`)."""
     expected = record.get("weights_sha256")
     if expected is not None and file_sha256(weights) != expected:
         raise KerasSaatError(
@@ -157,11 +140,8 @@ def load_packaged(backbone, weights, record):
 
 def packaged_backbone(backbone):
     """The Shapes CNN packaged for `backbone`, with its pre-trained weights: what
-    `backbone_weights="shapes"` gives a Captioner built in Python.
-
-    Raises:
-        KerasSaatError: no CNN is packaged for `backbone`.
-    """
+    `backbone_weights="shapes"` gives a Captioner built in Python (a KerasSaatError when
+    none is packaged)."""
     weights, record_file = packaged_files(backbone)
     if not (weights.is_file() and record_file.is_file()):
         packaged = sorted(p.name.removesuffix(".weights.h5") for p in WEIGHTS_DIR.glob("*.h5"))

@@ -1,7 +1,5 @@
-"""Backbone input preprocessing as core TF ops (they export into serving graphs).
-
-Every function takes float RGB pixels in [0, 255], shaped (..., 3).
-"""
+"""Backbone input preprocessing of float RGB pixels in [0, 255], shaped (..., 3), as core
+TF ops (they export into serving graphs)."""
 
 import tensorflow as tf
 

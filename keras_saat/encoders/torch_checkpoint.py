@@ -48,9 +48,7 @@ class _Storage:
         self.array = None
 
 
-class _Tensor:
-    def __init__(self, storage, offset, size, stride):
-        self.storage, self.offset, self.size, self.stride = storage, offset, size, stride
+_Tensor = collections.namedtuple("_Tensor", ["storage", "offset", "size", "stride"])
 
 
 def _rebuild_tensor(storage, storage_offset, size, stride, *unused):
@@ -284,15 +282,9 @@ def _tensor_array(path, name, tensor, budget):
 
 
 def read_state_dict(path):
-    """{name: np.ndarray} of the tensors in a PyTorch state_dict file.
-
-    Args:
-        path: str or Path. A `.pth` file in torch's legacy or zip layout.
-
-    Raises:
-        KerasSaatError: the file is not a state_dict, names anything but tensors, or
-            declares a size that is not there or is over `MAX_CHECKPOINT_BYTES`.
-    """
+    """{name: np.ndarray} of the tensors in a PyTorch state_dict `.pth` file (torch's legacy
+    or zip layout); a KerasSaatError when it is not a state_dict, names anything but
+    tensors, or declares a size that is not there or is over `MAX_CHECKPOINT_BYTES`."""
     path = str(path)
     size = os.path.getsize(path)
     if size > MAX_CHECKPOINT_BYTES:

@@ -5,12 +5,8 @@ import tensorflow as tf
 
 
 def upsample_attention(alpha, size):
-    """(grid_h, grid_w) attention -> (H, W) map, bilinear, scaled to a maximum of 1.
-
-    Args:
-        alpha: (grid_h, grid_w) attention weights.
-        size: int or (H, W). Output size.
-    """
+    """(grid_h, grid_w) attention -> (H, W) map (`size`: int or (H, W)), bilinear, scaled to
+    a maximum of 1."""
     alpha = np.asarray(alpha, np.float32)
     size = (size, size) if np.isscalar(size) else tuple(size)
     resized = tf.image.resize(alpha[..., None], size, method="bilinear").numpy()[..., 0]
@@ -25,13 +21,8 @@ def overlay(image, alpha, size=96):
 
 
 def attention_strip(image, alphas, size=96):
-    """The image, then one overlaid panel per step: (size, size * (T + 1), 3) uint8.
-
-    Args:
-        image: (H, W, 3) pixels in [0, 255].
-        alphas: (T, grid_h, grid_w) attention weights, one map per generated word.
-        size: int. Panel side in pixels. Defaults to 96.
-    """
+    """The image (H, W, 3) in [0, 255], then one panel per map of `alphas` (T, grid_h,
+    grid_w) laid over it: (size, size * (T + 1), 3) uint8."""
     first = tf.image.resize(np.asarray(image, np.float32), (size, size)).numpy()
     panels = [np.clip(first, 0, 255).astype(np.uint8)]
     panels += [overlay(image, alpha, size) for alpha in alphas]

@@ -2,12 +2,7 @@
 
 import warnings
 
-_WEIGHTS = {
-    1: (1.0,),
-    2: (0.5, 0.5),
-    3: (1 / 3, 1 / 3, 1 / 3),
-    4: (0.25, 0.25, 0.25, 0.25),
-}
+_WEIGHTS = {n: (1 / n,) * n for n in range(1, 5)}  # BLEU-n: uniform over 1..n-grams
 
 
 def corpus_bleu_scores(references, hypotheses):
@@ -24,8 +19,7 @@ def corpus_bleu_scores(references, hypotheses):
         raise ValueError(f"{len(references)} reference sets but {len(hypotheses)} hypotheses")
     if not hypotheses:
         raise ValueError("no captions to score")
-    # Imported here: nltk is slow to import, and every command that imports the scoring
-    # code would pay for it whether or not it scores with nltk.
+    # Imported here: nltk is slow to import, and most importers of this module never score.
     from nltk.translate.bleu_score import corpus_bleu
 
     with warnings.catch_warnings():

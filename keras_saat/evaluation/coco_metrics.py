@@ -1,10 +1,9 @@
 """COCO caption metrics with pycocoevalcap, the reference implementation papers report.
 
-BLEU-1..4 (closest reference length, corpus level), METEOR 1.5 (Java), ROUGE-L
-and CIDEr-D's predecessor CIDEr, as `pycocoevalcap` computes them for the COCO
-leaderboard. With Java on the PATH the captions are tokenised by the Stanford
-PTB tokenizer as in the COCO evaluation; without Java, BLEU/ROUGE-L/CIDEr use
-keras-saat's own tokeniser and METEOR is left out, and the result says so.
+BLEU-1..4 (closest reference length, corpus level), METEOR 1.5 (Java), ROUGE-L and
+CIDEr, as the COCO leaderboard computes them. With Java on the PATH the captions are
+tokenised by the Stanford PTB tokenizer; without it, by keras-saat's own tokeniser, METEOR
+is left out, and the result says so.
 
 Scores are returned on the 0-1 scale; multiply by 100 for the paper's Table 1.
 """
@@ -17,13 +16,8 @@ from keras_saat.errors import KerasSaatError
 from keras_saat.text.tokenizer import tokenize
 
 METRIC_NAMES = ("bleu_1", "bleu_2", "bleu_3", "bleu_4", "meteor", "rouge_l", "cider")
-METRIC_LABELS = dict(
-    zip(
-        METRIC_NAMES,
-        ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr"),
-        strict=True,
-    )
-)
+_LABELS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr")
+METRIC_LABELS = dict(zip(METRIC_NAMES, _LABELS, strict=True))
 
 
 def format_metrics(metrics):
@@ -57,12 +51,8 @@ def _tokenized(references, hypotheses, use_java):
 
 
 def bleu_scores(references, hypotheses):
-    """pycocoevalcap BLEU-1..4 on token lists (no Java): {"bleu_1": .., "bleu_4": ..} in 0-1.
-
-    Args:
-        references: list (per image) of list of token lists.
-        hypotheses: list (per image) of token lists.
-    """
+    """pycocoevalcap BLEU-1..4 (no Java), {"bleu_1": .., "bleu_4": ..} in 0-1, of token
+    lists: `references` a list of them per image, `hypotheses` one per image."""
     from pycocoevalcap.bleu.bleu import Bleu
 
     if not hypotheses:
@@ -80,10 +70,10 @@ def coco_scores(references, hypotheses, use_java=None, meteor=True):
     Args:
         references: list (per image) of list of reference caption strings.
         hypotheses: list (per image) of generated caption strings.
-        use_java: bool or None. Use the PTB tokenizer and METEOR (Java). Defaults to
-            None: when `java` is on the PATH.
-        meteor: bool. Score METEOR when Java is used (its Java process loads
-            paraphrase tables at every call; False leaves it out). Defaults to True.
+        use_java: bool or None. Use the PTB tokenizer and METEOR (Java); None: when
+            `java` is on the PATH. Defaults to None.
+        meteor: bool. Score METEOR when Java is used (it loads paraphrase tables at
+            every call). Defaults to True.
 
     Returns:
         dict: the scores, plus "tokenizer" ("ptb" or "keras_saat"); "meteor" only when

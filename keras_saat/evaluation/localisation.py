@@ -34,14 +34,9 @@ def _cell_centres(grid_shape, image_size):
 
 
 def _inside(points, box, margin):
-    x0, y0, x1, y1 = box
+    (x0, y0, x1, y1), (my, mx) = box, margin
     y, x = points[..., 0], points[..., 1]
-    return (
-        (x >= x0 - margin[1])
-        & (x <= x1 + margin[1])
-        & (y >= y0 - margin[0])
-        & (y <= y1 + margin[0])
-    )
+    return (x >= x0 - mx) & (x <= x1 + mx) & (y >= y0 - my) & (y <= y1 + my)
 
 
 def attention_localisation(captions, attentions, objects, image_size=IMAGE_SIZE):

@@ -56,12 +56,9 @@ def plot_captions(images, captions, references=None, titles=None, path=None, col
     Args:
         images: list of (H, W, 3) pixels in [0, 255].
         captions: list of str. One per image: the model's caption.
-        references: list of str or None. One per image, drawn in grey under the caption.
-            Defaults to None.
+        references: list of str or None. One per image, in grey under the caption.
         titles: list of str or None. One per image, above it (a file name, a score).
-            Defaults to None.
-        path: str or Path or None. Where to save the figure. Defaults to None (pyplot
-            shows it, as in a notebook).
+        path: str or Path or None. Where to save the figure; None: pyplot shows it.
         columns: int. Images per row. Defaults to 4.
 
     Returns:

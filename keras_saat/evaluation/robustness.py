@@ -170,19 +170,13 @@ def robustness_rows(model, count=200, seed=0, shifts=SHIFTS, batch_size=64, max_
                     resize="crop", log=print):  # fmt: skip
     """Each shift's BLEU-4 and attention hit rate on the same `count` scenes, greedy decoding.
 
-    Args:
-        model: a Captioner trained on the Shapes world.
-        count: int. Scenes per shift. Defaults to 200.
-        seed: int. The scenes' seed. Defaults to 0.
-        shifts: iterable of `Shift`. Defaults to `SHIFTS` (its first row in distribution).
-        batch_size: int. Images decoded together. Defaults to 64.
-        max_length: int or None. Words at most; None = the model's. Defaults to None.
-        resize: str. How images of another size reach the model's (`resize_image`).
-        log: callable. Receives a line per shift. Defaults to print.
+    `model` is a Captioner trained on the Shapes world; `shifts` defaults to `SHIFTS` (its
+    first row in distribution); `max_length` None is the model's; `resize` is how images of
+    another size reach the model's (`resize_image`); `log` receives a line per shift.
 
     Returns:
-        list of dict: shift, changes, bleu_4, hit_rate, chance, bleu_4_change (against the
-        first row), one per shift.
+        list of dict, one per shift: shift, changes, bleu_4, hit_rate, chance, bleu_4_change
+        (against the first row).
     """
     from keras_saat.images.decoding import resize_image
     from keras_saat.models.batch_decoder import BatchDecoder

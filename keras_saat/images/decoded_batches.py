@@ -1,8 +1,5 @@
-"""Image files or encoded bytes -> batches of model-input pixels, decoded by one graph.
-
-`Captioner.generate` over files and the feature cache's extraction both read here, so
-they read the same bytes and decode them with the same graph.
-"""
+"""Image files or encoded bytes -> batches of model-input pixels, decoded by one graph:
+`Captioner.generate` over files and the feature cache's extraction both read here."""
 
 import atexit
 import queue
@@ -16,23 +13,14 @@ from keras_saat.images.image_files import batches_by_bytes, encoded_images
 
 
 def decoded_batches(images, image_size, resize, max_pixels, batch_size):
-    """Batches of input pixels for a stream of image files or encoded bytes.
+    """Batches of input pixels for an iterable of image files or encoded bytes: dicts of
+    image (the paths, or "#<index>" for bytes), pixels (B, S, S, 3) float32, valid (B,) bool
+    and error (str each).
 
-    Files are read one at a time and decoded a batch at a time by the exported graph's
-    decoder, one batch ahead on a worker thread, so memory holds a few batches and a bad
-    file marks only its own row invalid. A batch holds at most MAX_BATCH_BYTES of encoded
-    images. No tf.data pipeline is built per call, which would instantiate the graph again.
-
-    Args:
-        images: iterable of paths or encoded image bytes (a generator is fine).
-        image_size: int. The output side.
-        resize: str. "crop", "pad" or "stretch" (`keras_saat.images.decoding.resize_image`).
-        max_pixels: int. Largest width x height an image header may declare.
-        batch_size: int. The most images a batch.
-
-    Yields:
-        dicts: image (list of str: the path, or "#<index>" for bytes), pixels
-        (B, S, S, 3) float32 tensor, valid (B,) bool array, error (list of str).
+    Files are read one at a time and decoded a batch at a time (at most `batch_size` images
+    and MAX_BATCH_BYTES) by the exported graph's decoder, one batch ahead on a worker
+    thread, so memory holds a few batches and a bad file marks only its own row invalid. No
+    tf.data pipeline is built per call, which would instantiate the graph again.
     """
     decoder = batch_decoder(image_size, resize, max_pixels)
     groups = batches_by_bytes(encoded_images(images), int(batch_size), size=_bytes)
@@ -99,5 +87,5 @@ def one_ahead(produce, name):
 
 
 def _bytes(item):
-    """An (name, bytes, error) item's encoded bytes."""
+    """The size of a (name, bytes, error) item's encoded bytes."""
     return len(item[1])

@@ -25,10 +25,8 @@ _ASSERTION = re.compile(r"assertion failed: \[(?P<graph>.*)\]|Summarized data: b
 
 
 def load_image(path, size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
-    """Reads an image file as (size, size, 3) float32 pixels in [0, 255].
-
-    Raises a KerasSaatError naming the file when it cannot be read or decoded.
-    """
+    """Reads an image file as (size, size, 3) float32 pixels in [0, 255]; a KerasSaatError
+    naming the file when it cannot be read or decoded."""
     _check_mode(mode)
     try:
         encoded = read_image_file(path)
@@ -59,8 +57,7 @@ def batch_decoder(size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
 
 @functools.lru_cache(maxsize=32)
 def _traced(decode, shape, size, mode, max_pixels):
-    """`decode` as a tf.function of a string tensor of `shape`, one a process for each
-    (size, mode, max_pixels), however its callers pass them."""
+    """`decode` as a tf.function of a string tensor of `shape`, one a process per setting."""
     return tf.function(
         lambda encoded: decode(encoded, size, mode, max_pixels),
         input_signature=[tf.TensorSpec(list(shape), tf.string)],
@@ -68,8 +65,7 @@ def _traced(decode, shape, size, mode, max_pixels):
 
 
 def decode_calls():
-    """Parallel reads and decodes of images: one a core this process may run on (at
-    least 2)."""
+    """Parallel reads and decodes of images: one a core this process may run on (>= 2)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(2, cores or 2)
 
@@ -96,8 +92,7 @@ def load_images(paths, size, mode="crop", max_pixels=DEFAULT_MAX_PIXELS):
         load(0)
         return out
     with concurrent.futures.ThreadPoolExecutor(min(decode_calls(), len(paths) or 1)) as pool:
-        for _ in pool.map(load, range(len(paths))):
-            pass
+        list(pool.map(load, range(len(paths))))  # raises the first error
     return out
 
 

@@ -28,14 +28,9 @@ UNKNOWN_BLOCK = 2  # a block that is no extension, image or trailer (the decoder
 _EXTENSION, _IMAGE, _TRAILER = 0x21, 0x2C, 0x3B
 
 GifFrames = collections.namedtuple("GifFrames", ["height", "width", "area", "frames", "complete"])
-GifFrames.__doc__ = """What the block walk read over every frame.
-
-height, width: int64 scalars, the canvas the decoder allocates (the largest frame).
-area: int64 scalar, the frames' total area.
-frames: int64 scalar, how many image descriptors.
-complete: bool scalar, False when the walk hit MAX_GIF_STEPS before the trailer or the
-    end of the data.
-"""
+GifFrames.__doc__ = """What the block walk read over every frame (scalars): height and width
+of the canvas the decoder allocates (the largest frame), the frames' total area, how many
+frames (image descriptors), and complete (False when the walk hit MAX_GIF_STEPS first)."""
 
 
 def gif_frames(data, length):

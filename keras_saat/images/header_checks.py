@@ -206,16 +206,8 @@ def _join(*parts):
 
 
 def inspect_images(image_bytes, max_pixels=DEFAULT_MAX_PIXELS):
-    """`inspect_image` over a batch.
-
-    Args:
-        image_bytes: (B,) string tensor of encoded images.
-        max_pixels: int. Largest width x height accepted. Defaults to DEFAULT_MAX_PIXELS.
-
-    Returns:
-        (valid (B,) bool, error (B,) string: "" when valid, format (B,) int32,
-        orientation (B,) int32).
-    """
+    """`inspect_image` over a (B,) string tensor: (valid, error, format, orientation), each
+    (B,)."""
     max_pixels = tf.constant(int(max_pixels), tf.int64)
     return tf.map_fn(
         lambda data: inspect_image(data, max_pixels),

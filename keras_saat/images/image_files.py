@@ -27,22 +27,13 @@ def is_image_file(path):
 
 
 def find_images(paths):
-    """Expands command-line paths into image files, in a stable order.
+    """Expands command-line paths into a list of image file Paths, each real file once
+    (however many links or loops lead to it), in argument order.
 
     A folder gives every image file below it (recursively, sorted, symlinked folders
     followed); a pattern with `*`, `?` or `[` gives its sorted image matches (`**` spans
     folders); any other path is kept as given (a missing file becomes an error row later).
-    Each real file comes once, however many links or loops lead to it.
-
-    Args:
-        paths: iterable of str or Path.
-
-    Returns:
-        list of Path, each file once, in argument order.
-
-    Raises:
-        KerasSaatError: no argument gave an image file, and a folder or pattern was
-            among them.
+    A KerasSaatError when no argument gave an image file and a folder or pattern was given.
     """
     found, seen, empty = [], set(), []
     for argument in paths:
@@ -137,12 +128,8 @@ def _translate(parts):
 
 
 def encoded_images(images):
-    """(name, bytes, error) for each path or bytes item, reading one file at a time; a file
-    that cannot be read yields empty bytes and the reason. Nothing is decoded here.
-
-    Args:
-        images: iterable of paths (str, Path) or encoded image bytes.
-    """
+    """(name, bytes, error) for each path or encoded bytes in `images`, reading one file at
+    a time; a file that cannot be read yields empty bytes and the reason. Nothing is decoded."""
     for index, image in enumerate(images):
         if isinstance(image, (bytes, bytearray)):
             yield f"#{index}", bytes(image), ""
@@ -169,16 +156,8 @@ def read_image_file(path, limit=MAX_FILE_BYTES):
 
     A link's target is checked before opening, so a device, FIFO or socket is never
     opened; the file is opened non-blocking, checked again, and read to at most
-    `limit + 1` bytes.
-
-    Args:
-        path: str or Path.
-        limit: int. The most bytes accepted. Defaults to MAX_FILE_BYTES (64 MiB).
-
-    Raises:
-        FileNotFoundError, IsADirectoryError, OSError: it cannot be opened.
-        ValueError: not a regular file, or longer than `limit`; the message is the
-            row's error.
+    `limit + 1` bytes. Raises OSError (FileNotFoundError, IsADirectoryError) when it cannot
+    be opened, and ValueError, whose message is the row's error, for anything refused.
     """
     _check_regular(os.stat(path).st_mode)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
@@ -206,8 +185,9 @@ def _check_regular(mode):
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(mode)
     if not stat.S_ISREG(mode):
-        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else None
-        kind = kind or "a device"
+        kind = (
+            "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+        )
         raise ValueError(f"{kind}, not a regular file; give an image file")
 
 
@@ -234,15 +214,8 @@ def printable(name):
 
 
 def batches_by_bytes(items, count, limit=MAX_BATCH_BYTES, size=len):
-    """Consecutive lists of `items` of at most `count` items and `limit` bytes together (a
-    larger item goes alone), so a batch's memory follows its bytes.
-
-    Args:
-        items: iterable.
-        count: int or None. The most items a list; None = no bound on the count.
-        limit: int. The most bytes a list. Defaults to MAX_BATCH_BYTES.
-        size: callable. An item's bytes. Defaults to len.
-    """
+    """Consecutive lists of `items` of at most `count` items (None: any) and `limit` bytes
+    together by `size` (a larger item goes alone), so a batch's memory follows its bytes."""
     run, held = [], 0
     for item in items:
         bytes_ = size(item)

@@ -35,15 +35,10 @@ _EXIF_ORIENTATION_TAG = 0x0112
 JpegHeader = collections.namedtuple(
     "JpegHeader", ["height", "width", "state", "position", "marker", "exif"]
 )
-JpegHeader.__doc__ = """What the segment walk read before the first frame header.
-
-height, width: int64 scalars, the frame's size (0 before a frame header).
-state: int32 scalar, one of WALKING, FRAME_HEADER, NOT_A_MARKER, START_OF_SCAN,
-    REFUSED_MARKER.
-position: int32 scalar, the byte where the walk stopped.
-marker: int32 scalar, the last marker read.
-exif: int32 scalar, the position of the first APP1 segment holding "Exif\\0\\0" (-1: none).
-"""
+JpegHeader.__doc__ = """What the segment walk read before the first frame header (scalars):
+height and width (int64, 0 before a frame header), state (int32, WALKING ... REFUSED_MARKER),
+position (the byte where the walk stopped), marker (the last one read) and exif (the position
+of the first APP1 segment holding "Exif\\0\\0", -1 for none)."""
 
 
 def jpeg_header(data, length):
@@ -63,21 +58,11 @@ def jpeg_header(data, length):
         standalone = tf.reduce_any(tf.equal(marker, _STANDALONE_MARKERS))
         segment = tf.cast(big_endian(head[2:4]), tf.int32)
         skipped = tf.logical_and(tf.reduce_any(tf.equal(marker, _SEGMENT_MARKERS)), segment >= 2)
-        state = tf.where(
-            tf.not_equal(head[0], 0xFF),
-            NOT_A_MARKER,
-            tf.where(
-                is_sof,
-                FRAME_HEADER,
-                tf.where(
-                    tf.equal(marker, 0xDA),
-                    START_OF_SCAN,
-                    tf.where(
-                        skipped | standalone | tf.equal(marker, 0xFF), WALKING, REFUSED_MARKER
-                    ),
-                ),
-            ),
-        )
+        # From the lowest priority up: a non-FF byte overrides every other reading.
+        state = tf.where(skipped | standalone | tf.equal(marker, 0xFF), WALKING, REFUSED_MARKER)
+        state = tf.where(tf.equal(marker, 0xDA), START_OF_SCAN, state)
+        state = tf.where(is_sof, FRAME_HEADER, state)
+        state = tf.where(tf.not_equal(head[0], 0xFF), NOT_A_MARKER, state)
         height = tf.where(is_sof, big_endian(head[5:7]), height)
         width = tf.where(is_sof, big_endian(head[7:9]), width)
         exif_tag = tf.reduce_all(tf.equal(head[4:10], tf.constant(list(b"Exif\x00\x00"))))
