@@ -150,8 +150,9 @@ def beam_search(
         "records": alive["records"],
     }
     best = tf.nest.map_structure(lambda v: v[:, 0], _top(_pooled(finished, unfinished), 1))
+    written = tf.range(max_length)[None, :] < best["length"][:, None]  # (B, T)
     return {
-        "tokens": best["seqs"],
+        "tokens": tf.where(written, best["seqs"], pad_id),
         "lengths": best["length"],
         "log_prob": best["log_prob"],
         "score": best["score"],

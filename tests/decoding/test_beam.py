@@ -127,6 +127,8 @@ def test_beam_finds_what_greedy_misses_and_records_the_chosen_beam():
     assert list(greedy["tokens"].numpy()[0, :2]) == [2, END]
     out = beam_search(table_next_fn(table), state, [START], END, 2, 4, record=("alpha",))
     np.testing.assert_array_equal(out["tokens"].numpy(), [[3, END, PAD, PAD]])
+    padded = beam_search(table_next_fn(table), state, [START], END, 2, 4, pad_id=V + 1)
+    np.testing.assert_array_equal(padded["tokens"].numpy(), [[3, END, V + 1, V + 1]])
     np.testing.assert_allclose(out["log_prob"].numpy(), [np.log(0.4 * 0.95)], rtol=1e-5)
     # The attention-like record is the chosen beam's: step t saw token t - 1, zeros after the end.
     alpha = out["alpha"].numpy()[0]
