@@ -88,7 +88,8 @@ class ImageEncoder(keras.layers.Layer):
 
     def infer(self, pixels, chunk_size=None, parallel=INFERENCE_PARALLEL):
         """Inference forward in chunks: the same (B, L, C) values as `call`, faster on big
-        batches; the remainder makes one smaller call, so nothing is padded.
+        batches; the remainder makes one smaller call, so nothing is padded. Works with an
+        unknown batch size; for training use `call`.
 
         Args:
             pixels: (B, S, S, 3) float RGB in [0, 255].

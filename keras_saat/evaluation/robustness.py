@@ -3,7 +3,9 @@ or a file would change them, each shift scored beside the in-distribution row.
 
 Every shift renders the same objects (`sample_objects` from one seed), so a row differs
 from the in-distribution row only by what its name says (`SHIFTS` lists them). BLEU-4 is
-nltk's corpus BLEU on every row, and the hit rate is `attention_localisation`'s.
+nltk's corpus BLEU on every row (`keras-saat evaluate`'s test scores use pycocoevalcap's
+tokenisation, so its BLEU-4 differs a little), and the hit rate is
+`attention_localisation`'s.
 """
 
 import dataclasses

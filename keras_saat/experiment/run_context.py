@@ -32,6 +32,7 @@ class RunContext:
 
 def start_runtime(train_config, workdir):
     """The settings TensorFlow reads when it starts, then the distribution strategy."""
+    # Before any TensorFlow work: TensorFlow reads the cache setting when it starts.
     cached = train_config.compilation_cache and enable_compilation_cache(workdir / XLA_CACHE_DIR)
     # GPU compile settings; each fusion's autotuning result kept beside the compiled steps.
     set_xla_defaults(Path(cached) / "autotune" if cached else None)

@@ -48,8 +48,10 @@ class BatchDecoder:
         chunk = tf.cast(chunk, tf.float32)
         count = int(chunk.shape[0])
         self.width = self.width or count
-        # Zero rows up to the compiled shape.
-        chunk = tf.pad(chunk, [[0, self.width - count]] + [[0, 0]] * (len(chunk.shape) - 1))
+        # Zero rows up to the compiled shape; a batch wider than the first (a stream's first
+        # batch cut short by its byte budget) runs at its own width.
+        padding = max(self.width - count, 0)
+        chunk = tf.pad(chunk, [[0, padding]] + [[0, 0]] * (len(chunk.shape) - 1))
         features = self.model.encoder.compiled()(chunk) if encode else chunk
         decoded = self.model.decode(features, self.max_length, self.beam_size, self.length_penalty)
         return self.model.postprocessor({key: value[:count] for key, value in decoded.items()})

@@ -127,7 +127,7 @@ class Trainer:
         """Whether the step is one XLA executable (`one_executable`) under `jit_compile`."""
         split = (tf.distribute.MirroredStrategy, tf.distribute.MultiWorkerMirroredStrategy)
         applies = self.strategy.num_replicas_in_sync == 1 and not isinstance(self.strategy, split)
-        return bool(jit_compile and applies) and self.one_executable is not False
+        return bool(jit_compile and applies) and self.one_executable in (True, "auto")
 
     def _build_step(self, jit_compile):
         model, optimizer, strategy = self.model, self.optimizer, self.strategy

@@ -46,6 +46,20 @@ def test_pixels_reach_the_encoder_at_one_shape_too():
     assert last["words"] == results[2]["words"]
 
 
+def test_a_batch_wider_than_the_first_runs_at_its_own_width():
+    """A stream's first batch may be cut short (by its byte budget); a fuller one after it
+    is decoded whole, each row as it is alone."""
+    model, _ = small_model(max_length=4)
+    features = np.random.default_rng(2).normal(size=(4, 64, 128)).astype("float32")
+    decoder = BatchDecoder(model, batch_size=4, beam_size=1)
+    first = decoder.decode_batch(features[:1], encode=False)
+    fuller = decoder.decode_batch(features, encode=False)
+    assert decoder.width == 1 and len(fuller) == 4
+    assert fuller[0]["words"] == first[0]["words"]
+    (alone,) = model.generate(features=features[3:], beam_size=1, return_details=True)
+    assert fuller[3]["words"] == alone["words"]
+
+
 def test_the_batch_size_defaults_to_decode_batch_size_and_is_checked():
     model, _ = small_model()
     assert BatchDecoder(model).batch_size == DecodeConfig.batch_size

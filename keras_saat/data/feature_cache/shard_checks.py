@@ -1,5 +1,5 @@
 """Damaged feature cache shards, named with what to do instead of a DataLossError:
-`check_shard` compares a shard's size with its index's (one stat), and where they differ
+`check_shard` compares a shard's size with its index's, and where they differ
 `check_framing` walks the TFRecord lengths to say where it is cut; a flipped bit inside a
 record shows only when read, and `naming_damaged_shards` then names its shard."""
 
