@@ -100,6 +100,17 @@ def test_trainer_step_equals_fit_step(jit):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_one_executable_reads_zero_and_one_as_false_and_true():
+    """The config's YAML may give 0 or 1; 0 is the split step, as False is."""
+    model, _ = tiny_model()
+    for given, whole in ((0, False), (1, True), (False, False), (True, True), ("auto", True)):
+        trainer = Trainer(
+            model, keras.optimizers.SGD(0.1), one_executable=given, log=lambda m: None
+        )
+        assert trainer.whole_step_compiled(True) is whole, given
+        assert trainer.whole_step_compiled(False) is False
+
+
 @pytest.mark.slow
 def test_one_executable_step_equals_the_split_step():
     """With XLA and one replica the whole step (pass, norm, clipping, the finite guard,
