@@ -12,7 +12,8 @@ natural images' statistics:
   spectrum of photographs' textures (grass, gravel, skin, cloud);
 
 and a blend of the two, a third of each in black and white. The colours are drawn
-uniformly; the model never sees a shape, a page or a caption's object.
+uniformly, and the discs come by the hundred at every size, overlapping: never a page with
+a few objects on it, as a captioning world's scenes are.
 """
 
 import numpy as np
