@@ -60,14 +60,13 @@ def check(args):
 
 
 def run(args):
-    import signal
     import tempfile
     import threading
 
     from keras_saat.serving.dev_server import DevServer
 
-    # SIGTERM (docker stop, systemd, kill) unwinds like Ctrl-C: the scratch export goes.
-    signal.signal(signal.SIGTERM, _interrupt)
+    # SIGTERM (docker stop, systemd, kill) unwinds like Ctrl-C (`stop_on_signals`, set by
+    # `main`): the `finally`s below stop the server and remove the scratch export.
     model_base, scratch = args.model_base, None
     if model_base is None:  # a trained model: export it into a scratch model base first
         from keras_saat.experiment import export_workdir
@@ -113,7 +112,3 @@ def banner(server):
         "Ctrl-C stops it."
     )
     return "\n".join(lines)
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt

@@ -81,7 +81,8 @@ def http_handler(server):
                 self.close_connection = True  # the body's end cannot be found
                 raise BadRequest("Transfer-Encoding is not supported; send a Content-Length")
             text = self.headers.get("Content-Length", "0").strip()
-            if not text.isdigit() or len(text) > 18:
+            # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+            if not (text.isascii() and text.isdigit()) or len(text) > 18:
                 self.close_connection = True
                 raise BadRequest(f"Content-Length must be a number of bytes >= 0; got {text!r}")
             if int(text) > MAX_BODY_BYTES:

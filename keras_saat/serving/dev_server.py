@@ -63,7 +63,7 @@ class DevServer(RequestGate):
         port: int. REST port (0 = any free port). Defaults to 8501.
         grpc_port: int or None. gRPC port (0 = any free port; None = no gRPC). Defaults to None.
         version: int or None. The version to serve; None = the highest. Defaults to None.
-        log: callable. Defaults to print.
+        log: callable. Receives the warm-up's line. Defaults to print.
         max_inflight: int. Requests run by the model at once, REST and gRPC together.
             Defaults to 4.
         max_batch: int. Images (instances) in one request. Defaults to MAX_BATCH.
@@ -96,7 +96,6 @@ class DevServer(RequestGate):
         self.path = Path(model_base) / str(self.version)
         if not (self.path / "saved_model.pb").is_file():
             raise KerasSaatError(f"{self.path} has no saved_model.pb")
-        self.log = log
         proto = saved_model_pb2.SavedModel.FromString((self.path / "saved_model.pb").read_bytes())
         self.signature_defs = {
             key: value
@@ -118,7 +117,9 @@ class DevServer(RequestGate):
         self._slots = threading.BoundedSemaphore(self.max_inflight)
         self.inflight = self.peak_inflight = 0  # requests run by the model; the most at once
         self._grpc = None
-        self.warmup()
+        replayed = self.warmup()
+        if replayed:  # the first requests are then answered at full speed
+            log(f"warmed up: {replayed} recorded requests replayed (assets.extra)")
 
     def input_specs(self, signature):
         if signature not in self.functions:

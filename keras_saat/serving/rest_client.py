@@ -84,12 +84,14 @@ class RestClient:
             grid_h, grid_w), valid and error (see `captions.captions_from_outputs`).
         """
         encoded = [{"b64": base64.b64encode(b).decode("ascii")} for b in read_images(images)]
+        if not encoded:  # no images, no request
+            return []
         if columnar:
             outputs = self.predict({"inputs": {"image_bytes": encoded}})["outputs"]
         else:
             rows = self.predict({"instances": encoded})["predictions"]
             outputs = {key: [row[key] for row in rows] for key in rows[0]} if rows else {}
-        return captions_from_outputs(outputs) if encoded else []
+        return captions_from_outputs(outputs)
 
     def caption_pixels(self, pixels):
         """Captions float RGB pixels (B, H, W, 3) in [0, 255] through `serving_pixels`."""

@@ -23,7 +23,9 @@ REQUESTS = Path(__file__).parents[2] / "export" / "requests"
 
 @pytest.fixture(scope="module")
 def server(export_base):
-    server = DevServer(export_base, "cap", port=0, grpc_port=0, log=lambda *_: None).start()
+    lines = []
+    server = DevServer(export_base, "cap", port=0, grpc_port=0, log=lines.append).start()
+    server.lines = lines
     yield server
     server.stop()
 
@@ -62,6 +64,13 @@ def test_rest_row_and_columnar_equal_the_signature(server, images):
     assert [p["valid"] for p in pixels] == [True, True]
 
 
+def test_no_images_send_no_request():
+    """An empty batch is answered here: nothing listens on the port the clients name."""
+    assert RestClient("http://127.0.0.1:9", "cap").caption([]) == []
+    assert RestClient("http://127.0.0.1:9", "cap").caption([], columnar=True) == []
+    assert GrpcClient("127.0.0.1:9", "cap").caption([]) == []
+
+
 def test_status_metadata_and_warmup(server):
     client = RestClient(server.url, "cap")
     assert client.status()["model_version_status"][0] == {
@@ -80,6 +89,7 @@ def test_status_metadata_and_warmup(server):
     }  # fmt: skip
     assert outputs["familiar"]["dtype"] == "DT_BOOL"
     assert server.warmup() == 2  # both recorded requests replay
+    assert server.lines == ["warmed up: 2 recorded requests replayed (assets.extra)"]
 
 
 @pytest.mark.parametrize(
@@ -131,7 +141,7 @@ def raw_request(server, method, path, headers, body=b""):
 @pytest.mark.parametrize(
     "length, message",
     [("-5", "Content-Length must be a number of bytes"), ("ten", "must be a number"),
-     (str(10**12), "request body over")],
+     ("\u00b2", "must be a number"), (str(10**12), "request body over")],
 )  # fmt: skip
 def test_a_bad_content_length_gets_400_and_the_server_goes_on(server, length, message):
     status, answer = raw_request(
