@@ -7,8 +7,8 @@ how they were made written beside the package's code.
     python tools/package_shapes_cnn.py --recipe shapes_hard
 
 A run of a config whose Shapes CNN, pre-training settings, seed and image size equal the
-record's starts from the packaged weights (`train.backbone_packaged`). About 4 minutes
-for the demo's on 2 CPU cores.
+record's starts from the packaged weights (`train.backbone_packaged`). The demo's takes
+the recipe's whole pre-training (docs/performance.md, "Robustness", says what it costs).
 """
 
 import argparse
