@@ -11,12 +11,17 @@ natural images' statistics:
 - 1/f noise: random phases under a power spectrum falling as 1/f^a (a in [1.5, 3]), the
   spectrum of photographs' textures (grass, gravel, skin, cloud);
 
-and a blend of the two, a third of each in black and white. The colours are drawn
-uniformly, and the discs come by the hundred at every size, overlapping: never a page with
-a few objects on it, as a captioning world's scenes are.
+and a blend of the two, a third of each in black and white, and a quarter of all of them
+as a thumbnail enlarged (8-32 pixels a side, scaled up): a small photograph, such as a
+face cut from a larger one, reaches the CNN that smooth. The colours are drawn uniformly,
+and the discs come by the hundred at every size, overlapping: never a page with a few
+objects on it, as a captioning world's scenes are.
 """
 
 import numpy as np
+from PIL import Image
+
+THUMBNAIL = (8, 32)  # a thumbnail's side in pixels, before it is enlarged
 
 
 def power_law_noise(rng, size, exponent):
@@ -36,7 +41,7 @@ def power_law_noise(rng, size, exponent):
 
 def dead_leaves(rng, size):
     """(size, size, 3) float pixels: discs of radius r with density ~ r^-3, from 2 px."""
-    from PIL import Image, ImageDraw
+    from PIL import ImageDraw
 
     image = Image.new("RGB", (size, size), tuple(int(c) for c in rng.integers(0, 256, 3)))
     draw = ImageDraw.Draw(image)
@@ -50,7 +55,7 @@ def dead_leaves(rng, size):
 
 def unlike_pictures(count, size=128, seed=0):
     """`count` (size, size, 3) uint8 pictures: dead leaves, 1/f noise and their blend in
-    turn, every third triple grey.
+    turn, every third triple grey, every fourth picture a thumbnail enlarged.
 
     Args:
         count: int.
@@ -75,4 +80,16 @@ def unlike_pictures(count, size=128, seed=0):
         if (index // 3) % 3 == 2:  # a third in black and white, as many photographs are
             image = np.repeat(image @ np.array([[0.299], [0.587], [0.114]]), 3, axis=-1)
         pictures[index] = np.clip(np.rint(image), 0, 255)
+        if index % 4 == 3:
+            pictures[index] = enlarged_thumbnail(
+                pictures[index], int(rng.integers(*THUMBNAIL, endpoint=True))
+            )
     return pictures
+
+
+def enlarged_thumbnail(picture, side):
+    """(S, S, 3) uint8 `picture` shrunk to `side` pixels a side, then scaled back to S."""
+    size = picture.shape[0]
+    bilinear = Image.Resampling.BILINEAR
+    small = Image.fromarray(picture).resize((side, side), bilinear)
+    return np.asarray(small.resize((size, size), bilinear))
