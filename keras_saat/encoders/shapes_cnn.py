@@ -10,7 +10,16 @@ same role ImageNet pre-training plays for VGG in the paper.
 import numpy as np
 
 from keras_saat.data.camera import varied_view
-from keras_saat.data.shapes import COLOURS, GRID, SHAPES, SIZES, object_mask, render, sample_objects
+from keras_saat.data.shapes import (
+    COLOURS,
+    GRID,
+    IMAGE_SIZE,
+    SHAPES,
+    SIZES,
+    object_mask,
+    render,
+    sample_objects,
+)
 
 # Keras and TensorFlow are imported by the functions that build and train, so the backbone
 # registry can name these variants before TensorFlow is loaded (the command line checks a
@@ -86,7 +95,9 @@ def attribute_targets(objects_per_image, grid_shape, image_size=128, min_fractio
 
     A feature location gets the attributes of the object that covers most of
     its pixel block, when that object covers at least `min_fraction` of it;
-    otherwise class 0 (background) in every head.
+    otherwise class 0 (background) in every head. `image_size` is the side of the
+    images the CNN reads; the objects' boxes are the world's (IMAGE_SIZE pixels a
+    side) and are scaled to it.
 
     Returns:
         dict head -> (N, h, w) int32 array.
@@ -95,10 +106,13 @@ def attribute_targets(objects_per_image, grid_shape, image_size=128, min_fractio
     out = {k: np.zeros((len(objects_per_image), h, w), np.int32) for k in ATTRIBUTE_HEADS}
     shapes, colours, sizes = list(SHAPES), list(COLOURS), list(SIZES)
     block_h, block_w = image_size // h, image_size // w
+    scale = image_size / IMAGE_SIZE
     for n, objects in enumerate(objects_per_image):
         best = np.zeros((h, w))
         for obj in objects:
-            mask = object_mask(obj, image_size)[: h * block_h, : w * block_w]
+            # A scene read at another size (model.image_size) holds its objects scaled.
+            seen = {**obj, "box": [c * scale for c in obj["box"]]} if scale != 1 else obj
+            mask = object_mask(seen, image_size)[: h * block_h, : w * block_w]
             cover = mask.reshape(h, block_h, w, block_w).mean(axis=(1, 3))
             take = (cover >= min_fraction) & (cover > best)
             best = np.where(take, cover, best)

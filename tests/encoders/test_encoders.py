@@ -123,6 +123,21 @@ def test_attribute_targets_mark_the_object_under_each_location():
     assert targets["shape"][0].sum() == 2 * 4 and (targets["row"][0, :2, :2] == 1).all()
 
 
+@pytest.mark.parametrize("image_size", [64, 192, 256])
+def test_attribute_targets_follow_the_scene_read_at_another_size(image_size):
+    """The world's boxes are 128-pixel ones: an image read at another size labels the
+    grid as the 128-pixel image does, but for a location whose cover sits at the
+    threshold, which pixels of another size count differently."""
+    from keras_saat.data.shapes import sample_objects
+
+    scenes = [sample_objects(np.random.default_rng(seed)) for seed in range(20)]
+    at_world = attribute_targets(scenes, (8, 8), 128)
+    resized = attribute_targets(scenes, (8, 8), image_size)
+    for head in at_world:
+        assert (resized[head] != at_world[head]).mean() < 0.01, head
+    assert (at_world["shape"] > 0).mean() > 0.1  # the scenes' objects cover locations
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
 def test_pretraining_batches_hold_every_scene_once_an_epoch_with_its_targets(dtype):
     from keras_saat.encoders.shapes_cnn import _scene_batches
