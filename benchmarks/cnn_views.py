@@ -8,7 +8,7 @@ loses the decoder its words.
 
 `--commit` reads the packaged weights and record as they were at that git revision (to
 set a change's CNN beside the one before it); without it, the working tree's. The scenes
-are `robustness_scenes(SCENES, seed=11)`, drawn apart from the evaluation's seed 0.
+are `robustness_scenes(N, seed=11)` (N = --scenes), drawn apart from the evaluation's seed 0.
 """
 
 import argparse

@@ -82,7 +82,7 @@ def unlike_pictures(count, size=128, seed=0):
         pictures[index] = np.clip(np.rint(image), 0, 255)
         if index % 4 == 3:
             pictures[index] = enlarged_thumbnail(
-                pictures[index], int(rng.integers(*THUMBNAIL, endpoint=True))
+                pictures[index], min(int(rng.integers(*THUMBNAIL, endpoint=True)), size)
             )
     return pictures
 

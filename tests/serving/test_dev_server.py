@@ -68,7 +68,9 @@ def test_no_images_send_no_request():
     """An empty batch is answered here: nothing listens on the port the clients name."""
     assert RestClient("http://127.0.0.1:9", "cap").caption([]) == []
     assert RestClient("http://127.0.0.1:9", "cap").caption([], columnar=True) == []
-    assert GrpcClient("127.0.0.1:9", "cap").caption([]) == []
+    grpc = GrpcClient("127.0.0.1:9", "cap")
+    assert grpc.caption([]) == []
+    grpc.close()
 
 
 def test_status_metadata_and_warmup(server):
