@@ -68,14 +68,16 @@ def run(args):
     # SIGTERM (docker stop, systemd, kill) unwinds like Ctrl-C (`stop_on_signals`, set by
     # `main`): the `finally`s below stop the server and remove the scratch export.
     model_base, scratch = args.model_base, None
-    if model_base is None:  # a trained model: export it into a scratch model base first
-        from keras_saat.experiment import export_workdir
-
-        scratch = tempfile.TemporaryDirectory(prefix="keras-saat-serve-")
-        model_base = f"{scratch.name}/{args.name}"
-        overrides = [f"export.model_name={args.name}", "export.format=savedmodel"]
-        export_workdir(trained(args), model_base, 1, overrides, log=log)
     try:
+        if model_base is None:  # a trained model: export it into a scratch model base first
+            from keras_saat.experiment import export_workdir
+
+            scratch = tempfile.TemporaryDirectory(prefix="keras-saat-serve-")
+            model_base = f"{scratch.name}/{args.name}"
+            overrides = [f"export.model_name={args.name}", "export.format=savedmodel"]
+            # Inside the try: a signal during the export removes the folder here, not by
+            # the TemporaryDirectory's finaliser at interpreter exit.
+            export_workdir(trained(args), model_base, 1, overrides, log=log)
         server = DevServer(
             model_base,
             args.name,

@@ -7,6 +7,7 @@ within seconds or the test fails, it never hangs.
 import base64
 import contextlib
 import json
+import os
 import re
 import shutil
 import signal
@@ -361,6 +362,29 @@ def test_sigterm_to_serve_a_workdir_removes_its_scratch_export(trained_workdir):
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 143  # 128 + SIGTERM, as every command exits
         assert not scratch.exists()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+
+
+def test_sigterm_during_the_scratch_export_removes_it(trained_workdir, tmp_path):
+    """The signal arrives while `serve` still exports the workdir (its first line is the
+    export's): the half-written scratch folder goes too, and the exit is SIGTERM's."""
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from keras_saat.cli import main; sys.exit(main())",
+         "serve", "--workdir", str(trained_workdir), "--name", "cap", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(scratch_root)},
+    )  # fmt: skip
+    try:
+        line = process.stdout.readline()
+        assert "folded" in line or "exported" in line, (line, process.stderr.read()[-2000:])
+        assert list(scratch_root.glob("keras-saat-serve-*"))  # the export is under way
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 143
+        assert list(scratch_root.glob("keras-saat-serve-*")) == []
     finally:
         with contextlib.suppress(ProcessLookupError):
             process.kill()
