@@ -109,6 +109,12 @@ def process_alive(pid):
     return True
 
 
+def whole_number(text):
+    """`text` as an int when it is ASCII digits alone (a version folder's name, a shard's
+    number), else None: `str.isdigit()` also takes "²", which `int()` refuses."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def file_sha256(path):
     """The SHA-256 (hex) of a file's bytes, read a megabyte at a time."""
     digest = hashlib.sha256()

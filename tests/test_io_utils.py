@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from keras_saat.io_utils import atomic_path, write_text_atomic
+from keras_saat.io_utils import atomic_path, whole_number, write_text_atomic
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
@@ -75,3 +75,19 @@ def test_sweep_removes_the_temporaries_of_writers_that_are_gone(tmp_path):
          "old-notes.tmp"]
     )  # fmt: skip
     assert logged == [f"removed 3 temporary file(s) of writers that were stopped in {tmp_path}"]
+
+
+def test_version_folders_are_named_by_ascii_digits_alone(tmp_path):
+    """TF Serving reads "1" and "10" as versions; "²" and "٣" pass str.isdigit(), and int()
+    refuses the first and reads the second as 3: both are other folders here."""
+    from keras_saat.export.saved_model import next_version
+    from keras_saat.serving.dev_server import latest_version
+
+    for name in ("1", "10", "²", "٣٣", "tmp"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "saved_model.pb").write_bytes(b"")
+    assert [whole_number(t) for t in ("10", "007", "²", "٣٣", "", "-1")] == [
+        10, 7, None, None, None, None,
+    ]  # fmt: skip
+    assert next_version(tmp_path) == 11
+    assert latest_version(tmp_path) == 10

@@ -22,7 +22,7 @@ from keras_saat.beam.captioning import CaptionKeyedImages, caption_row, remote_c
 from keras_saat.beam.model_handler import BATCH_SIZE, SavedModelHandler, is_remote
 from keras_saat.errors import KerasSaatError
 from keras_saat.images.image_files import is_utf8, printable
-from keras_saat.io_utils import sweep_temporaries, write_bytes_atomic
+from keras_saat.io_utils import sweep_temporaries, whole_number, write_bytes_atomic
 
 PREFIX = "captions"
 # A shard file's name (`shards`): only these are the run's; any other file in OUT is left.
@@ -80,9 +80,9 @@ def saved_model_folder(path):
     versions = []
     pattern = FileSystems.join(path, "*", "saved_model.pb")
     for found in FileSystems.match([pattern])[0].metadata_list:
-        version = found.path.rstrip("/").split("/")[-2]
-        if version.isdigit():
-            versions.append((int(version), found.path[: -len("/saved_model.pb")]))
+        version = whole_number(found.path.rstrip("/").split("/")[-2])
+        if version is not None:
+            versions.append((version, found.path[: -len("/saved_model.pb")]))
     if not versions:
         raise KerasSaatError(
             f"--saved-model {path}: no saved_model.pb there nor in a version folder below it; "

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from keras_saat.errors import KerasSaatError
-from keras_saat.io_utils import atomic_path, raise_write_failure
+from keras_saat.io_utils import atomic_path, raise_write_failure, whole_number
 
 FORMATS = {".jsonl": "jsonl", ".csv": "csv"}
 CSV_COLUMNS = ("image", "caption", "log_prob", "novelty", "familiar", "error")
@@ -226,8 +226,8 @@ class CaptionFile:
     def _next_shard(self):
         """The first attention shard number after those already in the side folder."""
         folder = attention_folder(self.path)
-        numbers = [int(p.stem) for p in folder.glob("*.npy") if p.stem.isdigit()]
-        return max(numbers, default=-1) + 1
+        numbers = (whole_number(p.stem) for p in folder.glob("*.npy"))
+        return max((n for n in numbers if n is not None), default=-1) + 1
 
     def write(self, result):
         """Appends one `Captioner.generate_stream` result; FileWriteError where the file

@@ -27,7 +27,7 @@ from keras_saat.export.familiarity_outputs import (
 )
 from keras_saat.export.staging import staging_folder, sweep_staging
 from keras_saat.images.decoding import RESIZE_MODES, decode_images, resize_image
-from keras_saat.io_utils import raise_write_failure
+from keras_saat.io_utils import raise_write_failure, whole_number
 from keras_saat.serving.request_checks import MAX_BATCH
 from keras_saat.serving.signatures import DEFAULT_SIGNATURE, METADATA_FILE, PIXELS_SIGNATURE
 from keras_saat.text.vocabulary import END_ID
@@ -198,8 +198,8 @@ def next_version(base):
     """1 + the highest numeric version folder under `base` (1 when there is none)."""
     base = Path(base)
     folders = base.iterdir() if base.is_dir() else ()
-    versions = [int(p.name) for p in folders if p.is_dir() and p.name.isdigit()]
-    return max(versions, default=0) + 1
+    versions = [whole_number(p.name) for p in folders if p.is_dir()]
+    return max((v for v in versions if v is not None), default=0) + 1
 
 
 def export_saved_model(model, base, decode, export, version=None, metadata=None, log=print):

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from keras_saat.errors import KerasSaatError
+from keras_saat.io_utils import whole_number
 from keras_saat.serving.answers import BadRequest, NotFound, Page, json_value
 from keras_saat.serving.dev_grpc import grpc_server
 from keras_saat.serving.dev_http import RequestGate
@@ -36,7 +37,9 @@ def latest_version(model_base):
     if not base.is_dir():
         raise KerasSaatError(f"model base {base} is not a folder; run `keras-saat export` first")
     versions = [
-        int(p.name) for p in base.iterdir() if p.name.isdigit() and (p / "saved_model.pb").is_file()
+        whole_number(p.name)
+        for p in base.iterdir()
+        if whole_number(p.name) is not None and (p / "saved_model.pb").is_file()
     ]
     if not versions:
         raise KerasSaatError(

@@ -20,7 +20,7 @@ def test_a_shards_name_hashes_its_paths_so_new_images_rename_only_later_shards()
 
 
 def test_the_saved_model_is_the_highest_numeric_version(tmp_path):
-    for version in ("1", "10", "9", "tmp"):
+    for version in ("1", "10", "9", "tmp", "²"):
         (tmp_path / version).mkdir()
         (tmp_path / version / "saved_model.pb").write_bytes(b"")
     assert pipeline_runs.saved_model_folder(tmp_path) == str(tmp_path / "10")
