@@ -143,8 +143,8 @@ class FeatureCache:
         return parse
 
     def _interleaved(self, split, shuffle_files, seed, open_shard):
-        """The split's shards, shuffled by `seed` when asked, read round-robin in a fixed order,
-        so `dataset` and `positions_dataset` give one order for a seed."""
+        """The split's shards, shuffled by `seed` when asked, read round-robin in a fixed order:
+        one order for a seed, which an exact resume depends on."""
         files = self.files(split)
         names = tf.data.Dataset.from_tensor_slices((files, tf.range(len(files))))
         if shuffle_files:
@@ -193,19 +193,6 @@ class FeatureCache:
                 raise damaged_shard_error(name, reason) from None
             rows, scales = decoded if out is not None else (decoded, None)
             yield positions, rows, scales
-
-    def positions_dataset(self, split, shard_positions, shuffle_files=False, seed=None):
-        """tf.data of {"position": int32} in the order `dataset` gives for the same shuffle and
-        seed, from `shard_positions` without reading the shards."""
-        rows = tf.RaggedTensor.from_row_lengths(
-            np.concatenate([np.zeros(0, np.int32), *shard_positions]).astype(np.int32),
-            [len(p) for p in shard_positions],
-        )
-
-        def open_shard(_, number):
-            return tf.data.Dataset.from_tensor_slices({"position": rows[number]})
-
-        return self._interleaved(split, shuffle_files, seed, open_shard)
 
     def load(self, split):
         """The whole split in memory, in position order: (positions (N,), features (N, L, C) float32)."""
