@@ -176,13 +176,11 @@ def pretrain_shapes_cnn(
     """
     import keras
 
-    from keras_saat.images.decoding import resize_image
-
     keras.utils.set_random_seed(seed)
     backbone = build_shapes_cnn(images.shape[1:], width=width, standardize=standardize)
     grid = tuple(backbone.output.shape[1:3])
     trainer = attribute_trainer(backbone, augment, seed)
-    images = _whole_uint8(np.asarray(images))  # a quarter of float32's memory
+    images = _as_uint8(images)  # a quarter of float32's memory
     if extra_scenes:
         rng = np.random.default_rng([seed, 1])  # not the dataset generator's stream
         extra = [sample_objects(rng) for _ in range(extra_scenes)]
@@ -190,7 +188,7 @@ def pretrain_shapes_cnn(
         rendered, extra = zip(*[draw(o) for o in extra], strict=True)
         rendered = np.stack(rendered)  # (E, 128, 128, 3); scenes are square
         if rendered.shape[1:3] != images.shape[1:3]:
-            rendered = resize_image(rendered, images.shape[1]).numpy()
+            rendered = _resized_uint8(rendered, images.shape[1])
         images = np.concatenate([images, rendered])
         objects = list(objects) + list(extra)
     steps = epochs * -(-len(images) // batch_size)
@@ -261,29 +259,44 @@ def attribute_trainer(backbone, augment=True, seed=0):
     return keras.Model(pixels, heads, name="attribute_trainer")
 
 
-def _whole_uint8(images):
-    """`images` as uint8 when every pixel is a whole number in [0, 255] (scenes at their
-    rendered size), else unchanged."""
+def _as_uint8(images, chunk=1024):
+    """`images` (pixels in [0, 255]) as uint8, rounded as a PNG of them would be: scenes at
+    their rendered size keep their values exactly, and resized ones (`model.image_size`
+    other than the world's) are held at a quarter of float32's memory. Converted `chunk`
+    images at a time, so no second float array of them all is made."""
+    images = np.asarray(images)
     if images.dtype == np.uint8:
         return images
-    whole = images.astype(np.uint8)
-    return whole if np.array_equal(whole, images) else images
+    out = np.empty(images.shape, np.uint8)
+    for start in range(0, len(images), chunk):
+        out[start : start + chunk] = np.clip(np.rint(images[start : start + chunk]), 0, 255)
+    return out
+
+
+def _resized_uint8(scenes, side, chunk=1024):
+    """uint8 `scenes` resized to `side` (`resize_image`), `chunk` at a time: the float32
+    result of all of them at once would be 4 times the uint8 it ends as."""
+    from keras_saat.images.decoding import resize_image
+
+    out = np.empty((len(scenes), side, side, scenes.shape[-1]), np.uint8)
+    for start in range(0, len(scenes), chunk):
+        out[start : start + chunk] = _as_uint8(resize_image(scenes[start : start + chunk], side))
+    return out
 
 
 def _scene_batches(images, targets, batch_size, seed):
     """Shuffled (pixels in [0, 1], targets) batches; a new order every epoch.
 
-    Scenes of whole-number pixels stay uint8 in memory (a quarter of float32's), and each
-    batch is gathered and scaled as it is needed. tf.data's autotuner is off: with it,
-    and in `fit()`'s own pipeline for NumPy arrays, the step after an epoch's end can
-    wait with the CPU idle. The photometric augmentation is the trainer's
+    The scenes stay uint8 in memory (a quarter of float32's), and each batch is gathered
+    and scaled as it is needed. tf.data's autotuner is off: with it, and in `fit()`'s own
+    pipeline for NumPy arrays, the step after an epoch's end can wait with the CPU idle. The photometric augmentation is the trainer's
     (`attribute_trainer`).
     """
     import tensorflow as tf
 
     from keras_saat.runtime.pipeline_options import without_autotune
 
-    pixels = tf.constant(_whole_uint8(images))
+    pixels = tf.constant(_as_uint8(images))
     labels = {k: tf.constant(v) for k, v in targets.items()}
     scale = tf.constant(1 / 255, tf.float32)
 

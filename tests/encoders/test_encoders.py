@@ -145,7 +145,7 @@ def test_pretraining_batches_hold_every_scene_once_an_epoch_with_its_targets(dty
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(10, 4, 4, 3)).astype(dtype)
     if dtype == np.float32:
-        images += 0.25  # not whole numbers: kept as float32, not rounded to uint8
+        images = np.clip(images + 0.25, 0, 255)  # resized pixels: held rounded, as uint8
     targets = {"shape": np.arange(10, dtype=np.int32)[:, None, None] * np.ones((1, 2, 2), np.int32)}
     batches = _scene_batches(images, targets, batch_size=4, seed=3)
     orders = []
@@ -154,11 +154,28 @@ def test_pretraining_batches_hold_every_scene_once_an_epoch_with_its_targets(dty
         for pixels, labels in batches:
             assert pixels.dtype == tf.float32 and pixels.shape[0] <= 4
             index = labels["shape"].numpy()[:, 0, 0]
-            np.testing.assert_allclose(pixels.numpy(), images[index] / 255, rtol=1e-6)
+            expected = np.rint(images[index].astype(np.float64)) / 255
+            np.testing.assert_allclose(pixels.numpy(), expected, rtol=1e-6)
             seen += list(index)
         assert sorted(seen) == list(range(10))
         orders.append(seen)
     assert orders[0] != orders[1]  # reshuffled each epoch
+
+
+def test_pretraining_scenes_read_at_another_size_are_held_as_rounded_uint8():
+    """A CNN pre-trained at `model.image_size` 192 holds its extra scenes resized: as uint8
+    (a quarter of float32's memory), each pixel the resize rounded, `chunk` at a time."""
+    from keras_saat.encoders.shapes_cnn import _as_uint8, _resized_uint8
+    from keras_saat.images.decoding import resize_image
+
+    scenes = np.random.default_rng(1).integers(0, 256, size=(5, 16, 16, 3)).astype(np.uint8)
+    resized = _resized_uint8(scenes, 24, chunk=2)
+    exact = resize_image(scenes, 24).numpy()
+    assert resized.dtype == np.uint8 and resized.shape == (5, 24, 24, 3)
+    np.testing.assert_array_equal(resized, np.clip(np.rint(exact), 0, 255))
+    assert np.abs(exact - np.rint(exact)).max() > 0.1  # the resize made fractions to round
+    whole = scenes.astype(np.float32)  # scenes at their rendered size keep every value
+    np.testing.assert_array_equal(_as_uint8(whole, chunk=3), scenes)
 
 
 def test_a_standardised_shapes_cnn_sees_exposure_and_contrast_as_nothing():
