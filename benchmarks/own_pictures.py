@@ -5,6 +5,9 @@ scenes packaged with keras_saat, each run trained by the command line as a user 
     python -m benchmarks.own_pictures --root /tmp/own --seeds 0 1 2 \\
         --out benchmarks/results/own-pictures-DATE.json
 
+`--set KEY=VALUE` (repeated) is passed to `keras-saat train`: an experiment beside the
+recipe, in its own --root.
+
 A seed's workdir is reused when it holds a trained model, and its scores when they are
 newer than the model. "Done when" of the own-pictures
 work: each of rotated, hand-drawn and photographed sheet within 0.05 BLEU-4 of in
@@ -25,10 +28,11 @@ from keras_saat.evaluation.robustness import plain_caption
 OWN = ("rotated 5-8 degrees", "hand-drawn", "photographed sheet")
 
 
-def run_seed(workdir, seed, scenes):
+def run_seed(workdir, seed, scenes, settings=()):
     if not (workdir / "model.keras").exists():
+        extra = [part for setting in settings for part in ("--set", setting)]
         keras_saat("train", "--config", "shapes_soft", "--workdir", workdir,
-                   "--set", f"model.seed={seed}", "--set", f"train.seed={seed}")  # fmt: skip
+                   "--set", f"model.seed={seed}", "--set", f"train.seed={seed}", *extra)  # fmt: skip
     test_file, val_file = (workdir / "eval" / split / "metrics.json" for split in ("test", "val"))
     out = workdir / "hand_drawn.jsonl"
     if not scored(workdir, test_file, val_file, out):
@@ -79,10 +83,14 @@ def main(argv=None):
     parser.add_argument("--root", type=Path, required=True, help="a folder for the workdirs")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--scenes", type=int, default=200, help="scenes a robustness row")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for keras-saat train, beside the recipe's")  # fmt: skip
     parser.add_argument("--out", help="where to write the JSON report")
     args = parser.parse_args(argv)
-    runs = {f"seed{s}": run_seed(args.root / f"seed{s}", s, args.scenes) for s in args.seeds}
-    fields = {"recipe": "shapes_soft", "runs": runs, "summary": summary(runs)}
+    runs = {
+        f"seed{s}": run_seed(args.root / f"seed{s}", s, args.scenes, args.set) for s in args.seeds
+    }
+    fields = {"recipe": "shapes_soft", "settings": args.set, "runs": runs, "summary": summary(runs)}
     benchmark_report("own_pictures.py", fields, args.out)
     return 0
 
