@@ -109,10 +109,14 @@ def process_alive(pid):
     return True
 
 
-def whole_number(text):
-    """`text` as an int when it is ASCII digits alone (a version folder's name, a shard's
-    number), else None: `str.isdigit()` also takes "²", which `int()` refuses."""
-    return int(text) if text.isascii() and text.isdigit() else None
+def whole_number(text, digits=18):
+    """`text` as an int when it is ASCII digits alone, at most `digits` of them (a version
+    folder's name, a shard's number, a Content-Length), else None. `str.isdigit()` also
+    takes "²", which `int()` refuses, and "٣", which `int()` reads as 3; TF Serving reads
+    neither as a version, nor one past int64 (19 digits can be)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > digits:
+        return None
+    return int(text)
 
 
 def file_sha256(path):

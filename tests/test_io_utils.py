@@ -78,16 +78,17 @@ def test_sweep_removes_the_temporaries_of_writers_that_are_gone(tmp_path):
 
 
 def test_version_folders_are_named_by_ascii_digits_alone(tmp_path):
-    """TF Serving reads "1" and "10" as versions; "²" and "٣" pass str.isdigit(), and int()
-    refuses the first and reads the second as 3: both are other folders here."""
+    """TF Serving reads "1" and "10" as versions; "²" and "٣٣" pass str.isdigit(), and int()
+    refuses the first and reads the second as 33; 20 nines are past int64: all three are
+    other folders here."""
     from keras_saat.export.saved_model import next_version
     from keras_saat.serving.dev_server import latest_version
 
-    for name in ("1", "10", "²", "٣٣", "tmp"):
+    for name in ("1", "10", "²", "٣٣", "9" * 20, "tmp"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "saved_model.pb").write_bytes(b"")
-    assert [whole_number(t) for t in ("10", "007", "²", "٣٣", "", "-1")] == [
-        10, 7, None, None, None, None,
+    assert [whole_number(t) for t in ("10", "007", "²", "٣٣", "", "-1", "9" * 19)] == [
+        10, 7, None, None, None, None, None,
     ]  # fmt: skip
     assert next_version(tmp_path) == 11
     assert latest_version(tmp_path) == 10

@@ -10,6 +10,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from keras_saat.errors import KerasSaatError
+from keras_saat.io_utils import whole_number
 from keras_saat.serving.answers import BadRequest, Busy, Forbidden, NotFound, Page
 from keras_saat.serving.request_checks import MAX_BODY_BYTES
 
@@ -81,14 +82,14 @@ def http_handler(server):
                 self.close_connection = True  # the body's end cannot be found
                 raise BadRequest("Transfer-Encoding is not supported; send a Content-Length")
             text = self.headers.get("Content-Length", "0").strip()
-            # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
-            if not (text.isascii() and text.isdigit()) or len(text) > 18:
+            length = whole_number(text)
+            if length is None:
                 self.close_connection = True
                 raise BadRequest(f"Content-Length must be a number of bytes >= 0; got {text!r}")
-            if int(text) > MAX_BODY_BYTES:
+            if length > MAX_BODY_BYTES:
                 self.close_connection = True
                 raise BadRequest(f"request body over {MAX_BODY_BYTES} bytes")
-            return int(text)
+            return length
 
         def do_GET(self):
             """Answers a GET or a POST (`self.command`) as `server.route` has it."""

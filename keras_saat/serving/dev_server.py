@@ -36,11 +36,8 @@ def latest_version(model_base):
     base = Path(model_base)
     if not base.is_dir():
         raise KerasSaatError(f"model base {base} is not a folder; run `keras-saat export` first")
-    versions = [
-        whole_number(p.name)
-        for p in base.iterdir()
-        if whole_number(p.name) is not None and (p / "saved_model.pb").is_file()
-    ]
+    named = ((whole_number(p.name), p) for p in base.iterdir())
+    versions = [v for v, p in named if v is not None and (p / "saved_model.pb").is_file()]
     if not versions:
         raise KerasSaatError(
             f"{base} holds no version folder (BASE/<number>/saved_model.pb); run `keras-saat export`"
