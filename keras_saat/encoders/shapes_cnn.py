@@ -289,8 +289,8 @@ def _scene_batches(images, targets, batch_size, seed):
 
     The scenes stay uint8 in memory (a quarter of float32's), and each batch is gathered
     and scaled as it is needed. tf.data's autotuner is off: with it, and in `fit()`'s own
-    pipeline for NumPy arrays, the step after an epoch's end can wait with the CPU idle. The photometric augmentation is the trainer's
-    (`attribute_trainer`).
+    pipeline for NumPy arrays, the step after an epoch's end can wait with the CPU idle.
+    The photometric augmentation is the trainer's (`attribute_trainer`).
     """
     import tensorflow as tf
 
